@@ -1,0 +1,28 @@
+//! The one place that maps files into memory.
+
+#![allow(unsafe_code)]
+
+use std::fs::File;
+use std::io;
+use std::path::Path;
+
+use bytes::Bytes;
+
+/// Maps a sealed segment read-only and hands it out as `Bytes` that own the mapping.
+pub(crate) fn map_file(file: &File, path: &Path) -> io::Result<Bytes> {
+    if file.metadata()?.len() == 0 {
+        return Ok(Bytes::new());
+    }
+    // SAFETY: a mapping is sound only while no one modifies or truncates the file under it.
+    // Only sealed segments are mapped. A sealed segment is immutable by construction: the log
+    // writes a segment only while it is the active segment, seals it (footer, fsync) before
+    // any mapping is made, and from then on neither writes nor truncates it; reclaim removes a
+    // whole file only after every mapping of it has been dropped (a removed file's pages stay
+    // valid for existing mappings anyway). Other writers are kept out by the store's exclusive
+    // LOCK file, which every sessionlog process takes before opening a store. A program that
+    // ignores the lock and edits segment files by hand is outside this contract, as it is for
+    // any database file.
+    let map = unsafe { memmap2::MmapOptions::new().map(file) }
+        .map_err(|e| io::Error::new(e.kind(), format!("mapping {}: {e}", path.display())))?;
+    Ok(Bytes::from_owner(map))
+}

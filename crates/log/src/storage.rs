@@ -1,0 +1,222 @@
+//! All file I/O of the log goes through [`Storage`] and [`StorageFile`].
+//!
+//! [`RealStorage`] is the operating system. The testkit provides a simulated implementation
+//! that models power loss (durable versus written-but-unsynced bytes, torn writes, lost
+//! directory entries) and injects faults, so crash schedules run deterministically in tests.
+//! Code that bypasses this trait is a bug: it would escape every crash test.
+
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+/// How [`Storage::open_file`] opens a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenMode {
+    /// Create a new file for reading and writing; fail if it exists.
+    CreateNew,
+    /// Open an existing file for reading and writing.
+    ReadWrite,
+    /// Open an existing file for reading only.
+    ReadOnly,
+}
+
+/// A file handle. Positional I/O only, so one handle serves concurrent readers and a writer.
+pub trait StorageFile: Send + Sync + fmt::Debug {
+    /// Reads up to `buf.len()` bytes at `offset`; returns how many were read (0 at the end).
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+
+    /// Writes all of `buf` at `offset`. On error an unknown prefix may have been written.
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+
+    /// Makes written data (and the size needed to read it) durable: `fdatasync`.
+    fn sync_data(&self) -> io::Result<()>;
+
+    /// Makes written data and all metadata durable: `fsync`.
+    fn sync_all(&self) -> io::Result<()>;
+
+    /// The file's current size.
+    fn len(&self) -> io::Result<u64>;
+
+    /// Truncates or extends (with zeros) the file to `len` bytes.
+    fn set_len(&self, len: u64) -> io::Result<()>;
+
+    /// Reserves space for the first `len` bytes so later writes need no allocation; the size
+    /// becomes at least `len` and unwritten bytes read as zero. May be a plain `set_len`.
+    fn allocate(&self, len: u64) -> io::Result<()>;
+
+    /// A read-only view of the whole file as it is now. The caller promises that the file is
+    /// never written or truncated again while any view of it lives (sealed segments only).
+    fn map_readonly(&self) -> io::Result<Bytes>;
+
+    /// Reads exactly `buf.len()` bytes at `offset`, or fails with `UnexpectedEof`.
+    fn read_exact_at(&self, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+        while !buf.is_empty() {
+            match self.read_at(buf, offset) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "read past the end of the file",
+                    ))
+                }
+                Ok(n) => {
+                    buf = &mut buf[n..];
+                    offset += n as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Proof that a store directory is held exclusively; released when dropped.
+pub trait DirLock: Send + Sync + fmt::Debug {}
+
+/// The file system as the log sees it.
+pub trait Storage: Send + Sync + fmt::Debug + 'static {
+    /// Creates `dir` and its parents.
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+
+    /// Names of the entries of `dir` (files only matter to the log).
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>>;
+
+    /// Opens or creates a file.
+    fn open_file(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn StorageFile>>;
+
+    /// Removes a file. Durable once the directory is synced.
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+
+    /// Renames a file, replacing `to`. Durable once the directory is synced.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+
+    /// Makes the directory's entries (creations, removals, renames) durable.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+
+    /// Takes the exclusive lock of a store directory through the file at `path`; `Ok(None)`
+    /// when another holder has it.
+    fn try_lock(&self, path: &Path) -> io::Result<Option<Box<dyn DirLock>>>;
+}
+
+/// The operating system's file system.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RealStorage;
+
+#[derive(Debug)]
+struct RealFile {
+    file: File,
+    path: PathBuf,
+}
+
+impl StorageFile for RealFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.file.read_at(buf, offset)
+    }
+
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.file.write_all_at(buf, offset)
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    fn sync_all(&self) -> io::Result<()> {
+        self.file.sync_all()
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)
+    }
+
+    fn allocate(&self, len: u64) -> io::Result<()> {
+        // Real blocks, not a sparse hole: later appends then change no allocation metadata,
+        // which keeps each commit to a plain fdatasync.
+        match rustix::fs::fallocate(&self.file, rustix::fs::FallocateFlags::empty(), 0, len) {
+            Ok(()) => Ok(()),
+            Err(e) if e == rustix::io::Errno::OPNOTSUPP || e == rustix::io::Errno::NOSYS => {
+                if self.len()? < len {
+                    self.file.set_len(len)?;
+                }
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn map_readonly(&self) -> io::Result<Bytes> {
+        crate::mmap::map_file(&self.file, &self.path)
+    }
+}
+
+#[derive(Debug)]
+struct RealLock {
+    _file: File,
+}
+
+impl DirLock for RealLock {}
+
+impl Storage for RealStorage {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        fs::create_dir_all(dir)
+    }
+
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in fs::read_dir(dir)? {
+            if let Some(name) = entry?.file_name().to_str() {
+                names.push(name.to_owned());
+            }
+        }
+        Ok(names)
+    }
+
+    fn open_file(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn StorageFile>> {
+        let mut opts = OpenOptions::new();
+        match mode {
+            OpenMode::CreateNew => opts.read(true).write(true).create_new(true),
+            OpenMode::ReadWrite => opts.read(true).write(true),
+            OpenMode::ReadOnly => opts.read(true),
+        };
+        let file = opts.open(path)?;
+        Ok(Arc::new(RealFile {
+            file,
+            path: path.to_owned(),
+        }))
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        fs::remove_file(path)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::rename(from, to)
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        File::open(dir)?.sync_all()
+    }
+
+    fn try_lock(&self, path: &Path) -> io::Result<Option<Box<dyn DirLock>>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => Ok(Some(Box::new(RealLock { _file: file }))),
+            Err(e) if e == rustix::io::Errno::WOULDBLOCK => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
