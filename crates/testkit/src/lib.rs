@@ -1,1 +1,19 @@
-//! Test support for sessionlog.
+//! Test support for sessionlog: a simulated storage that models power loss and injects faults,
+//! and a reference model that checks a recovered log against what was acknowledged.
+//!
+//! [`SimStorage`] implements the log's [`sessionlog_log::Storage`] trait in memory. It keeps a
+//! durable and a written image of every file, loses or tears unsynced writes at a crash
+//! ([`SimStorage::crash`]), reverts unsynced directory changes, and fails chosen operations
+//! ([`Fault`]). Everything is driven by seeds, so a failing schedule reproduces from its seed.
+
+#![forbid(unsafe_code)]
+
+pub mod crash;
+pub mod fault;
+mod sim;
+#[cfg(test)]
+mod sim_tests;
+
+pub use crash::{CrashPolicy, CrashReport, FileOutcome, Survival, Tear};
+pub use fault::{Fault, FaultError, OpKind, Persistence};
+pub use sim::{SimConfig, SimFile, SimStats, SimStorage};
