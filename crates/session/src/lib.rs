@@ -1,1 +1,37 @@
-//! Sessions.
+//! Sessions for sessionlog: the pure semantic core.
+//!
+//! A session is an append-only, gap-free sequence of typed events ([`Event`]) with
+//! lossless JSON payloads ([`json`]). Surface events form the ordered surface, which
+//! replacements shadow without deleting anything; [`Session::derive_messages`] projects
+//! the model history from it. Restart repair closes an open final turn with new events
+//! ([`Session::repair`]). DeepSeek Harness JSONL files import and export losslessly
+//! ([`dsh`]), and [`codec`] maps events to log records. Nothing here does file I/O.
+
+#![forbid(unsafe_code)]
+
+mod chunks;
+pub mod codec;
+pub mod dsh;
+mod error;
+mod event;
+mod header;
+pub mod json;
+mod repair;
+mod session;
+mod surface;
+pub mod typed;
+mod upgrade;
+mod validate;
+mod version;
+
+pub use codec::{
+    decode_event, decode_header, encode_event, encode_header, is_surface_kind, kind_tag,
+};
+pub use dsh::{export_jsonl, import_jsonl, DshImport, ImportOptions, TailCut};
+pub use error::{Error, Rule, ValidationError};
+pub use event::{Event, EventInput, Seq, SurfaceOp};
+pub use header::SessionHeader;
+pub use repair::{TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN};
+pub use session::Session;
+pub use surface::Surface;
+pub use version::{FormatVersion, MessageLocation, MessageRule, SurfaceType, DSH_V0_KNOWN_TYPES};

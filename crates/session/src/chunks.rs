@@ -1,0 +1,244 @@
+//! DSH packed chunk rows (spec §2): runs of at least three `assistant/chunk` delta events
+//! stored as one JSONL row, unpacked on import and packed again on export exactly as
+//! DSH's writer packs them.
+
+use crate::event::{is_number, Event};
+use crate::json::{JsonRef, MAX_SAFE_INTEGER};
+
+/// Row type tags.
+pub(crate) const ROW_TYPES: [&str; 3] = ["text-chunks", "reasoning-chunks", "tool-call-chunks"];
+
+/// Unpacks one row into canonical `assistant/chunk` envelopes; `None` if the row is
+/// malformed (the line then counts as unparsable).
+pub(crate) fn unpack_row(row: JsonRef<'_>) -> Option<Vec<String>> {
+    let kind = row.get("type")?.as_str()?;
+    if !row.has_exact_keys(&["type", "seq0", "time0", "data"]) {
+        return None;
+    }
+    let seq0 = row.get("seq0")?.as_seq()?;
+    let time0 = row.get("time0")?.as_safe_integer()?;
+    let data = row.get("data")?;
+    let tool = kind == "tool-call-chunks";
+    let keys_ok = if tool {
+        data.has_exact_keys(&["turn", "step", "index", "dt", "id", "name", "args"])
+            || data.has_exact_keys(&["turn", "step", "index", "dt", "id", "args"])
+    } else {
+        data.has_exact_keys(&["turn", "step", "index", "dt", "texts"])
+    };
+    if !keys_ok
+        || !is_number(data.get("turn"))
+        || !is_number(data.get("step"))
+        || !is_number(data.get("index"))
+    {
+        return None;
+    }
+    let members = data
+        .get(if tool { "args" } else { "texts" })
+        .filter(|m| m.is_array())?;
+    let members: Vec<JsonRef<'_>> = members.elements().collect();
+    if members.is_empty() || members.iter().any(|m| m.as_str().is_none()) {
+        return None;
+    }
+    let dt = data.get("dt").filter(|d| d.is_array())?;
+    let dt: Vec<i64> = dt
+        .elements()
+        .map(|d| d.as_safe_integer())
+        .collect::<Option<_>>()?;
+    if dt.len() + 1 != members.len() {
+        return None;
+    }
+    let id = if tool {
+        Some(data.get("id").filter(|i| i.as_str().is_some())?)
+    } else {
+        None
+    };
+    let name = data.get("name");
+    if name.is_some_and(|n| n.as_str().is_none()) {
+        return None;
+    }
+    let (turn, step, index) = (
+        data.get("turn")?.raw(),
+        data.get("step")?.raw(),
+        data.get("index")?.raw(),
+    );
+    let delta = match kind.as_ref() {
+        "text-chunks" => "text-delta",
+        "reasoning-chunks" => "reasoning-delta",
+        _ => "tool-call-delta",
+    };
+    let mut time = time0;
+    let mut out = Vec::with_capacity(members.len());
+    for (k, member) in members.iter().enumerate() {
+        if k > 0 {
+            time = time.checked_add(*dt.get(k - 1)?)?;
+        }
+        let seq = seq0.checked_add(k as u64)?;
+        if time.unsigned_abs() as f64 > MAX_SAFE_INTEGER || seq as f64 > MAX_SAFE_INTEGER {
+            return None;
+        }
+        let chunk = match (id, name) {
+            (Some(id), Some(name)) => format!(
+                "{{\"type\":\"{delta}\",\"index\":{index},\"id\":{},\"name\":{},\"argumentsDelta\":{}}}",
+                id.raw(),
+                name.raw(),
+                member.raw()
+            ),
+            (Some(id), None) => format!(
+                "{{\"type\":\"{delta}\",\"index\":{index},\"id\":{},\"argumentsDelta\":{}}}",
+                id.raw(),
+                member.raw()
+            ),
+            _ => format!("{{\"type\":\"{delta}\",\"index\":{index},\"text\":{}}}", member.raw()),
+        };
+        out.push(format!(
+            "{{\"type\":\"assistant/chunk\",\"seq\":{seq},\"time\":{time},\"data\":{{\"turn\":{turn},\"step\":{step},\"chunk\":{chunk}}}}}"
+        ));
+    }
+    Some(out)
+}
+
+/// A packable chunk event, reduced to what decides run membership.
+struct Member<'a> {
+    kind: &'static str,
+    turn: JsonRef<'a>,
+    step: JsonRef<'a>,
+    index: JsonRef<'a>,
+    id: Option<JsonRef<'a>>,
+    name: Option<JsonRef<'a>>,
+    payload: JsonRef<'a>,
+    time: i64,
+}
+
+fn member(event: &Event) -> Option<Member<'_>> {
+    if !event.is_bare() || event.stored_type() != "assistant/chunk" || event.is_upgraded() {
+        return None;
+    }
+    let data = event.stored_data();
+    if !data.has_exact_keys(&["turn", "step", "chunk"])
+        || !is_number(data.get("turn"))
+        || !is_number(data.get("step"))
+    {
+        return None;
+    }
+    let chunk = data.get("chunk")?;
+    let kind = chunk.get("type")?.as_str()?;
+    let string = |key: &str| chunk.get(key).filter(|v| v.as_str().is_some());
+    if !is_number(chunk.get("index")) {
+        return None;
+    }
+    let (kind, id, name, payload) = match kind.as_ref() {
+        "text-delta" | "reasoning-delta" if chunk.has_exact_keys(&["type", "index", "text"]) => {
+            let row = if kind == "text-delta" {
+                "text-chunks"
+            } else {
+                "reasoning-chunks"
+            };
+            (row, None, None, string("text")?)
+        }
+        "tool-call-delta"
+            if chunk.has_exact_keys(&["type", "index", "id", "name", "argumentsDelta"])
+                || chunk.has_exact_keys(&["type", "index", "id", "argumentsDelta"]) =>
+        {
+            let name = chunk.get("name");
+            if name.is_some() && string("name").is_none() {
+                return None;
+            }
+            (
+                "tool-call-chunks",
+                Some(string("id")?),
+                name,
+                string("argumentsDelta")?,
+            )
+        }
+        _ => return None,
+    };
+    Some(Member {
+        kind,
+        turn: data.get("turn")?,
+        step: data.get("step")?,
+        index: chunk.get("index")?,
+        id,
+        name,
+        payload,
+        time: event.time(),
+    })
+}
+
+fn continues(prev: &Member<'_>, next: &Member<'_>) -> bool {
+    let same_number = |a: JsonRef<'_>, b: JsonRef<'_>| a.as_f64() == b.as_f64();
+    let dt = next.time.checked_sub(prev.time);
+    prev.kind == next.kind
+        && dt.is_some_and(|d| d.unsigned_abs() as f64 <= MAX_SAFE_INTEGER)
+        && same_number(prev.turn, next.turn)
+        && same_number(prev.step, next.step)
+        && same_number(prev.index, next.index)
+        && prev.id.map(|i| i.as_str()) == next.id.map(|i| i.as_str())
+        && prev.name.map(|n| n.as_str()) == next.name.map(|n| n.as_str())
+}
+
+fn write_row(out: &mut String, first: &Event, run: &[Member<'_>]) {
+    let Some(head) = run.first() else { return };
+    out.push_str(&format!(
+        "{{\"type\":\"{}\",\"seq0\":{},\"time0\":{},\"data\":{{\"turn\":{},\"step\":{},\"index\":{},\"dt\":[",
+        head.kind,
+        first.seq(),
+        head.time,
+        head.turn.raw(),
+        head.step.raw(),
+        head.index.raw()
+    ));
+    for (i, pair) in run.windows(2).enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        if let [a, b] = pair {
+            out.push_str(&(b.time - a.time).to_string());
+        }
+    }
+    out.push(']');
+    if let Some(id) = head.id {
+        out.push_str(",\"id\":");
+        out.push_str(id.raw());
+        if let Some(name) = head.name {
+            out.push_str(",\"name\":");
+            out.push_str(name.raw());
+        }
+        out.push_str(",\"args\":[");
+    } else {
+        out.push_str(",\"texts\":[");
+    }
+    for (i, m) in run.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(m.payload.raw());
+    }
+    out.push_str("]}}");
+}
+
+/// Writes `events` as JSONL lines, packing runs of three or more chunk deltas into rows
+/// as DSH does for one write batch.
+pub(crate) fn write_packed(out: &mut String, events: &[Event]) {
+    let mut i = 0;
+    while let Some(event) = events.get(i) {
+        let mut run: Vec<Member<'_>> = Vec::new();
+        if let Some(first) = member(event) {
+            run.push(first);
+            while let Some(next) = events.get(i + run.len()).and_then(member) {
+                match run.last() {
+                    Some(prev) if continues(prev, &next) => run.push(next),
+                    _ => break,
+                }
+            }
+        }
+        if run.len() >= 3 {
+            write_row(out, event, &run);
+            out.push('\n');
+            i += run.len();
+        } else {
+            out.push_str(event.raw());
+            out.push('\n');
+            i += 1;
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! The one error type of this crate.
+//!
+//! Every refusal names the event (seq and type) and the rule it broke, so a caller can
+//! print it as one line and a user can find the offending record.
+
+use std::fmt;
+
+use crate::json::JsonErrorKind;
+
+/// Which validation rule an event broke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Rule {
+    /// The lossless-JSON rule (finite numbers, no `-0`, no duplicate keys, UTF-8).
+    LosslessJson,
+    /// Envelope keys and field types.
+    Envelope,
+    /// `surfaceOp` present where forbidden, missing where mandatory, or malformed.
+    SurfaceOp,
+    /// `sourceEventSeqs` malformed or not citing every shadowed node.
+    SourceEventSeqs,
+    /// A replace range whose endpoints are not current surface nodes in order.
+    ReplaceRange,
+    /// A tool-result replacement that shadows more than one result or changes more than content.
+    ToolResultReplace,
+    /// The message carried by a surface event has the wrong shape.
+    MessageShape,
+    /// A `request/header` config rule.
+    RequestHeader,
+    /// A retired DSH event shape (`request/header-delta`, `mode/set`, fallback header).
+    RetiredShape,
+    /// A per-type payload shape rule (turn, step, chunk, settlement stream record, …).
+    Payload,
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Rule::LosslessJson => "lossless JSON",
+            Rule::Envelope => "envelope",
+            Rule::SurfaceOp => "surfaceOp",
+            Rule::SourceEventSeqs => "sourceEventSeqs",
+            Rule::ReplaceRange => "replace range",
+            Rule::ToolResultReplace => "tool-result replacement",
+            Rule::MessageShape => "message shape",
+            Rule::RequestHeader => "request/header",
+            Rule::RetiredShape => "retired event shape",
+            Rule::Payload => "payload shape",
+        })
+    }
+}
+
+/// Everything that can go wrong in this crate.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Text that is not lossless JSON.
+    #[error("invalid JSON at byte {offset}: {kind}")]
+    Json {
+        /// Byte offset of the problem.
+        offset: usize,
+        /// What is wrong.
+        kind: JsonErrorKind,
+    },
+    /// An event whose `seq` is not the next one.
+    #[error("event seq {got} is out of order: the session expects seq {expected} next")]
+    SeqMismatch {
+        /// The next seq of the session.
+        expected: u64,
+        /// The seq the event carried.
+        got: u64,
+    },
+    /// An event type outside the known-type set that does not carry `"ignorable": true`.
+    #[error(
+        "format unsupported: event {seq} has unknown type {event_type:?} (not known to {version}); \
+         mark it \"ignorable\": true or add the type to the known-type set"
+    )]
+    UnknownEventType {
+        /// The event's seq.
+        seq: u64,
+        /// The unknown type.
+        event_type: String,
+        /// The format version whose vocabulary was used.
+        version: &'static str,
+    },
+    /// An event that breaks a validation rule.
+    #[error("event {seq} ({event_type}) rejected by the {rule} rule: {detail}")]
+    Invalid {
+        /// The event's seq.
+        seq: u64,
+        /// The event's type.
+        event_type: String,
+        /// The broken rule.
+        rule: Rule,
+        /// What exactly is wrong.
+        detail: String,
+    },
+    /// Damage in the committed region of a log: not a torn tail, so nothing is cut.
+    #[error("corrupt session log: {detail}")]
+    Corrupt {
+        /// 1-based line number among the lines after the header (DSH's numbering).
+        line: usize,
+        /// What was found, naming the line.
+        detail: String,
+    },
+    /// A session header with a format version other than 0.
+    #[error("format unsupported: session header version {version} (only version 0 is known)")]
+    UnsupportedVersion {
+        /// The version as written.
+        version: String,
+    },
+    /// A session header that is not a valid DSH header.
+    #[error("invalid session header: {detail}")]
+    Header {
+        /// What is wrong.
+        detail: String,
+    },
+    /// A legacy in-file shape that cannot be upgraded.
+    #[error("event {seq} ({event_type}) is a malformed legacy shape: {detail}")]
+    Legacy {
+        /// The event's seq.
+        seq: u64,
+        /// The event's type.
+        event_type: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// Bytes handed to a storage decoder that do not decode.
+    #[error("cannot decode stored {what}: {detail}")]
+    Decode {
+        /// Which record kind was being decoded.
+        what: &'static str,
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+impl Error {
+    pub(crate) fn invalid(
+        seq: u64,
+        event_type: &str,
+        rule: Rule,
+        detail: impl Into<String>,
+    ) -> Self {
+        Error::Invalid {
+            seq,
+            event_type: event_type.to_owned(),
+            rule,
+            detail: detail.into(),
+        }
+    }
+
+    /// True for refusals of the log's content (as opposed to damage or decoding failures).
+    pub fn is_corrupt(&self) -> bool {
+        matches!(self, Error::Corrupt { .. })
+    }
+}
+
+impl From<crate::json::JsonError> for Error {
+    fn from(e: crate::json::JsonError) -> Self {
+        Error::Json {
+            offset: e.offset,
+            kind: e.kind,
+        }
+    }
+}
+
+/// The error returned by validation at append (an alias: there is one error type).
+pub type ValidationError = Error;

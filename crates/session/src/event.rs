@@ -1,0 +1,432 @@
+//! The event envelope: `type, seq, time, data, surfaceOp?, sourceEventSeqs?, ignorable?`.
+//!
+//! An [`Event`] keeps the exact JSON text of its envelope (`raw`) and parsed copies of the
+//! envelope fields. The raw text is the unit of storage and export, so key order, number
+//! spelling and the order of envelope keys (DSH files contain both `surfaceOp,
+//! sourceEventSeqs` and the reverse) survive import, storage and export unchanged.
+//! Events this crate writes itself use DSH's writer order.
+
+use std::fmt;
+use std::ops::Range;
+
+use crate::error::{Error, Rule};
+use crate::json::{self, write_js_string, JsonKind, JsonRef};
+
+/// A per-session event sequence number: 0, 1, 2, … with no gaps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Seq(pub u64);
+
+impl Seq {
+    /// The number.
+    pub fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Display for Seq {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// How a surface event changes the surface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SurfaceOp {
+    /// Push the event at the end of the surface.
+    Append,
+    /// Shadow the current surface nodes from `start` to `end` (event seqs, in surface
+    /// order) and take their place.
+    Replace {
+        /// Seq of the first shadowed node.
+        start: u64,
+        /// Seq of the last shadowed node.
+        end: u64,
+    },
+}
+
+impl SurfaceOp {
+    fn parse(value: JsonRef<'_>) -> Option<SurfaceOp> {
+        if value.as_str().as_deref() == Some("append") {
+            return Some(SurfaceOp::Append);
+        }
+        if !value.has_exact_keys(&["op", "start", "end"]) {
+            return None;
+        }
+        if value.get("op")?.as_str().as_deref() != Some("replace") {
+            return None;
+        }
+        Some(SurfaceOp::Replace {
+            start: value.get("start")?.as_seq()?,
+            end: value.get("end")?.as_seq()?,
+        })
+    }
+
+    fn write(&self, out: &mut String) {
+        match self {
+            SurfaceOp::Append => out.push_str("\"append\""),
+            SurfaceOp::Replace { start, end } => out.push_str(&format!(
+                "{{\"op\":\"replace\",\"start\":{start},\"end\":{end}}}"
+            )),
+        }
+    }
+}
+
+/// The legacy upgrade applied in memory at load (spec §9); the raw text is untouched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Upgrade {
+    pub(crate) event_type: Option<Box<str>>,
+    pub(crate) data: Box<str>,
+}
+
+/// One session event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    raw: Box<str>,
+    type_name: Box<str>,
+    seq: Seq,
+    time: i64,
+    data: Range<usize>,
+    surface_op: Option<SurfaceOp>,
+    source_event_seqs: Option<Box<[u64]>>,
+    ignorable: bool,
+    pub(crate) upgrade: Option<Box<Upgrade>>,
+}
+
+const ENVELOPE_KEYS: [&str; 7] = [
+    "type",
+    "seq",
+    "time",
+    "data",
+    "surfaceOp",
+    "sourceEventSeqs",
+    "ignorable",
+];
+
+impl Event {
+    /// Parses and checks one envelope (lossless JSON plus the envelope rules of spec §3).
+    /// `seq_hint` names the event in errors when its own seq is unreadable.
+    pub fn parse(raw: &str, seq_hint: u64) -> Result<Event, Error> {
+        let type_hint = || {
+            JsonRef::new(raw)
+                .get("type")
+                .and_then(|t| t.as_str().map(|s| s.into_owned()))
+                .unwrap_or_else(|| "?".to_owned())
+        };
+        json::validate_str(raw).map_err(|e| {
+            Error::invalid(
+                seq_hint,
+                &type_hint(),
+                Rule::LosslessJson,
+                format!("byte {}: {}", e.offset, e.kind),
+            )
+        })?;
+        let root = JsonRef::new(raw);
+        let bad = |rule: Rule, detail: &str| Error::invalid(seq_hint, &type_hint(), rule, detail);
+        if !root.is_object() {
+            return Err(bad(Rule::Envelope, "an event must be a JSON object"));
+        }
+        for (key, _) in root.members() {
+            if !ENVELOPE_KEYS.contains(&key.as_ref()) {
+                return Err(bad(
+                    Rule::Envelope,
+                    &format!("unknown envelope key {key:?}"),
+                ));
+            }
+        }
+        let type_name = root
+            .get("type")
+            .and_then(|t| t.as_str())
+            .ok_or_else(|| bad(Rule::Envelope, "type must be a string"))?;
+        let seq = root
+            .get("seq")
+            .and_then(|s| s.as_seq())
+            .ok_or_else(|| bad(Rule::Envelope, "seq must be a non-negative safe integer"))?;
+        let bad = |rule: Rule, detail: &str| Error::invalid(seq, &type_name, rule, detail);
+        let time = root
+            .get("time")
+            .and_then(|t| t.as_safe_integer())
+            .ok_or_else(|| bad(Rule::Envelope, "time must be a safe integer"))?;
+        let data = root
+            .get("data")
+            .ok_or_else(|| bad(Rule::Envelope, "data is required"))?;
+        let data_start = data.raw().as_ptr() as usize - raw.as_ptr() as usize;
+        let surface_op = match root.get("surfaceOp") {
+            None => None,
+            Some(op) => Some(SurfaceOp::parse(op).ok_or_else(|| {
+                bad(
+                    Rule::SurfaceOp,
+                    "must be \"append\" or exactly {op:\"replace\",start,end} with seqs",
+                )
+            })?),
+        };
+        let source_event_seqs = match root.get("sourceEventSeqs") {
+            None => None,
+            Some(list) => {
+                Some(parse_sources(list, seq).map_err(|d| bad(Rule::SourceEventSeqs, &d))?)
+            }
+        };
+        let ignorable = match root.get("ignorable") {
+            None => false,
+            Some(v) if v.as_bool() == Some(true) => true,
+            Some(_) => return Err(bad(Rule::Envelope, "ignorable, when present, must be true")),
+        };
+        Ok(Event {
+            type_name: type_name.into(),
+            seq: Seq(seq),
+            time,
+            data: data_start..data_start + data.raw().len(),
+            surface_op,
+            source_event_seqs,
+            ignorable,
+            raw: raw.into(),
+            upgrade: None,
+        })
+    }
+
+    /// The envelope exactly as stored.
+    pub fn raw(&self) -> &str {
+        &self.raw
+    }
+
+    /// The event type as stored (before any legacy upgrade).
+    pub fn stored_type(&self) -> &str {
+        &self.type_name
+    }
+
+    /// The event type, after the in-memory legacy upgrade if one applied.
+    pub fn event_type(&self) -> &str {
+        match self.upgrade.as_ref().and_then(|u| u.event_type.as_deref()) {
+            Some(t) => t,
+            None => &self.type_name,
+        }
+    }
+
+    /// The sequence number.
+    pub fn seq(&self) -> Seq {
+        self.seq
+    }
+
+    /// Epoch milliseconds as written (not monotonic, may be 0).
+    pub fn time(&self) -> i64 {
+        self.time
+    }
+
+    /// The payload exactly as stored.
+    pub fn stored_data(&self) -> JsonRef<'_> {
+        JsonRef::new(self.raw.get(self.data.clone()).unwrap_or("null"))
+    }
+
+    /// The payload the semantics see: the legacy upgrade if one applied, else as stored.
+    pub fn data(&self) -> JsonRef<'_> {
+        match &self.upgrade {
+            Some(u) => JsonRef::new(&u.data),
+            None => self.stored_data(),
+        }
+    }
+
+    /// Whether a legacy shape was upgraded in memory.
+    pub fn is_upgraded(&self) -> bool {
+        self.upgrade.is_some()
+    }
+
+    /// The surface operation, if any.
+    pub fn surface_op(&self) -> Option<SurfaceOp> {
+        self.surface_op
+    }
+
+    /// The cited source events, if the key is present.
+    pub fn source_event_seqs(&self) -> Option<&[u64]> {
+        self.source_event_seqs.as_deref()
+    }
+
+    /// Whether the event carries `"ignorable": true`.
+    pub fn is_ignorable(&self) -> bool {
+        self.ignorable
+    }
+
+    /// Whether the envelope has exactly the keys `type, seq, time, data`.
+    pub(crate) fn is_bare(&self) -> bool {
+        self.surface_op.is_none() && self.source_event_seqs.is_none() && !self.ignorable
+    }
+}
+
+fn parse_sources(list: JsonRef<'_>, seq: u64) -> Result<Box<[u64]>, String> {
+    if !list.is_array() {
+        return Err("must be an array of seqs".to_owned());
+    }
+    let mut out: Vec<u64> = Vec::new();
+    for item in list.elements() {
+        let s = item
+            .as_seq()
+            .ok_or("entries must be non-negative safe integers")?;
+        if s >= seq {
+            return Err(format!("entry {s} is not before the event's own seq {seq}"));
+        }
+        out.push(s);
+    }
+    let mut sorted = out.clone();
+    sorted.sort_unstable();
+    if sorted.windows(2).any(|w| w[0] == w[1]) {
+        return Err("entries must not repeat".to_owned());
+    }
+    Ok(out.into_boxed_slice())
+}
+
+/// An event to append: everything but the seq, which the session assigns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventInput {
+    /// The event type.
+    pub event_type: String,
+    /// Epoch milliseconds.
+    pub time: i64,
+    /// The payload as JSON text (kept byte for byte).
+    pub data: String,
+    /// The surface operation (mandatory on surface types, forbidden elsewhere).
+    pub surface_op: Option<SurfaceOp>,
+    /// The cited source events.
+    pub source_event_seqs: Option<Vec<u64>>,
+    /// Whether an unknown type may be skipped by readers that do not know it.
+    pub ignorable: bool,
+    /// When set, must equal the session's next seq.
+    pub seq: Option<u64>,
+}
+
+impl EventInput {
+    /// A structural event with the given payload text.
+    pub fn new(event_type: impl Into<String>, time: i64, data: impl Into<String>) -> Self {
+        EventInput {
+            event_type: event_type.into(),
+            time,
+            data: data.into(),
+            surface_op: None,
+            source_event_seqs: None,
+            ignorable: false,
+            seq: None,
+        }
+    }
+
+    /// Sets the surface operation.
+    pub fn with_surface_op(mut self, op: SurfaceOp) -> Self {
+        self.surface_op = Some(op);
+        self
+    }
+
+    /// Sets the cited sources.
+    pub fn with_sources(mut self, sources: Vec<u64>) -> Self {
+        self.source_event_seqs = Some(sources);
+        self
+    }
+
+    /// Marks the event ignorable.
+    pub fn ignorable(mut self) -> Self {
+        self.ignorable = true;
+        self
+    }
+
+    /// Parses a JSON object with `type`, `data` and optional `time`, `seq`, `surfaceOp`,
+    /// `sourceEventSeqs`, `ignorable` (the shape a command-line append reads).
+    /// `default_time` is used when `time` is absent.
+    pub fn from_json(text: &str, default_time: i64) -> Result<EventInput, Error> {
+        json::validate_str(text)?;
+        let root = JsonRef::new(text);
+        let bad = |detail: &str| Error::invalid(0, "?", Rule::Envelope, detail);
+        if !root.is_object() {
+            return Err(bad("an event must be a JSON object"));
+        }
+        let event_type = root
+            .get("type")
+            .and_then(|t| t.as_str())
+            .ok_or_else(|| bad("type must be a string"))?;
+        let data = root.get("data").ok_or_else(|| bad("data is required"))?;
+        let time = match root.get("time") {
+            None => default_time,
+            Some(t) => t
+                .as_safe_integer()
+                .ok_or_else(|| bad("time must be a safe integer"))?,
+        };
+        let seq = match root.get("seq") {
+            None => None,
+            Some(s) => Some(
+                s.as_seq()
+                    .ok_or_else(|| bad("seq must be a non-negative safe integer"))?,
+            ),
+        };
+        let surface_op = match root.get("surfaceOp") {
+            None => None,
+            Some(op) => Some(SurfaceOp::parse(op).ok_or_else(|| bad("malformed surfaceOp"))?),
+        };
+        let source_event_seqs = match root.get("sourceEventSeqs") {
+            None => None,
+            Some(list) => Some(
+                list.elements()
+                    .map(|s| s.as_seq())
+                    .collect::<Option<Vec<u64>>>()
+                    .filter(|_| list.is_array())
+                    .ok_or_else(|| bad("sourceEventSeqs must be an array of seqs"))?,
+            ),
+        };
+        let ignorable = match root.get("ignorable") {
+            None => false,
+            Some(v) => v
+                .as_bool()
+                .filter(|b| *b)
+                .ok_or_else(|| bad("ignorable must be true"))?,
+        };
+        for (key, _) in root.members() {
+            if !ENVELOPE_KEYS.contains(&key.as_ref()) {
+                return Err(bad(&format!("unknown envelope key {key:?}")));
+            }
+        }
+        Ok(EventInput {
+            event_type: event_type.into_owned(),
+            time,
+            data: data.raw().to_owned(),
+            surface_op,
+            source_event_seqs,
+            ignorable,
+            seq,
+        })
+    }
+
+    /// Renders the envelope as DSH's writer does, with the given seq, and parses it.
+    pub fn into_event(self, seq: u64) -> Result<Event, Error> {
+        let mut out = String::with_capacity(self.data.len() + 64);
+        out.push_str("{\"type\":");
+        write_js_string(&mut out, &self.event_type);
+        out.push_str(&format!(",\"seq\":{seq},\"time\":{},\"data\":", self.time));
+        // The payload is checked on its own first so that an error offset points into it.
+        json::validate_str(&self.data).map_err(|e| {
+            Error::invalid(
+                seq,
+                &self.event_type,
+                Rule::LosslessJson,
+                format!("data byte {}: {}", e.offset, e.kind),
+            )
+        })?;
+        out.push_str(&self.data);
+        if let Some(op) = &self.surface_op {
+            out.push_str(",\"surfaceOp\":");
+            op.write(&mut out);
+        }
+        if let Some(sources) = &self.source_event_seqs {
+            out.push_str(",\"sourceEventSeqs\":[");
+            for (i, s) in sources.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&s.to_string());
+            }
+            out.push(']');
+        }
+        if self.ignorable {
+            out.push_str(",\"ignorable\":true");
+        }
+        out.push('}');
+        Event::parse(&out, seq)
+    }
+}
+
+/// Whether `value` is a JSON number (used by typed views and validation).
+pub(crate) fn is_number(value: Option<JsonRef<'_>>) -> bool {
+    value.is_some_and(|v| v.kind() == JsonKind::Number)
+}

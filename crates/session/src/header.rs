@@ -1,0 +1,173 @@
+//! The session header (DSH JSONL line 1), kept byte for byte with typed accessors.
+//!
+//! Parsing is lenient by default so that headers as written in real snapshots (with
+//! placeholder ids and cwds, or without `version`/`delegationDepth`) import losslessly;
+//! [`SessionHeader::validate_strict`] applies DSH's own reader and construction rules.
+
+use crate::error::Error;
+use crate::json::{self, JsonRef, ObjectWriter};
+
+/// A session's header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionHeader {
+    raw: Box<str>,
+    id: String,
+    created_at: Option<u64>,
+    cwd: Option<String>,
+    parent_session: Option<String>,
+    seed_length: Option<u64>,
+    delegation_depth: Option<u64>,
+}
+
+fn header_error(detail: impl Into<String>) -> Error {
+    Error::Header {
+        detail: detail.into(),
+    }
+}
+
+impl SessionHeader {
+    /// A fresh header written as DSH writes it:
+    /// `{"type":"session","version":0,"id":…,"createdAt":…,"cwd"?:…,"delegationDepth":0}`.
+    pub fn new(id: &str, created_at: u64, cwd: Option<&str>) -> SessionHeader {
+        let mut writer = ObjectWriter::new()
+            .string("type", "session")
+            .int("version", 0)
+            .string("id", id)
+            .raw("createdAt", &created_at.to_string());
+        if let Some(cwd) = cwd {
+            writer = writer.string("cwd", cwd);
+        }
+        let raw = writer.int("delegationDepth", 0).finish();
+        // The text above is built from typed values, so it always parses.
+        SessionHeader::parse(&raw).unwrap_or(SessionHeader {
+            raw: raw.into(),
+            id: id.to_owned(),
+            created_at: Some(created_at),
+            cwd: cwd.map(str::to_owned),
+            parent_session: None,
+            seed_length: None,
+            delegation_depth: Some(0),
+        })
+    }
+
+    /// Parses a header line leniently: it must be a lossless JSON object with
+    /// `type: "session"` and a string `id`; `version`, when present, must be 0; the
+    /// retired keys `sandboxMode` and `approvalPolicy` are refused. Typed fields that are
+    /// present must have their DSH types.
+    pub fn parse(raw: &str) -> Result<SessionHeader, Error> {
+        json::validate_str(raw)
+            .map_err(|e| header_error(format!("not lossless JSON: {}", e.kind)))?;
+        let root = JsonRef::new(raw);
+        if !root.is_object()
+            || root.get("type").and_then(|t| t.as_str()).as_deref() != Some("session")
+        {
+            return Err(header_error(
+                "first line is not a session header (type must be \"session\")",
+            ));
+        }
+        if let Some(version) = root.get("version") {
+            if version.as_f64() != Some(0.0) {
+                if version.as_f64().is_some() {
+                    return Err(Error::UnsupportedVersion {
+                        version: version.raw().to_owned(),
+                    });
+                }
+                return Err(header_error("version must be a number"));
+            }
+        }
+        let id = root
+            .get("id")
+            .and_then(|i| i.as_str())
+            .ok_or_else(|| header_error("id must be a string"))?;
+        for retired in ["sandboxMode", "approvalPolicy"] {
+            if root.get(retired).is_some() {
+                return Err(header_error(format!("retired header key {retired:?}")));
+            }
+        }
+        let count = |key: &str| -> Result<Option<u64>, Error> {
+            match root.get(key) {
+                None => Ok(None),
+                Some(v) => v.as_seq().map(Some).ok_or_else(|| {
+                    header_error(format!("{key} must be a non-negative safe integer"))
+                }),
+            }
+        };
+        let text = |key: &str| -> Result<Option<String>, Error> {
+            match root.get(key) {
+                None => Ok(None),
+                Some(v) => v
+                    .as_str()
+                    .map(|s| Some(s.into_owned()))
+                    .ok_or_else(|| header_error(format!("{key} must be a string"))),
+            }
+        };
+        if let Some(origin) = root.get("origin") {
+            if origin.as_str().as_deref() != Some("subagent") {
+                return Err(header_error("origin, when present, must be \"subagent\""));
+            }
+        }
+        text("agentPreset")?;
+        Ok(SessionHeader {
+            id: id.into_owned(),
+            created_at: count("createdAt")?,
+            cwd: text("cwd")?,
+            parent_session: text("parentSession")?,
+            seed_length: count("seedLength")?,
+            delegation_depth: count("delegationDepth")?,
+            raw: raw.into(),
+        })
+    }
+
+    /// DSH's strict rules: `version` 0 and `createdAt`/`delegationDepth` present, and an
+    /// absolute `cwd` when one is given.
+    pub fn validate_strict(&self) -> Result<(), Error> {
+        let root = JsonRef::new(&self.raw);
+        if root.get("version").is_none() {
+            return Err(header_error("version is required"));
+        }
+        if self.created_at.is_none() || self.delegation_depth.is_none() {
+            return Err(header_error("createdAt and delegationDepth are required"));
+        }
+        if let Some(cwd) = &self.cwd {
+            if !cwd.starts_with('/') {
+                return Err(header_error(format!("cwd {cwd:?} is not an absolute path")));
+            }
+        }
+        Ok(())
+    }
+
+    /// The header line exactly as stored (without the line feed).
+    pub fn raw(&self) -> &str {
+        &self.raw
+    }
+
+    /// The session id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Creation time in epoch milliseconds, when present.
+    pub fn created_at(&self) -> Option<u64> {
+        self.created_at
+    }
+
+    /// The working directory, when present.
+    pub fn cwd(&self) -> Option<&str> {
+        self.cwd.as_deref()
+    }
+
+    /// The parent session id of a child session.
+    pub fn parent_session(&self) -> Option<&str> {
+        self.parent_session.as_deref()
+    }
+
+    /// How many events were seeded from the parent.
+    pub fn seed_length(&self) -> Option<u64> {
+        self.seed_length
+    }
+
+    /// Sub-agent delegation depth.
+    pub fn delegation_depth(&self) -> Option<u64> {
+        self.delegation_depth
+    }
+}

@@ -1,0 +1,802 @@
+//! Lossless JSON: a validating scanner, a zero-copy navigator over validated text, and
+//! a writer that formats strings and numbers exactly as JavaScript's `JSON.stringify`.
+//!
+//! Payloads are never re-serialised for storage: the bytes a caller (or a DSH file) gave
+//! us are kept verbatim, so key order, number spelling and escapes survive untouched.
+//! The scanner enforces DSH's lossless rule (finite numbers, no `-0`, plain objects and
+//! arrays) and additionally refuses duplicate keys, which JavaScript would silently
+//! collapse. Navigation ([`JsonRef`]) walks the validated text on demand instead of
+//! building a tree, which keeps validation at append cheap.
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::fmt;
+
+/// Deepest nesting accepted; bounds recursion so hostile input cannot overflow the stack.
+pub const MAX_DEPTH: usize = 256;
+
+/// Largest integer JavaScript represents exactly (`Number.MAX_SAFE_INTEGER`).
+pub const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
+
+/// Why a JSON text was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JsonErrorKind {
+    /// The bytes are not UTF-8.
+    InvalidUtf8,
+    /// The text is not JSON at all (what was expected).
+    Syntax(&'static str),
+    /// An object repeats a key; JavaScript would keep only the last value.
+    DuplicateKey(String),
+    /// A number overflows to infinity when read as a double.
+    NonFiniteNumber(String),
+    /// A number reads as negative zero, which `JSON.stringify` would turn into `0`.
+    NegativeZero(String),
+    /// Nesting deeper than [`MAX_DEPTH`].
+    TooDeep,
+}
+
+impl JsonErrorKind {
+    /// True when `JSON.parse` itself would fail (as opposed to the lossless rule).
+    pub fn is_syntax(&self) -> bool {
+        matches!(self, Self::InvalidUtf8 | Self::Syntax(_) | Self::TooDeep)
+    }
+}
+
+impl fmt::Display for JsonErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::InvalidUtf8 => write!(f, "invalid UTF-8"),
+            Self::Syntax(what) => write!(f, "syntax error: expected {what}"),
+            Self::DuplicateKey(key) => write!(f, "duplicate object key {key:?}"),
+            Self::NonFiniteNumber(n) => write!(f, "number {n} is not finite as a double"),
+            Self::NegativeZero(n) => write!(f, "number {n} is negative zero"),
+            Self::TooDeep => write!(f, "nesting deeper than {MAX_DEPTH} levels"),
+        }
+    }
+}
+
+/// A refusal with the byte offset where it was detected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonError {
+    /// Byte offset into the checked text.
+    pub offset: usize,
+    /// What is wrong.
+    pub kind: JsonErrorKind,
+}
+
+/// Checks that `bytes` is one lossless JSON value (surrounding whitespace allowed).
+///
+/// A syntax error wins over a lossless-rule violation found earlier, so callers can tell
+/// "unparsable" (physical damage) from "parsable but refused" (semantic refusal).
+pub fn validate(bytes: &[u8]) -> Result<&str, JsonError> {
+    let text = std::str::from_utf8(bytes).map_err(|e| JsonError {
+        offset: e.valid_up_to(),
+        kind: JsonErrorKind::InvalidUtf8,
+    })?;
+    validate_str(text)?;
+    Ok(text)
+}
+
+/// [`validate`] for text already known to be UTF-8.
+pub fn validate_str(text: &str) -> Result<(), JsonError> {
+    let mut scanner = Scanner {
+        bytes: text.as_bytes(),
+        text,
+        pos: 0,
+        lossless: None,
+    };
+    scanner.ws();
+    scanner.value(0)?;
+    scanner.ws();
+    if scanner.pos != scanner.bytes.len() {
+        return Err(scanner.syntax("end of input"));
+    }
+    match scanner.lossless {
+        Some(err) => Err(err),
+        None => Ok(()),
+    }
+}
+
+struct Scanner<'a> {
+    bytes: &'a [u8],
+    text: &'a str,
+    pos: usize,
+    /// First lossless-rule violation; reported only if the text is otherwise well formed.
+    lossless: Option<JsonError>,
+}
+
+impl<'a> Scanner<'a> {
+    fn syntax(&self, what: &'static str) -> JsonError {
+        JsonError {
+            offset: self.pos,
+            kind: JsonErrorKind::Syntax(what),
+        }
+    }
+
+    fn note(&mut self, offset: usize, kind: JsonErrorKind) {
+        if self.lossless.is_none() {
+            self.lossless = Some(JsonError { offset, kind });
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.pos += 1;
+        }
+    }
+
+    fn value(&mut self, depth: usize) -> Result<(), JsonError> {
+        if depth > MAX_DEPTH {
+            return Err(JsonError {
+                offset: self.pos,
+                kind: JsonErrorKind::TooDeep,
+            });
+        }
+        match self.peek() {
+            Some(b'{') => self.object(depth),
+            Some(b'[') => self.array(depth),
+            Some(b'"') => self.string().map(|_| ()),
+            Some(b't') => self.literal("true"),
+            Some(b'f') => self.literal("false"),
+            Some(b'n') => self.literal("null"),
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            _ => Err(self.syntax("a value")),
+        }
+    }
+
+    fn literal(&mut self, word: &'static str) -> Result<(), JsonError> {
+        if self.bytes.get(self.pos..self.pos + word.len()) == Some(word.as_bytes()) {
+            self.pos += word.len();
+            Ok(())
+        } else {
+            Err(self.syntax(word))
+        }
+    }
+
+    fn digits(&mut self) -> usize {
+        let start = self.pos;
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.pos += 1;
+        }
+        self.pos - start
+    }
+
+    fn number(&mut self) -> Result<(), JsonError> {
+        let start = self.pos;
+        if self.peek() == Some(b'-') {
+            self.pos += 1;
+        }
+        match self.peek() {
+            Some(b'0') => self.pos += 1,
+            Some(b'1'..=b'9') => {
+                self.digits();
+            }
+            _ => return Err(self.syntax("a digit")),
+        }
+        if self.peek() == Some(b'.') {
+            self.pos += 1;
+            if self.digits() == 0 {
+                return Err(self.syntax("a digit after the decimal point"));
+            }
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            self.pos += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.pos += 1;
+            }
+            if self.digits() == 0 {
+                return Err(self.syntax("a digit in the exponent"));
+            }
+        }
+        let literal = self.text.get(start..self.pos).unwrap_or_default();
+        let value: f64 = literal.parse().unwrap_or(f64::NAN);
+        if !value.is_finite() {
+            self.note(start, JsonErrorKind::NonFiniteNumber(literal.to_owned()));
+        } else if value == 0.0 && value.is_sign_negative() {
+            self.note(start, JsonErrorKind::NegativeZero(literal.to_owned()));
+        }
+        Ok(())
+    }
+
+    /// Scans a string starting at the opening quote; returns its span including quotes.
+    fn string(&mut self) -> Result<(usize, usize), JsonError> {
+        let start = self.pos;
+        self.pos += 1;
+        loop {
+            match self.peek() {
+                None => return Err(self.syntax("a closing quote")),
+                Some(b'"') => {
+                    self.pos += 1;
+                    return Ok((start, self.pos));
+                }
+                Some(b'\\') => {
+                    self.pos += 1;
+                    match self.peek() {
+                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => {
+                            self.pos += 1
+                        }
+                        Some(b'u') => {
+                            self.pos += 1;
+                            for _ in 0..4 {
+                                match self.peek() {
+                                    Some(b) if b.is_ascii_hexdigit() => self.pos += 1,
+                                    _ => return Err(self.syntax("four hex digits")),
+                                }
+                            }
+                        }
+                        _ => return Err(self.syntax("a valid escape")),
+                    }
+                }
+                Some(0x00..=0x1f) => return Err(self.syntax("no raw control character")),
+                Some(_) => self.pos += 1,
+            }
+        }
+    }
+
+    fn array(&mut self, depth: usize) -> Result<(), JsonError> {
+        self.pos += 1;
+        self.ws();
+        if self.peek() == Some(b']') {
+            self.pos += 1;
+            return Ok(());
+        }
+        loop {
+            self.value(depth + 1)?;
+            self.ws();
+            match self.peek() {
+                Some(b',') => {
+                    self.pos += 1;
+                    self.ws();
+                }
+                Some(b']') => {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                _ => return Err(self.syntax("',' or ']'")),
+            }
+        }
+    }
+
+    fn object(&mut self, depth: usize) -> Result<(), JsonError> {
+        self.pos += 1;
+        self.ws();
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            return Ok(());
+        }
+        // Small objects are the norm: a linear scan beats hashing until they grow.
+        let mut keys: Vec<Cow<'a, str>> = Vec::new();
+        let mut key_set: Option<HashSet<Cow<'a, str>>> = None;
+        loop {
+            if self.peek() != Some(b'"') {
+                return Err(self.syntax("an object key"));
+            }
+            let (ks, ke) = self.string()?;
+            let key = decode_string(self.text.get(ks..ke).unwrap_or("\"\""));
+            let duplicate = match &key_set {
+                Some(set) => set.contains(&key),
+                None => keys.contains(&key),
+            };
+            if duplicate {
+                self.note(ks, JsonErrorKind::DuplicateKey(key.to_string()));
+            }
+            if let Some(set) = key_set.as_mut() {
+                set.insert(key);
+            } else {
+                keys.push(key);
+                if keys.len() > 16 {
+                    key_set = Some(keys.drain(..).collect());
+                }
+            }
+            self.ws();
+            if self.peek() != Some(b':') {
+                return Err(self.syntax("':'"));
+            }
+            self.pos += 1;
+            self.ws();
+            self.value(depth + 1)?;
+            self.ws();
+            match self.peek() {
+                Some(b',') => {
+                    self.pos += 1;
+                    self.ws();
+                }
+                Some(b'}') => {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                _ => return Err(self.syntax("',' or '}'")),
+            }
+        }
+    }
+}
+
+/// Decodes a JSON string literal (with quotes). Lone surrogates become U+FFFD: they are
+/// legal JSON but have no `str` form; they are only ever compared, never re-emitted.
+pub fn decode_string(literal: &str) -> Cow<'_, str> {
+    let inner = literal
+        .strip_prefix('"')
+        .and_then(|s| s.strip_suffix('"'))
+        .unwrap_or(literal);
+    if !inner.contains('\\') {
+        return Cow::Borrowed(inner);
+    }
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    let mut pending_high: Option<u32> = None;
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            flush_high(&mut out, &mut pending_high);
+            out.push(c);
+            continue;
+        }
+        let unit = match chars.next() {
+            Some('u') => {
+                let hex: String = chars.by_ref().take(4).collect();
+                u32::from_str_radix(&hex, 16).unwrap_or(0xFFFD)
+            }
+            Some(other) => {
+                flush_high(&mut out, &mut pending_high);
+                out.push(match other {
+                    'b' => '\u{8}',
+                    'f' => '\u{c}',
+                    'n' => '\n',
+                    'r' => '\r',
+                    't' => '\t',
+                    c => c,
+                });
+                continue;
+            }
+            None => break,
+        };
+        match (pending_high.take(), unit) {
+            (Some(high), 0xDC00..=0xDFFF) => {
+                let code = 0x10000 + ((high - 0xD800) << 10) + (unit - 0xDC00);
+                out.push(char::from_u32(code).unwrap_or('\u{FFFD}'));
+            }
+            (high, 0xD800..=0xDBFF) => {
+                if high.is_some() {
+                    out.push('\u{FFFD}');
+                }
+                pending_high = Some(unit);
+            }
+            (high, _) => {
+                if high.is_some() {
+                    out.push('\u{FFFD}');
+                }
+                out.push(char::from_u32(unit).unwrap_or('\u{FFFD}'));
+            }
+        }
+    }
+    flush_high(&mut out, &mut pending_high);
+    Cow::Owned(out)
+}
+
+fn flush_high(out: &mut String, pending: &mut Option<u32>) {
+    if pending.take().is_some() {
+        out.push('\u{FFFD}');
+    }
+}
+
+/// The kind of a JSON value, read from its first byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonKind {
+    /// `null`
+    Null,
+    /// `true` or `false`
+    Bool,
+    /// a number
+    Number,
+    /// a string
+    String,
+    /// an array
+    Array,
+    /// an object
+    Object,
+}
+
+/// A view of one value inside validated JSON text; navigation never allocates for
+/// unescaped keys and never panics, even on text that was not validated.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct JsonRef<'a> {
+    text: &'a str,
+}
+
+impl fmt::Debug for JsonRef<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.text)
+    }
+}
+
+impl<'a> JsonRef<'a> {
+    /// Wraps validated JSON text (surrounding whitespace is trimmed).
+    pub fn new(text: &'a str) -> Self {
+        Self {
+            text: text.trim_matches(|c| matches!(c, ' ' | '\t' | '\n' | '\r')),
+        }
+    }
+
+    /// The exact bytes of this value.
+    pub fn raw(&self) -> &'a str {
+        self.text
+    }
+
+    /// The value's kind (`Null` for empty or malformed text).
+    pub fn kind(&self) -> JsonKind {
+        match self.text.as_bytes().first() {
+            Some(b'{') => JsonKind::Object,
+            Some(b'[') => JsonKind::Array,
+            Some(b'"') => JsonKind::String,
+            Some(b't' | b'f') => JsonKind::Bool,
+            Some(b'-' | b'0'..=b'9') => JsonKind::Number,
+            _ => JsonKind::Null,
+        }
+    }
+
+    /// The decoded string, if this is a string.
+    pub fn as_str(&self) -> Option<Cow<'a, str>> {
+        (self.kind() == JsonKind::String).then(|| decode_string(self.text))
+    }
+
+    /// The number as a double, if this is a number.
+    pub fn as_f64(&self) -> Option<f64> {
+        if self.kind() == JsonKind::Number {
+            self.text.parse().ok()
+        } else {
+            None
+        }
+    }
+
+    /// The number as an integer, if it is a safe integer (`Number.isSafeInteger`).
+    pub fn as_safe_integer(&self) -> Option<i64> {
+        let value = self.as_f64()?;
+        if value.fract() == 0.0 && value.abs() <= MAX_SAFE_INTEGER {
+            // The range check above makes the conversion exact.
+            Some(value as i64)
+        } else {
+            None
+        }
+    }
+
+    /// The number as a non-negative safe integer.
+    pub fn as_seq(&self) -> Option<u64> {
+        self.as_safe_integer().and_then(|v| u64::try_from(v).ok())
+    }
+
+    /// The boolean, if this is one.
+    pub fn as_bool(&self) -> Option<bool> {
+        match self.text {
+            "true" => Some(true),
+            "false" => Some(false),
+            _ => None,
+        }
+    }
+
+    /// Whether this is an object.
+    pub fn is_object(&self) -> bool {
+        self.kind() == JsonKind::Object
+    }
+
+    /// Whether this is an array.
+    pub fn is_array(&self) -> bool {
+        self.kind() == JsonKind::Array
+    }
+
+    /// The members of an object in stored order (empty for non-objects).
+    pub fn members(&self) -> Members<'a> {
+        let pos = if self.is_object() { 1 } else { self.text.len() };
+        Members {
+            text: self.text,
+            pos,
+        }
+    }
+
+    /// The elements of an array in order (empty for non-arrays).
+    pub fn elements(&self) -> Elements<'a> {
+        let pos = if self.is_array() { 1 } else { self.text.len() };
+        Elements {
+            text: self.text,
+            pos,
+        }
+    }
+
+    /// The value of `key` in an object.
+    pub fn get(&self, key: &str) -> Option<JsonRef<'a>> {
+        self.members().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    /// Whether an object's keys are exactly `keys` (any order).
+    pub fn has_exact_keys(&self, keys: &[&str]) -> bool {
+        let mut count = 0;
+        for (key, _) in self.members() {
+            if !keys.contains(&key.as_ref()) {
+                return false;
+            }
+            count += 1;
+        }
+        count == keys.len()
+    }
+
+    /// Structural equality ignoring object key order (numbers compared as doubles,
+    /// strings after unescaping), as a JavaScript deep-equal would.
+    pub fn deep_equal(&self, other: &JsonRef<'_>) -> bool {
+        if self.text == other.text {
+            return true;
+        }
+        match (self.kind(), other.kind()) {
+            (JsonKind::Number, JsonKind::Number) => self.as_f64() == other.as_f64(),
+            (JsonKind::String, JsonKind::String) => self.as_str() == other.as_str(),
+            (JsonKind::Array, JsonKind::Array) => {
+                let mut a = self.elements();
+                let mut b = other.elements();
+                loop {
+                    match (a.next(), b.next()) {
+                        (None, None) => return true,
+                        (Some(x), Some(y)) if x.deep_equal(&y) => {}
+                        _ => return false,
+                    }
+                }
+            }
+            (JsonKind::Object, JsonKind::Object) => {
+                let mut count = 0;
+                for (key, value) in self.members() {
+                    count += 1;
+                    match other.get(&key) {
+                        Some(theirs) if value.deep_equal(&theirs) => {}
+                        _ => return false,
+                    }
+                }
+                count == other.members().count()
+            }
+            (a, b) => a == b && self.text == other.text,
+        }
+    }
+}
+
+fn skip_ws(bytes: &[u8], mut pos: usize) -> usize {
+    while let Some(b' ' | b'\t' | b'\n' | b'\r') = bytes.get(pos) {
+        pos += 1;
+    }
+    pos
+}
+
+/// End of the value starting at `pos` (after whitespace), or `None` on malformed text.
+fn skip_value(bytes: &[u8], pos: usize) -> Option<usize> {
+    let pos = skip_ws(bytes, pos);
+    match bytes.get(pos)? {
+        b'"' => skip_string(bytes, pos),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut i = pos;
+            loop {
+                match bytes.get(i)? {
+                    b'"' => {
+                        i = skip_string(bytes, i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth = depth.checked_sub(1)?;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+        }
+        _ => {
+            let mut i = pos;
+            while let Some(b) = bytes.get(i) {
+                if matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r') {
+                    break;
+                }
+                i += 1;
+            }
+            (i > pos).then_some(i)
+        }
+    }
+}
+
+fn skip_string(bytes: &[u8], pos: usize) -> Option<usize> {
+    let mut i = pos + 1;
+    loop {
+        match bytes.get(i)? {
+            b'"' => return Some(i + 1),
+            b'\\' => i += 2,
+            _ => i += 1,
+        }
+    }
+}
+
+/// Iterator over object members; see [`JsonRef::members`].
+#[derive(Debug)]
+pub struct Members<'a> {
+    text: &'a str,
+    pos: usize,
+}
+
+impl<'a> Iterator for Members<'a> {
+    type Item = (Cow<'a, str>, JsonRef<'a>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let bytes = self.text.as_bytes();
+        let start = skip_ws(bytes, self.pos);
+        if bytes.get(start) != Some(&b'"') {
+            self.pos = bytes.len();
+            return None;
+        }
+        let key_end = skip_string(bytes, start)?;
+        let colon = skip_ws(bytes, key_end);
+        if bytes.get(colon) != Some(&b':') {
+            self.pos = bytes.len();
+            return None;
+        }
+        let value_start = skip_ws(bytes, colon + 1);
+        let value_end = skip_value(bytes, value_start)?;
+        let after = skip_ws(bytes, value_end);
+        self.pos = if bytes.get(after) == Some(&b',') {
+            after + 1
+        } else {
+            bytes.len()
+        };
+        let key = decode_string(self.text.get(start..key_end)?);
+        Some((
+            key,
+            JsonRef {
+                text: self.text.get(value_start..value_end)?,
+            },
+        ))
+    }
+}
+
+/// Iterator over array elements; see [`JsonRef::elements`].
+#[derive(Debug)]
+pub struct Elements<'a> {
+    text: &'a str,
+    pos: usize,
+}
+
+impl<'a> Iterator for Elements<'a> {
+    type Item = JsonRef<'a>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let bytes = self.text.as_bytes();
+        let start = skip_ws(bytes, self.pos);
+        if matches!(bytes.get(start), None | Some(b']')) {
+            self.pos = bytes.len();
+            return None;
+        }
+        let end = skip_value(bytes, start)?;
+        let after = skip_ws(bytes, end);
+        self.pos = if bytes.get(after) == Some(&b',') {
+            after + 1
+        } else {
+            bytes.len()
+        };
+        Some(JsonRef {
+            text: self.text.get(start..end)?,
+        })
+    }
+}
+
+/// Appends `s` as a JSON string literal, escaped exactly as `JSON.stringify` does.
+pub fn write_js_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                out.push_str(&format!("\\u{:04x}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// Formats a finite double exactly as JavaScript's `Number.prototype.toString`.
+pub fn js_number(value: f64) -> String {
+    if value == 0.0 {
+        return "0".to_owned();
+    }
+    if !value.is_finite() {
+        return "null".to_owned();
+    }
+    // `{:e}` yields the shortest round-trip digits, the same digits JavaScript picks.
+    let sci = format!("{:e}", value.abs());
+    let (mantissa, exponent) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let k = digits.len() as i64;
+    let n = exponent.parse::<i64>().unwrap_or(0) + 1;
+    let mut out = String::new();
+    if value < 0.0 {
+        out.push('-');
+    }
+    if k <= n && n <= 21 {
+        out.push_str(&digits);
+        out.extend(std::iter::repeat_n('0', (n - k) as usize));
+    } else if 0 < n && n <= 21 {
+        let (int, frac) = digits.split_at(n as usize);
+        out.push_str(int);
+        out.push('.');
+        out.push_str(frac);
+    } else if -6 < n && n <= 0 {
+        out.push_str("0.");
+        out.extend(std::iter::repeat_n('0', (-n) as usize));
+        out.push_str(&digits);
+    } else {
+        let (first, rest) = digits.split_at(1);
+        out.push_str(first);
+        if !rest.is_empty() {
+            out.push('.');
+            out.push_str(rest);
+        }
+        out.push('e');
+        out.push(if n - 1 >= 0 { '+' } else { '-' });
+        out.push_str(&(n - 1).abs().to_string());
+    }
+    out
+}
+
+/// Builds one JSON object in key order, for the few events this crate writes itself.
+#[derive(Debug, Default)]
+pub struct ObjectWriter {
+    out: String,
+}
+
+impl ObjectWriter {
+    /// Starts an empty object.
+    pub fn new() -> Self {
+        Self {
+            out: String::from("{"),
+        }
+    }
+
+    fn key(&mut self, key: &str) {
+        if self.out.len() > 1 {
+            self.out.push(',');
+        }
+        write_js_string(&mut self.out, key);
+        self.out.push(':');
+    }
+
+    /// Adds a member whose value is already JSON text.
+    pub fn raw(mut self, key: &str, json: &str) -> Self {
+        self.key(key);
+        self.out.push_str(json);
+        self
+    }
+
+    /// Adds a string member.
+    pub fn string(mut self, key: &str, value: &str) -> Self {
+        self.key(key);
+        write_js_string(&mut self.out, value);
+        self
+    }
+
+    /// Adds an integer member.
+    pub fn int(mut self, key: &str, value: i64) -> Self {
+        self.key(key);
+        self.out.push_str(&value.to_string());
+        self
+    }
+
+    /// Finishes the object.
+    pub fn finish(mut self) -> String {
+        self.out.push('}');
+        self.out
+    }
+}

@@ -1,0 +1,221 @@
+//! Restart repair (spec §8): the turn tracker folded over every event, and the closing
+//! events it yields when the final turn is open.
+//!
+//! The tracker is updated per event in O(1) amortized, so computing closers after a load
+//! costs O(pending calls), not a second pass over the log.
+
+use std::collections::HashMap;
+
+use crate::event::Event;
+use crate::json::{js_number, JsonKind, JsonRef, ObjectWriter};
+
+/// Error name, code and message of a closer for a call whose `tool/call` was logged.
+pub const TOOL_OUTCOME_UNKNOWN: (&str, &str) = ("ToolOutcomeUnknownError", "TOOL_OUTCOME_UNKNOWN");
+/// Error name and code of a closer for a call that was announced but never dispatched.
+pub const TOOL_NOT_STARTED: (&str, &str) = ("ToolNotStartedError", "TOOL_NOT_STARTED");
+
+const OUTCOME_UNKNOWN_TEXT: &str =
+    "The session stopped while this tool call was running, so its outcome is unknown. \
+     Check for its effects before running it again.";
+const NOT_STARTED_TEXT: &str =
+    "The session stopped before this tool call was started. Run it again if it is still needed.";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PendingCall {
+    call_id: String,
+    /// The `step` of the announcing settlement, as JSON text.
+    step: String,
+    call_seq: Option<u64>,
+}
+
+/// Open turn, open step and announced-but-unanswered tool calls, in announcement order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct TurnTracker {
+    open_turn: Option<String>,
+    open_step: Option<String>,
+    /// Insertion-ordered map; removed entries leave a hole so positions stay stable.
+    pending: Vec<Option<PendingCall>>,
+    index: HashMap<String, usize>,
+}
+
+/// A payload value as `JSON.stringify` would write it back (numbers normalised).
+fn js_value(value: Option<JsonRef<'_>>) -> Option<String> {
+    let value = value?;
+    match value.kind() {
+        JsonKind::Null if value.raw() == "null" => None,
+        JsonKind::Number => value.as_f64().map(js_number),
+        _ => Some(value.raw().to_owned()),
+    }
+}
+
+impl TurnTracker {
+    fn clear_pending(&mut self) {
+        self.pending.clear();
+        self.index.clear();
+    }
+
+    pub(crate) fn apply(&mut self, event: &Event) {
+        let data = event.data();
+        match event.event_type() {
+            "turn/start" => {
+                self.open_turn = js_value(data.get("turn"));
+                self.open_step = None;
+                self.clear_pending();
+            }
+            "turn/end" => {
+                self.open_turn = None;
+                self.open_step = None;
+                self.clear_pending();
+            }
+            "step/start" => self.open_step = js_value(data.get("step")),
+            "step/end" => {
+                self.clear_pending();
+                self.open_step = None;
+            }
+            "assistant/message" => {
+                let step = js_value(data.get("step")).unwrap_or_else(|| "null".to_owned());
+                let content = data.get("message").and_then(|m| m.get("content"));
+                for block in content.iter().flat_map(|c| c.elements()) {
+                    if block.get("type").and_then(|t| t.as_str()).as_deref() != Some("tool-call") {
+                        continue;
+                    }
+                    let Some(id) = block.get("id").and_then(|i| i.as_str()) else {
+                        continue;
+                    };
+                    let call = PendingCall {
+                        call_id: id.to_string(),
+                        step: step.clone(),
+                        call_seq: None,
+                    };
+                    match self.index.get(id.as_ref()) {
+                        Some(&slot) => {
+                            if let Some(entry) = self.pending.get_mut(slot) {
+                                *entry = Some(call);
+                            }
+                        }
+                        None => {
+                            self.index.insert(id.into_owned(), self.pending.len());
+                            self.pending.push(Some(call));
+                        }
+                    }
+                }
+            }
+            "tool/call" => {
+                if let Some(id) = data.get("callId").and_then(|c| c.as_str()) {
+                    if let Some(&slot) = self.index.get(id.as_ref()) {
+                        if let Some(Some(call)) = self.pending.get_mut(slot) {
+                            call.call_seq = Some(event.seq().get());
+                        }
+                    }
+                }
+            }
+            "tool/result" => {
+                let id = data
+                    .get("message")
+                    .and_then(|m| m.get("source"))
+                    .and_then(|s| s.get("callId"));
+                if let Some(id) = id.and_then(|i| i.as_str()) {
+                    if let Some(slot) = self.index.remove(id.as_ref()) {
+                        if let Some(entry) = self.pending.get_mut(slot) {
+                            *entry = None;
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether the last turn is open.
+    pub(crate) fn turn_open(&self) -> bool {
+        self.open_turn.is_some()
+    }
+
+    /// The closer envelopes (as JSON text) for a log whose last event has `last_seq` and
+    /// `last_time`; empty when no turn is open.
+    pub(crate) fn closers(&self, last_seq: u64, last_time: i64) -> Vec<(u64, String)> {
+        let Some(turn) = &self.open_turn else {
+            return Vec::new();
+        };
+        let mut seq = last_seq + 1;
+        let mut out = Vec::new();
+        for call in self.pending.iter().flatten() {
+            out.push((seq, tool_result_closer(turn, call, seq, last_time)));
+            seq += 1;
+        }
+        if let Some(step) = &self.open_step {
+            let data = ObjectWriter::new()
+                .raw("turn", turn)
+                .raw("step", step)
+                .finish();
+            out.push((seq, envelope("step/end", seq, last_time, &data)));
+            seq += 1;
+        }
+        let reason = ObjectWriter::new().string("kind", "interrupted").finish();
+        let data = ObjectWriter::new()
+            .raw("turn", turn)
+            .raw("reason", &reason)
+            .finish();
+        out.push((seq, envelope("turn/end", seq, last_time, &data)));
+        out
+    }
+}
+
+fn envelope(event_type: &str, seq: u64, time: i64, data: &str) -> String {
+    ObjectWriter::new()
+        .string("type", event_type)
+        .int("seq", seq as i64)
+        .int("time", time)
+        .raw("data", data)
+        .finish()
+}
+
+fn tool_result_closer(turn: &str, call: &PendingCall, seq: u64, time: i64) -> String {
+    let ((name, code), text) = match call.call_seq {
+        Some(_) => (TOOL_OUTCOME_UNKNOWN, OUTCOME_UNKNOWN_TEXT),
+        None => (TOOL_NOT_STARTED, NOT_STARTED_TEXT),
+    };
+    let text_block = ObjectWriter::new()
+        .string("type", "text")
+        .string("text", text)
+        .finish();
+    let block = ObjectWriter::new()
+        .string("type", "tool-result")
+        .string("toolCallId", &call.call_id)
+        .raw("isError", "true")
+        .raw("content", &format!("[{text_block}]"))
+        .finish();
+    let source = ObjectWriter::new()
+        .string("kind", "tool")
+        .string("callId", &call.call_id)
+        .finish();
+    let message = ObjectWriter::new()
+        .string(
+            "id",
+            &format!("interrupted-tool-result-{}-{seq}", call.call_id),
+        )
+        .string("role", "user")
+        .raw("source", &source)
+        .raw("content", &format!("[{block}]"))
+        .finish();
+    let error = ObjectWriter::new()
+        .string("name", name)
+        .string("code", code)
+        .finish();
+    let data = ObjectWriter::new()
+        .raw("turn", turn)
+        .raw("step", &call.step)
+        .raw("message", &message)
+        .raw("error", &error)
+        .finish();
+    let mut closer = ObjectWriter::new()
+        .string("type", "tool/result")
+        .int("seq", seq as i64)
+        .int("time", time)
+        .raw("data", &data)
+        .string("surfaceOp", "append");
+    if let Some(call_seq) = call.call_seq {
+        closer = closer.raw("sourceEventSeqs", &format!("[{call_seq}]"));
+    }
+    closer.finish()
+}

@@ -1,0 +1,338 @@
+//! The in-memory session: its events, the surface fold, the turn tracker and the rules
+//! checked at append.
+//!
+//! Every append is split into a read-only check that plans the change and an apply that
+//! cannot fail, so a rejected event leaves the session exactly as it was.
+
+use std::sync::Arc;
+
+use crate::error::{Error, Rule};
+use crate::event::{Event, EventInput, Seq, SurfaceOp};
+use crate::header::SessionHeader;
+use crate::repair::TurnTracker;
+use crate::surface::{RangeError, Surface};
+use crate::upgrade::upgrade_event;
+use crate::validate;
+use crate::version::FormatVersion;
+
+/// What an accepted event does to the surface.
+enum SurfacePlan {
+    None,
+    Append,
+    Replace(Vec<u64>),
+}
+
+/// A session: header, events, current surface and turn state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    header: SessionHeader,
+    version: Arc<FormatVersion>,
+    events: Vec<Event>,
+    surface: Surface,
+    tracker: TurnTracker,
+}
+
+impl Session {
+    /// An empty session.
+    pub fn new(header: SessionHeader, version: FormatVersion) -> Session {
+        Session {
+            header,
+            version: Arc::new(version),
+            events: Vec::new(),
+            surface: Surface::default(),
+            tracker: TurnTracker::default(),
+        }
+    }
+
+    /// Rebuilds a session from stored events (seq 0, 1, 2, …): legacy shapes are upgraded
+    /// in memory, the vocabulary is checked, then every event is validated and folded.
+    /// No closers are appended; see [`Session::repair`].
+    pub fn from_events(
+        header: SessionHeader,
+        version: FormatVersion,
+        mut events: Vec<Event>,
+    ) -> Result<Session, Error> {
+        for index in 0..events.len() {
+            upgrade_event(&mut events, index, header.id())?;
+        }
+        let mut session = Session::new(header, version);
+        for event in &events {
+            session.check_vocabulary(event)?;
+        }
+        session.events.reserve(events.len());
+        for event in events {
+            let plan = session.check(&event)?;
+            session.apply(event, plan);
+        }
+        Ok(session)
+    }
+
+    /// Validates `input`, assigns it the next seq and appends it.
+    pub fn try_append(&mut self, input: EventInput) -> Result<&Event, Error> {
+        let next = self.next_seq().get();
+        if let Some(seq) = input.seq {
+            if seq != next {
+                return Err(Error::SeqMismatch {
+                    expected: next,
+                    got: seq,
+                });
+            }
+        }
+        let event = input.into_event(next)?;
+        self.append_event(event)
+    }
+
+    /// Validates an already-built event (its seq must be the next one) and appends it.
+    pub fn append_event(&mut self, event: Event) -> Result<&Event, Error> {
+        self.check_vocabulary(&event)?;
+        let plan = self.check(&event)?;
+        self.apply(event, plan);
+        match self.events.last() {
+            Some(event) => Ok(event),
+            // `apply` always pushes; this arm only keeps the function total.
+            None => Err(Error::Decode {
+                what: "event",
+                detail: "append lost the event".into(),
+            }),
+        }
+    }
+
+    /// The closing events restart repair would append now (spec §8), without appending
+    /// them: tool results for pending calls, then `step/end` if a step is open, then
+    /// `turn/end {kind: interrupted}`. Empty when the last turn is closed.
+    pub fn repair_closers(&self) -> Result<Vec<Event>, Error> {
+        let Some(last) = self.events.last() else {
+            return Ok(Vec::new());
+        };
+        self.tracker
+            .closers(last.seq().get(), last.time())
+            .into_iter()
+            .map(|(seq, raw)| Event::parse(&raw, seq))
+            .collect()
+    }
+
+    /// Appends the closers of [`Session::repair_closers`]; returns their seqs.
+    pub fn repair(&mut self) -> Result<Vec<Seq>, Error> {
+        let closers = self.repair_closers()?;
+        if closers.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Closers are validated like any event; work on a copy so a refusal changes nothing.
+        let mut before = self.clone();
+        let mut seqs = Vec::with_capacity(closers.len());
+        for closer in closers {
+            seqs.push(closer.seq());
+            if let Err(e) = before.append_event(closer) {
+                return Err(e);
+            }
+        }
+        *self = before;
+        Ok(seqs)
+    }
+
+    /// Whether the last turn is open (a restart would append closers).
+    pub fn turn_open(&self) -> bool {
+        self.tracker.turn_open()
+    }
+
+    /// The header.
+    pub fn header(&self) -> &SessionHeader {
+        &self.header
+    }
+
+    /// The format version.
+    pub fn version(&self) -> &FormatVersion {
+        &self.version
+    }
+
+    /// All events, indexed by seq.
+    pub fn events(&self) -> &[Event] {
+        &self.events
+    }
+
+    /// The event with `seq`.
+    pub fn event(&self, seq: Seq) -> Option<&Event> {
+        usize::try_from(seq.get())
+            .ok()
+            .and_then(|i| self.events.get(i))
+    }
+
+    /// The seq the next event gets.
+    pub fn next_seq(&self) -> Seq {
+        Seq(self.events.len() as u64)
+    }
+
+    /// The current surface, in order.
+    pub fn surface(&self) -> Vec<u64> {
+        self.surface.to_vec()
+    }
+
+    /// The surface state (for iteration without collecting).
+    pub fn surface_state(&self) -> &Surface {
+        &self.surface
+    }
+
+    /// How many replacements have been applied.
+    pub fn replace_generation(&self) -> u64 {
+        self.surface.replace_generation()
+    }
+
+    /// The model history: the message of every surface node, verbatim (stored key order),
+    /// skipping assistant settlements whose content is empty.
+    pub fn derive_messages(&self) -> Vec<&str> {
+        let mut out = Vec::with_capacity(self.surface.len());
+        for seq in self.surface.iter() {
+            let Some(event) = self.event(Seq(seq)) else {
+                continue;
+            };
+            let Some(surface) = self.version.surface_type(event.event_type()) else {
+                continue;
+            };
+            let Some(message) = validate::message_of(&self.version, event) else {
+                continue;
+            };
+            let empty = message
+                .get("content")
+                .is_some_and(|c| c.elements().next().is_none());
+            if surface.skip_empty_content && empty {
+                continue;
+            }
+            out.push(message.raw());
+        }
+        out
+    }
+
+    /// [`Session::derive_messages`] as one JSON array.
+    pub fn derive_messages_json(&self) -> String {
+        let messages = self.derive_messages();
+        let mut out =
+            String::with_capacity(messages.iter().map(|m| m.len() + 1).sum::<usize>() + 2);
+        out.push('[');
+        for (i, m) in messages.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(m);
+        }
+        out.push(']');
+        out
+    }
+
+    fn check_vocabulary(&self, event: &Event) -> Result<(), Error> {
+        if !event.is_ignorable() && !self.version.is_known(event.event_type()) {
+            return Err(Error::UnknownEventType {
+                seq: event.seq().get(),
+                event_type: event.event_type().to_owned(),
+                version: self.version.name(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Every stateful and stateless rule; returns the surface change to make.
+    fn check(&self, event: &Event) -> Result<SurfacePlan, Error> {
+        let expected = self.next_seq().get();
+        if event.seq().get() != expected {
+            return Err(Error::SeqMismatch {
+                expected,
+                got: event.seq().get(),
+            });
+        }
+        validate::check_retired(event)?;
+        validate::check_message(&self.version, event)?;
+        validate::check_request_header(event)?;
+        validate::check_native(&self.version, event)?;
+        self.check_surface(event)
+    }
+
+    fn check_surface(&self, event: &Event) -> Result<SurfacePlan, Error> {
+        let seq = event.seq().get();
+        let event_type = event.event_type();
+        let fail = |rule: Rule, detail: String| Err(Error::invalid(seq, event_type, rule, detail));
+        if self.version.surface_type(event_type).is_none() {
+            if event.surface_op().is_some() || event.source_event_seqs().is_some() {
+                return fail(
+                    Rule::SurfaceOp,
+                    "only surface events may carry surfaceOp or sourceEventSeqs".into(),
+                );
+            }
+            return Ok(SurfacePlan::None);
+        }
+        let sources = event.source_event_seqs();
+        if sources.is_some_and(|s| s.is_empty()) && event_type != "assistant/message" {
+            return fail(
+                Rule::SourceEventSeqs,
+                "may be empty only on assistant/message".into(),
+            );
+        }
+        match event.surface_op() {
+            None => fail(
+                Rule::SurfaceOp,
+                "surfaceOp is mandatory on surface events".into(),
+            ),
+            Some(SurfaceOp::Append) => Ok(SurfacePlan::Append),
+            Some(SurfaceOp::Replace { start, end }) => {
+                let shadowed = match self
+                    .surface
+                    .plan_replace(start, end, sources.unwrap_or(&[]))
+                {
+                    Ok(shadowed) => shadowed,
+                    Err(RangeError::NotOnSurface(s)) => {
+                        return fail(
+                            Rule::ReplaceRange,
+                            format!("seq {s} is not a current surface node"),
+                        )
+                    }
+                    Err(RangeError::Reversed { start, end }) => {
+                        return fail(
+                            Rule::ReplaceRange,
+                            format!("node {start} comes after node {end} on the surface"),
+                        )
+                    }
+                    Err(RangeError::MissingSource(s)) => {
+                        return fail(Rule::SourceEventSeqs, format!("missing shadowed node {s}"))
+                    }
+                };
+                if event_type == "tool/result" {
+                    self.check_tool_result_replace(event, &shadowed)?;
+                }
+                Ok(SurfacePlan::Replace(shadowed))
+            }
+        }
+    }
+
+    fn check_tool_result_replace(&self, event: &Event, shadowed: &[u64]) -> Result<(), Error> {
+        let fail = |detail: &str| {
+            Err(Error::invalid(
+                event.seq().get(),
+                event.event_type(),
+                Rule::ToolResultReplace,
+                detail,
+            ))
+        };
+        let [original] = shadowed else {
+            return fail("a tool-result replacement must shadow exactly one node");
+        };
+        let Some(original) = self
+            .event(Seq(*original))
+            .filter(|e| e.event_type() == "tool/result")
+        else {
+            return fail("a tool-result replacement must shadow a tool/result");
+        };
+        if !validate::only_tool_content_differs(original.data(), event.data()) {
+            return fail("a tool-result replacement may change only content");
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, event: Event, plan: SurfacePlan) {
+        let seq = event.seq().get();
+        match plan {
+            SurfacePlan::None => {}
+            SurfacePlan::Append => self.surface.append(seq),
+            SurfacePlan::Replace(shadowed) => self.surface.apply_replace(&shadowed, seq),
+        }
+        self.tracker.apply(&event);
+        self.events.push(event);
+    }
+}

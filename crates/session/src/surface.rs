@@ -1,0 +1,156 @@
+//! The surface: the ordered list of event seqs that currently stand for the model history.
+//!
+//! Stored as a doubly linked list keyed by seq, so a replace costs O(shadowed nodes) and
+//! an append O(1), whatever the surface length. Each node also carries an order key:
+//! appends take a fresh, larger key and a replacement inherits the key of the first node
+//! it shadows. Keys therefore always increase along the list, which answers "is `start`
+//! before `end`?" in O(1) without walking.
+
+use std::collections::HashMap;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Link {
+    prev: Option<u64>,
+    next: Option<u64>,
+    key: u64,
+}
+
+/// Why a replace range was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RangeError {
+    NotOnSurface(u64),
+    Reversed { start: u64, end: u64 },
+    MissingSource(u64),
+}
+
+/// The current surface and the replace counter.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Surface {
+    links: HashMap<u64, Link>,
+    head: Option<u64>,
+    tail: Option<u64>,
+    next_key: u64,
+    replace_generation: u64,
+}
+
+impl Surface {
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.links.len()
+    }
+
+    /// Whether there are no nodes.
+    pub fn is_empty(&self) -> bool {
+        self.links.is_empty()
+    }
+
+    /// Whether `seq` is currently a node.
+    pub fn contains(&self, seq: u64) -> bool {
+        self.links.contains_key(&seq)
+    }
+
+    /// How many replacements have been applied.
+    pub fn replace_generation(&self) -> u64 {
+        self.replace_generation
+    }
+
+    /// The nodes in surface order.
+    pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        let mut cursor = self.head;
+        std::iter::from_fn(move || {
+            let current = cursor?;
+            cursor = self.links.get(&current).and_then(|l| l.next);
+            Some(current)
+        })
+    }
+
+    /// The nodes in surface order, collected.
+    pub fn to_vec(&self) -> Vec<u64> {
+        self.iter().collect()
+    }
+
+    pub(crate) fn append(&mut self, seq: u64) {
+        let link = Link {
+            prev: self.tail,
+            next: None,
+            key: self.next_key,
+        };
+        self.next_key += 1;
+        if let Some(tail) = self.tail.and_then(|t| self.links.get_mut(&t)) {
+            tail.next = Some(seq);
+        } else {
+            self.head = Some(seq);
+        }
+        self.tail = Some(seq);
+        self.links.insert(seq, link);
+    }
+
+    /// The nodes a replace `start..=end` would shadow, after checking that both are
+    /// current nodes in order and that `sources` cites each one. Changes nothing.
+    pub(crate) fn plan_replace(
+        &self,
+        start: u64,
+        end: u64,
+        sources: &[u64],
+    ) -> Result<Vec<u64>, RangeError> {
+        let first = self
+            .links
+            .get(&start)
+            .ok_or(RangeError::NotOnSurface(start))?;
+        let last = self.links.get(&end).ok_or(RangeError::NotOnSurface(end))?;
+        if first.key > last.key {
+            return Err(RangeError::Reversed { start, end });
+        }
+        let mut shadowed = Vec::new();
+        let mut cursor = Some(start);
+        while let Some(seq) = cursor {
+            shadowed.push(seq);
+            if seq == end {
+                break;
+            }
+            cursor = self.links.get(&seq).and_then(|l| l.next);
+        }
+        // Sources are short in practice; sort once when they are not.
+        if sources.len() > 32 {
+            let mut sorted = sources.to_vec();
+            sorted.sort_unstable();
+            if let Some(missing) = shadowed.iter().find(|s| sorted.binary_search(s).is_err()) {
+                return Err(RangeError::MissingSource(*missing));
+            }
+        } else if let Some(missing) = shadowed.iter().find(|s| !sources.contains(s)) {
+            return Err(RangeError::MissingSource(*missing));
+        }
+        Ok(shadowed)
+    }
+
+    /// Applies a replace planned by [`Surface::plan_replace`] on this same state.
+    pub(crate) fn apply_replace(&mut self, shadowed: &[u64], seq: u64) {
+        let (Some(first), Some(last)) = (shadowed.first(), shadowed.last()) else {
+            return;
+        };
+        let (Some(first_link), Some(last_link)) = (
+            self.links.get(first).copied(),
+            self.links.get(last).copied(),
+        ) else {
+            return;
+        };
+        for s in shadowed {
+            self.links.remove(s);
+        }
+        let link = Link {
+            prev: first_link.prev,
+            next: last_link.next,
+            key: first_link.key,
+        };
+        match link.prev.and_then(|p| self.links.get_mut(&p)) {
+            Some(prev) => prev.next = Some(seq),
+            None => self.head = Some(seq),
+        }
+        match link.next.and_then(|n| self.links.get_mut(&n)) {
+            Some(next) => next.prev = Some(seq),
+            None => self.tail = Some(seq),
+        }
+        self.links.insert(seq, link);
+        self.replace_generation += 1;
+    }
+}

@@ -1,0 +1,313 @@
+//! In-memory upgrade of legacy in-file shapes at load (spec §9).
+//!
+//! The stored bytes never change: the upgraded payload (and type, for
+//! `steering/message`) is kept beside the raw envelope, so export still reproduces the
+//! file while validation, the surface and `derive_messages` see the current shape.
+//! Key orders follow JavaScript object spread: kept keys stay in place, added keys go last.
+
+use crate::error::Error;
+use crate::event::{Event, SurfaceOp, Upgrade};
+use crate::json::{JsonRef, ObjectWriter};
+
+fn legacy_id(session_id: &str, seq: u64) -> String {
+    format!("legacy-message:{session_id}:{seq}")
+}
+
+fn safe_at_least(value: Option<JsonRef<'_>>, min: i64) -> bool {
+    value
+        .and_then(|v| v.as_safe_integer())
+        .is_some_and(|v| v >= min)
+}
+
+/// Copies every member of `object` except `skip`, replacing members named in `replace`.
+fn spread(
+    mut out: ObjectWriter,
+    object: JsonRef<'_>,
+    skip: &[&str],
+    replace: &[(&str, &str)],
+) -> ObjectWriter {
+    for (key, value) in object.members() {
+        if skip.contains(&key.as_ref()) {
+            continue;
+        }
+        let raw = replace
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map_or(value.raw(), |(_, v)| *v);
+        out = out.raw(&key, raw);
+    }
+    out
+}
+
+/// The message id a current-shape event carries.
+fn message_id(event: &Event) -> Option<String> {
+    let data = event.data();
+    let message = if event.event_type() == "user/message" {
+        Some(data)
+    } else {
+        data.get("message")
+    };
+    message?.get("id")?.as_str().map(|s| s.into_owned())
+}
+
+/// Upgrades `events[index]` given the already-upgraded events before it.
+pub(crate) fn upgrade_event(
+    events: &mut [Event],
+    index: usize,
+    session_id: &str,
+) -> Result<(), Error> {
+    let Some(event) = events.get(index) else {
+        return Ok(());
+    };
+    let seq = event.seq().get();
+    let stored_type = event.stored_type().to_owned();
+    let malformed = |detail: &str| Error::Legacy {
+        seq,
+        event_type: stored_type.clone(),
+        detail: detail.to_owned(),
+    };
+    let data = event.stored_data();
+    let mut event_type: Option<Box<str>> = None;
+    let mut new_data: Option<String> = None;
+
+    match stored_type.as_str() {
+        "turn/start" if data.get("trigger").is_some() => {
+            let trigger_ok = data
+                .get("trigger")
+                .filter(|t| t.is_object())
+                .and_then(|t| t.get("kind"))
+                .and_then(|k| k.as_str())
+                .is_some_and(|k| !k.is_empty());
+            if !safe_at_least(data.get("turn"), 1)
+                || !data.has_exact_keys(&["turn", "trigger"])
+                || !trigger_ok
+            {
+                return Err(malformed("expected {turn, trigger{kind}}"));
+            }
+            new_data = Some(spread(ObjectWriter::new(), data, &["trigger"], &[]).finish());
+        }
+        "turn/end" if data.is_object() => {
+            new_data = upgrade_turn_end(data).map_err(|d| malformed(d))?
+        }
+        "steering/message" => {
+            event_type = Some("user/message".into());
+            let turn_ok = safe_at_least(data.get("turn"), i64::MIN);
+            match data.get("message").filter(|m| m.is_object()) {
+                Some(message) if turn_ok && data.has_exact_keys(&["turn", "message"]) => {
+                    new_data = Some(message.raw().to_owned());
+                }
+                _ if turn_ok && data.has_exact_keys(&["turn", "content", "source"]) => {
+                    let out = spread(ObjectWriter::new(), data, &["turn"], &[]);
+                    new_data = Some(
+                        out.string("id", &legacy_id(session_id, seq))
+                            .string("role", "user")
+                            .finish(),
+                    );
+                }
+                _ => {
+                    return Err(malformed(
+                        "expected {turn, message} or {turn, content, source}",
+                    ))
+                }
+            }
+        }
+        _ => {}
+    }
+
+    // Message shapes from before message ids (applies after a steering upgrade too).
+    let current_type = event_type.as_deref().unwrap_or(&stored_type).to_owned();
+    let upgraded_data;
+    let data = match &new_data {
+        Some(text) => {
+            upgraded_data = text.clone();
+            JsonRef::new(&upgraded_data)
+        }
+        None => data,
+    };
+    let has = |key: &str| data.get(key).is_some();
+    match current_type.as_str() {
+        "user/message"
+            if data.is_object()
+                && !has("id")
+                && !has("role")
+                && !has("message")
+                && has("content")
+                && has("source") =>
+        {
+            let out = spread(ObjectWriter::new(), data, &[], &[]);
+            new_data = Some(
+                out.string("id", &legacy_id(session_id, seq))
+                    .string("role", "user")
+                    .finish(),
+            );
+        }
+        "assistant/message"
+            if data.is_object() && !has("message") && has("content") && has("provenance") =>
+        {
+            let provenance = data.get("provenance").filter(|p| p.is_object());
+            let mut source = ObjectWriter::new();
+            let mut has_kind = false;
+            for (key, value) in provenance.iter().flat_map(|p| p.members()) {
+                if key == "kind" {
+                    has_kind = true;
+                    source = source.string("kind", "model");
+                } else {
+                    source = source.raw(&key, value.raw());
+                }
+            }
+            if !has_kind {
+                source = source.string("kind", "model");
+            }
+            let message = ObjectWriter::new()
+                .string("id", &legacy_id(session_id, seq))
+                .string("role", "assistant")
+                .raw("content", data.get("content").map_or("null", |c| c.raw()))
+                .raw("source", &source.finish())
+                .finish();
+            let out = spread(ObjectWriter::new(), data, &["content", "provenance"], &[]);
+            new_data = Some(out.raw("message", &message).finish());
+        }
+        "tool/result"
+            if data.is_object()
+                && !has("message")
+                && has("callId")
+                && has("content")
+                && has("isError") =>
+        {
+            let call_id = data.get("callId").map_or("null", |c| c.raw());
+            let id = match event.surface_op() {
+                Some(SurfaceOp::Replace { start, .. }) => usize::try_from(start)
+                    .ok()
+                    .and_then(|i| events.get(i))
+                    .filter(|_| start < seq)
+                    .and_then(message_id),
+                _ => Some(legacy_id(session_id, seq)),
+            };
+            let block = ObjectWriter::new()
+                .string("type", "tool-result")
+                .raw("toolCallId", call_id)
+                .raw("content", data.get("content").map_or("null", |c| c.raw()))
+                .raw("isError", data.get("isError").map_or("null", |c| c.raw()))
+                .finish();
+            let source = ObjectWriter::new()
+                .string("kind", "tool")
+                .raw("callId", call_id)
+                .finish();
+            let mut message = ObjectWriter::new();
+            if let Some(id) = id {
+                message = message.string("id", &id);
+            }
+            let message = message
+                .string("role", "user")
+                .raw("content", &format!("[{block}]"))
+                .raw("source", &source)
+                .finish();
+            let out = spread(
+                ObjectWriter::new(),
+                data,
+                &["callId", "content", "isError"],
+                &[],
+            );
+            new_data = Some(out.raw("message", &message).finish());
+        }
+        _ => {}
+    }
+
+    if let (Some(data), Some(event)) = (new_data, events.get_mut(index)) {
+        event.upgrade = Some(Box::new(Upgrade {
+            event_type,
+            data: data.into(),
+        }));
+    }
+    Ok(())
+}
+
+/// Old `turn/end` reasons become the current ones; `Ok(None)` when already current.
+fn upgrade_turn_end(data: JsonRef<'_>) -> Result<Option<String>, &'static str> {
+    let reason = data.get("reason").filter(|r| r.is_object());
+    let kind = reason.and_then(|r| r.get("kind")).and_then(|k| k.as_str());
+    let (Some(reason), Some(kind)) = (reason, kind) else {
+        return Err("expected {turn, reason{kind}}");
+    };
+    if !safe_at_least(data.get("turn"), 1) || !data.has_exact_keys(&["turn", "reason"]) {
+        return Err("expected {turn, reason{kind}}");
+    }
+    let only_kind = reason.has_exact_keys(&["kind"]);
+    let replaced = match kind.as_ref() {
+        "completed" | "blocked" | "max-tokens" | "interrupted" => {
+            return if only_kind {
+                Ok(None)
+            } else {
+                Err("this reason kind takes no other keys")
+            };
+        }
+        "aborted" if reason.get("reason").is_some() => return Ok(None),
+        "aborted" | "disposed" if only_kind => {
+            let inner = if kind == "aborted" {
+                "legacy"
+            } else {
+                "disposed"
+            };
+            let inner = ObjectWriter::new().string("kind", inner).finish();
+            ObjectWriter::new()
+                .string("kind", "aborted")
+                .raw("reason", &inner)
+                .finish()
+        }
+        "aborted" | "disposed" => return Err("a legacy abort reason takes no other keys"),
+        "error" if reason.get("error").is_some() => return Ok(None),
+        "error" => upgrade_error_reason(reason)?,
+        _ => return Ok(None),
+    };
+    Ok(Some(
+        spread(ObjectWriter::new(), data, &[], &[("reason", &replaced)]).finish(),
+    ))
+}
+
+fn upgrade_error_reason(reason: JsonRef<'_>) -> Result<String, &'static str> {
+    if !safe_at_least(reason.get("step"), 0) {
+        return Err("a legacy error reason needs a step");
+    }
+    let is_str = |v: Option<JsonRef<'_>>| v.is_some_and(|v| v.as_str().is_some());
+    if let Some(failure) = reason.get("failure").filter(|f| f.is_object()) {
+        let keys_ok = failure.members().all(|(k, _)| {
+            matches!(
+                k.as_ref(),
+                "message" | "code" | "status" | "providerRetryAfterMs" | "requestId"
+            )
+        });
+        if reason.has_exact_keys(&["kind", "step", "failure"])
+            && keys_ok
+            && is_str(failure.get("message"))
+            && is_str(failure.get("code"))
+        {
+            return Ok(ObjectWriter::new()
+                .string("kind", "error")
+                .raw("error", failure.raw())
+                .finish());
+        }
+    }
+    let has_code = reason.get("code").is_some();
+    let keys: &[&str] = if has_code {
+        &["kind", "step", "message", "code"]
+    } else {
+        &["kind", "step", "message"]
+    };
+    if !reason.has_exact_keys(keys)
+        || !is_str(reason.get("message"))
+        || (has_code && !is_str(reason.get("code")))
+    {
+        return Err(
+            "a legacy error reason is {kind, step, message, code?} or {kind, step, failure}",
+        );
+    }
+    let code = reason.get("code").map_or("\"UNKNOWN\"", |c| c.raw());
+    let error = ObjectWriter::new()
+        .raw("message", reason.get("message").map_or("\"\"", |m| m.raw()))
+        .raw("code", code)
+        .finish();
+    Ok(ObjectWriter::new()
+        .string("kind", "error")
+        .raw("error", &error)
+        .finish())
+}

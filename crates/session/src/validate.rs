@@ -1,0 +1,272 @@
+//! Per-event payload rules that do not depend on session state: message shapes of
+//! surface events, `request/header` config rules, retired shapes, and the payloads of the
+//! newer native types. Stateful rules (seq, surface, replacements) live in the session.
+
+use crate::error::{Error, Rule};
+use crate::event::{is_number, Event};
+use crate::json::{JsonKind, JsonRef};
+use crate::version::{FormatVersion, MessageLocation, MessageRule};
+
+fn non_empty_string(value: Option<JsonRef<'_>>) -> bool {
+    value
+        .and_then(|v| v.as_str())
+        .is_some_and(|s| !s.is_empty())
+}
+
+/// The message carried by a surface event of `version`, if the type is a surface type.
+pub(crate) fn message_of<'a>(version: &FormatVersion, event: &'a Event) -> Option<JsonRef<'a>> {
+    let surface = version.surface_type(event.event_type())?;
+    match surface.message {
+        MessageLocation::Data => Some(event.data()),
+        MessageLocation::DataMessage => event.data().get("message"),
+    }
+}
+
+/// Checks the message shape of a surface event (spec §3 step 3).
+pub(crate) fn check_message(version: &FormatVersion, event: &Event) -> Result<(), Error> {
+    let Some(surface) = version.surface_type(event.event_type()) else {
+        return Ok(());
+    };
+    let fail = |detail: &str| {
+        Err(Error::invalid(
+            event.seq().get(),
+            event.event_type(),
+            Rule::MessageShape,
+            detail,
+        ))
+    };
+    let Some(message) = message_of(version, event).filter(|m| m.is_object()) else {
+        return fail("the message must be an object");
+    };
+    if !non_empty_string(message.get("id")) {
+        return fail("message.id must be a non-empty string");
+    }
+    let role = message.get("role").and_then(|r| r.as_str());
+    let expected_role = match surface.rule {
+        MessageRule::Assistant => "assistant",
+        MessageRule::System => "system",
+        MessageRule::User | MessageRule::ToolResult => "user",
+    };
+    if role.as_deref() != Some(expected_role) {
+        return fail(&format!("message.role must be {expected_role:?}"));
+    }
+    if !message.get("content").is_some_and(|c| c.is_array()) {
+        return fail("message.content must be an array");
+    }
+    let source = message.get("source");
+    let source_ok = source.is_some_and(|s| s.is_object() && non_empty_string(s.get("kind")));
+    match surface.rule {
+        MessageRule::System if source.is_none() => return Ok(()),
+        _ if !source_ok => return fail("message.source must be an object with a non-empty kind"),
+        _ => {}
+    }
+    let source = source.unwrap_or(message);
+    match surface.rule {
+        MessageRule::Assistant => {
+            if source.get("kind").and_then(|k| k.as_str()).as_deref() != Some("model")
+                || !non_empty_string(source.get("provider"))
+                || !non_empty_string(source.get("model"))
+            {
+                return fail("an assistant message needs source {kind:\"model\", provider, model}");
+            }
+        }
+        MessageRule::ToolResult => {
+            let call_id = source.get("callId").and_then(|c| c.as_str());
+            if source.get("kind").and_then(|k| k.as_str()).as_deref() != Some("tool")
+                || call_id.as_deref().is_none_or(str::is_empty)
+            {
+                return fail("a tool result needs source {kind:\"tool\", callId}");
+            }
+            let mut blocks = message
+                .get("content")
+                .map(|c| c.elements())
+                .into_iter()
+                .flatten();
+            let (Some(block), None) = (blocks.next(), blocks.next()) else {
+                return fail("a tool result message holds exactly one content block");
+            };
+            if block.get("type").and_then(|t| t.as_str()).as_deref() != Some("tool-result")
+                || !block.get("content").is_some_and(|c| c.is_array())
+                || block.get("toolCallId").and_then(|t| t.as_str()) != call_id
+            {
+                return fail("the block must be {type:\"tool-result\", toolCallId: source.callId, content: []}");
+            }
+        }
+        MessageRule::User | MessageRule::System => {}
+    }
+    Ok(())
+}
+
+/// Refuses the shapes DSH retired (`request/header-delta`, `mode/set`, fallback headers).
+pub(crate) fn check_retired(event: &Event) -> Result<(), Error> {
+    let t = event.event_type();
+    let retired = t == "request/header-delta"
+        || t == "mode/set"
+        || (t == "request/header"
+            && event
+                .data()
+                .get("reason")
+                .and_then(|r| r.as_str())
+                .as_deref()
+                == Some("fallback"));
+    if retired {
+        return Err(Error::invalid(
+            event.seq().get(),
+            t,
+            Rule::RetiredShape,
+            "this legacy shape is no longer supported by DSH V0",
+        ));
+    }
+    Ok(())
+}
+
+/// The `request/header` config rules (spec §3 step 6).
+pub(crate) fn check_request_header(event: &Event) -> Result<(), Error> {
+    if event.event_type() != "request/header" {
+        return Ok(());
+    }
+    let fail = |detail: &str| {
+        Err(Error::invalid(
+            event.seq().get(),
+            "request/header",
+            Rule::RequestHeader,
+            detail,
+        ))
+    };
+    let config = event.data().get("header").and_then(|h| h.get("config"));
+    let Some(config) = config.filter(|c| c.is_object()) else {
+        return fail("header.config must be an object");
+    };
+    if !non_empty_string(config.get("provider")) || !non_empty_string(config.get("model")) {
+        return fail("request/header lacks provider/model: header.config needs a non-empty provider and model");
+    }
+    if let Some(effort) = config.get("reasoningEffort") {
+        if !non_empty_string(Some(effort)) {
+            return fail("header.config.reasoningEffort must be a non-empty string");
+        }
+    }
+    if let Some(defaults) = event
+        .data()
+        .get("header")
+        .and_then(|h| h.get("adapterDefaults"))
+    {
+        if !defaults.is_object() {
+            return fail("header.adapterDefaults must be an object");
+        }
+        for (key, value) in defaults.members() {
+            if key != "reasoningEffort" && key != "maxTokens" {
+                return fail(&format!("header.adapterDefaults has unknown key {key:?}"));
+            }
+            if value.as_bool() != Some(true) {
+                return fail("header.adapterDefaults values must be true");
+            }
+            if config.get(&key).is_none() {
+                return fail(&format!(
+                    "header.adapterDefaults.{key} names a field absent from config"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A compact timed stream record: `{time0, dt:[…], chunks:[{type,…},…]}` with one `dt`
+/// per chunk after the first, like DSH's packed chunk rows.
+fn check_stream_record(record: JsonRef<'_>) -> Result<(), &'static str> {
+    if !record.has_exact_keys(&["time0", "dt", "chunks"]) {
+        return Err("stream must have exactly the keys time0, dt, chunks");
+    }
+    if record
+        .get("time0")
+        .and_then(|t| t.as_safe_integer())
+        .is_none()
+    {
+        return Err("stream.time0 must be a safe integer");
+    }
+    let chunks = record
+        .get("chunks")
+        .filter(|c| c.is_array())
+        .ok_or("stream.chunks must be an array")?;
+    let dt = record
+        .get("dt")
+        .filter(|d| d.is_array())
+        .ok_or("stream.dt must be an array")?;
+    if dt.elements().any(|d| d.as_safe_integer().is_none()) {
+        return Err("stream.dt entries must be safe integers");
+    }
+    let count = chunks.elements().count();
+    if chunks
+        .elements()
+        .any(|c| c.get("type").is_none_or(|t| t.kind() != JsonKind::String))
+    {
+        return Err("stream.chunks entries must be objects with a string type");
+    }
+    if dt.elements().count() + 1 != count.max(1) {
+        return Err("stream.dt must have one entry per chunk after the first");
+    }
+    Ok(())
+}
+
+/// Payload rules of the native types newer than V0.
+pub(crate) fn check_native(version: &FormatVersion, event: &Event) -> Result<(), Error> {
+    let fail = |detail: &str| {
+        Err(Error::invalid(
+            event.seq().get(),
+            event.event_type(),
+            Rule::Payload,
+            detail,
+        ))
+    };
+    let data = event.data();
+    match event.event_type() {
+        "assistant/message" if version.settlement_stream_record => {
+            if let Some(record) = data.get("stream") {
+                check_stream_record(record).or_else(|d| fail(d))?;
+            }
+        }
+        "assistant/attempt" if version.attempts => {
+            if !is_number(data.get("turn")) || !is_number(data.get("step")) {
+                return fail("an attempt needs numeric turn and step");
+            }
+            let outcome = data.get("outcome").and_then(|o| o.as_str());
+            if !matches!(outcome.as_deref(), Some("error" | "cancelled")) {
+                return fail("attempt.outcome must be \"error\" or \"cancelled\"");
+            }
+            if let Some(record) = data.get("stream") {
+                check_stream_record(record).or_else(|d| fail(d))?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Whether a tool-result replacement changes only `message.content[0].content`
+/// (key order ignored), as DSH's pruner guarantees.
+pub(crate) fn only_tool_content_differs(original: JsonRef<'_>, replacement: JsonRef<'_>) -> bool {
+    fn same_except(
+        a: JsonRef<'_>,
+        b: JsonRef<'_>,
+        skip: &str,
+        inner: &dyn Fn(JsonRef<'_>, JsonRef<'_>) -> bool,
+    ) -> bool {
+        if !a.is_object() || !b.is_object() || a.members().count() != b.members().count() {
+            return false;
+        }
+        a.members().all(|(key, value)| match b.get(&key) {
+            None => false,
+            Some(theirs) if key == skip => inner(value, theirs),
+            Some(theirs) => value.deep_equal(&theirs),
+        })
+    }
+    let block = |a: JsonRef<'_>, b: JsonRef<'_>| same_except(a, b, "content", &|_, _| true);
+    let content = |a: JsonRef<'_>, b: JsonRef<'_>| {
+        let (mut xa, mut xb) = (a.elements(), b.elements());
+        match (xa.next(), xb.next(), xa.next(), xb.next()) {
+            (Some(x), Some(y), None, None) => block(x, y),
+            _ => false,
+        }
+    };
+    let message = |a: JsonRef<'_>, b: JsonRef<'_>| same_except(a, b, "content", &content);
+    same_except(original, replacement, "message", &message)
+}

@@ -1,0 +1,77 @@
+//! Shared helpers for the integration tests: locating the DSH fixture corpus and
+//! comparing JSON with key order preserved.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+/// `shared/` beside the repository: `SESSIONLOG_SHARED_DIR`, else `<manifest>/../../../shared`.
+/// Panics (failing the test) when the fixtures are missing: a conformance test that
+/// silently skips would prove nothing.
+pub fn dsh_fixture_dir() -> PathBuf {
+    let shared = match std::env::var_os("SESSIONLOG_SHARED_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
+    };
+    let dir = shared.join("fixtures/dsh");
+    assert!(
+        dir.join("logs").is_dir(),
+        "DSH fixtures not found at {}; set SESSIONLOG_SHARED_DIR to the shared/ directory",
+        dir.display()
+    );
+    dir
+}
+
+/// Every file under `dir` whose name ends with `suffix`, sorted.
+pub fn files_under(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("readable fixture dir") {
+            let path = entry.expect("dir entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.to_string_lossy().ends_with(suffix) {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Parses JSON keeping key order (serde_json with `preserve_order`).
+pub fn value(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("test JSON does not parse: {e}: {text}"))
+}
+
+/// Canonical compact text of a value, key order kept: equal text means equal values
+/// with equal key order.
+pub fn canon(value: &serde_json::Value) -> String {
+    serde_json::to_string(value).expect("serialisable")
+}
+
+/// A closer with the human-readable tool-result text blanked (not part of the contract).
+pub fn without_closer_text(mut closer: serde_json::Value) -> serde_json::Value {
+    if let Some(blocks) = closer.pointer_mut("/data/message/content/0/content") {
+        if let Some(items) = blocks.as_array_mut() {
+            for item in items {
+                if let Some(text) = item.get_mut("text") {
+                    *text = serde_json::Value::String(String::new());
+                }
+            }
+        }
+    }
+    closer
+}
+
+/// The golden file of a log.
+pub fn golden_for(root: &Path, log: &Path) -> serde_json::Value {
+    let rel = log
+        .strip_prefix(root.join("logs"))
+        .expect("log under logs/");
+    let golden = root
+        .join("golden")
+        .join(format!("{}.golden.json", rel.display()));
+    value(&std::fs::read_to_string(&golden).unwrap_or_else(|e| panic!("{}: {e}", golden.display())))
+}
