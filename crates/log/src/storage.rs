@@ -26,6 +26,10 @@ pub enum OpenMode {
 }
 
 /// A file handle. Positional I/O only, so one handle serves concurrent readers and a writer.
+#[expect(
+    clippy::len_without_is_empty,
+    reason = "a file's emptiness is never a question the log asks"
+)]
 pub trait StorageFile: Send + Sync + fmt::Debug {
     /// Reads up to `buf.len()` bytes at `offset`; returns how many were read (0 at the end).
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;

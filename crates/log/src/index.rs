@@ -1,0 +1,173 @@
+//! The sparse index: where a stream's records are, without one entry per record.
+//!
+//! Every stream has, per segment, one index entry per ~`index_interval_bytes` of its data (the
+//! first record always has one) plus the position of its last record. Each record names the
+//! previous record of its stream in the same segment (`prev_offset`), so finding seq `s` is a
+//! binary search for the first entry after `s` (or the last record) and a short walk back
+//! along those links, never a scan over other streams' records. spec: segment.md#sparse-index
+
+use sessionlog_format::{IndexEntry, RecordHeader, StreamSummary, RECORD_HEADER_LEN};
+
+use crate::error::{corrupted, Result};
+use crate::ids::{SegmentId, Seq};
+
+/// One stream's index inside the active segment, kept in memory.
+#[derive(Debug, Clone)]
+pub(crate) struct ActiveStreamIndex {
+    pub first_seq: u64,
+    pub last_seq: u64,
+    pub first_offset: u32,
+    pub last_offset: u32,
+    pub data_bytes: u64,
+    pub entries: Vec<IndexEntry>,
+    bytes_since_entry: u64,
+}
+
+impl ActiveStreamIndex {
+    pub fn new(seq: u64, offset: u32, record_bytes: u64) -> Self {
+        ActiveStreamIndex {
+            first_seq: seq,
+            last_seq: seq,
+            first_offset: offset,
+            last_offset: offset,
+            data_bytes: record_bytes,
+            entries: vec![IndexEntry { seq, offset }],
+            bytes_since_entry: record_bytes,
+        }
+    }
+
+    /// Records the next record of the stream.
+    pub fn push(&mut self, seq: u64, offset: u32, record_bytes: u64, interval: u32) {
+        debug_assert_eq!(seq, self.last_seq + 1);
+        if self.bytes_since_entry >= u64::from(interval) {
+            self.entries.push(IndexEntry { seq, offset });
+            self.bytes_since_entry = 0;
+        }
+        self.bytes_since_entry += record_bytes;
+        self.last_seq = seq;
+        self.last_offset = offset;
+        self.data_bytes += record_bytes;
+    }
+
+    pub fn summary(&self, stream_id: u64, index_start: u32) -> StreamSummary {
+        StreamSummary {
+            stream_id,
+            first_seq: self.first_seq,
+            last_seq: self.last_seq,
+            data_bytes: self.data_bytes,
+            first_offset: self.first_offset,
+            last_offset: self.last_offset,
+            index_start,
+            index_count: self.entries.len() as u32,
+        }
+    }
+
+    /// Where to start walking back to find `seq` (see [`anchor_for`]).
+    pub fn anchor(&self, seq: u64) -> Anchor {
+        anchor_for(
+            seq,
+            self.entries.len() as u32,
+            |i| self.entries[i as usize],
+            (self.last_seq, self.last_offset),
+        )
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + self.entries.capacity() * std::mem::size_of::<IndexEntry>()
+    }
+}
+
+/// A record known by position, from which a walk back along `prev_offset` reaches the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Anchor {
+    pub seq: u64,
+    pub offset: u32,
+}
+
+/// The nearest indexed record at or after `seq`: the entry itself when `seq` is indexed, else
+/// the next entry, else the stream's last record in the segment. `seq` must lie within the
+/// segment's range for the stream.
+pub(crate) fn anchor_for(
+    seq: u64,
+    count: u32,
+    entry: impl Fn(u32) -> IndexEntry,
+    last: (u64, u32),
+) -> Anchor {
+    // First entry whose seq is >= `seq`.
+    let (mut lo, mut hi) = (0u32, count);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if entry(mid).seq < seq {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    if lo < count {
+        let e = entry(lo);
+        Anchor {
+            seq: e.seq,
+            offset: e.offset,
+        }
+    } else {
+        Anchor {
+            seq: last.0,
+            offset: last.1,
+        }
+    }
+}
+
+/// Walks back from `anchor` to `target` along `prev_offset` links, checking every hop, and
+/// returns the target's offset. `header_at` reads the record header at a segment offset.
+pub(crate) fn walk_back(
+    segment: SegmentId,
+    stream_id: u64,
+    anchor: Anchor,
+    target: u64,
+    mut header_at: impl FnMut(u64) -> Result<RecordHeader>,
+    mut visit: impl FnMut(u64, u64),
+) -> Result<u64> {
+    let mut seq = anchor.seq;
+    let mut offset = u64::from(anchor.offset);
+    loop {
+        let h = header_at(offset)?;
+        if h.stream_id != stream_id || h.seq != seq {
+            return Err(corrupted(
+                segment,
+                offset,
+                format!(
+                    "index expected stream {stream_id} seq {seq}, record holds stream {} seq {}",
+                    h.stream_id, h.seq
+                ),
+                None,
+            ));
+        }
+        visit(seq, offset);
+        if seq == target {
+            return Ok(offset);
+        }
+        if h.prev_offset == 0 || u64::from(h.prev_offset) + RECORD_HEADER_LEN as u64 > offset {
+            return Err(corrupted(
+                segment,
+                offset,
+                format!("record link of stream {stream_id} seq {seq} is broken"),
+                None,
+            ));
+        }
+        offset = u64::from(h.prev_offset);
+        seq -= 1;
+    }
+}
+
+/// Where one stream's records in one sealed segment are.
+#[derive(Debug, Clone)]
+pub(crate) struct SealedExtent {
+    pub segment: std::sync::Arc<crate::segment::SealedSegment>,
+    pub summary: StreamSummary,
+}
+
+impl SealedExtent {
+    pub fn contains(&self, seq: Seq) -> bool {
+        (self.summary.first_seq..=self.summary.last_seq).contains(&seq.0)
+    }
+}

@@ -1,0 +1,326 @@
+//! The public face of the log: [`Log`] and the types its calls take and return.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use parking_lot::{Condvar, Mutex};
+use sessionlog_format::{RecordHeader, CATALOG_STREAM};
+
+use crate::error::{Error, Result};
+use crate::ids::{Lsn, SegmentId, Seq, StreamId};
+use crate::options::{Durability, LogOptions};
+use crate::segment::TailCut;
+use crate::state::State;
+use crate::storage::{DirLock, RealStorage, Storage};
+
+/// One record to append: which stream, its kind tag and flags, its payload.
+#[derive(Debug, Clone, Copy)]
+pub struct Append<'a> {
+    /// The stream to append to.
+    pub stream: StreamId,
+    /// Kind tag (below 0xF0), stored in the record header so readers can filter without
+    /// reading payloads.
+    pub kind: u8,
+    /// Flags, stored as given.
+    pub flags: u8,
+    /// The payload.
+    pub payload: &'a [u8],
+    /// When set, the commit fails with [`Error::SeqMismatch`] unless this is the seq the record
+    /// would get: protection against a stale writer.
+    pub expected_seq: Option<Seq>,
+}
+
+impl<'a> Append<'a> {
+    /// A record of `kind` with `payload` for `stream`, no flags, no expected seq.
+    pub fn new(stream: StreamId, kind: u8, payload: &'a [u8]) -> Self {
+        Append {
+            stream,
+            kind,
+            flags: 0,
+            payload,
+            expected_seq: None,
+        }
+    }
+}
+
+/// What a commit did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Receipt {
+    /// Where the batch starts in the log; batches are durable in this order.
+    pub lsn: Lsn,
+    /// The seq each record got, in input order.
+    pub seqs: Vec<Seq>,
+}
+
+/// A record read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// Its stream.
+    pub stream: StreamId,
+    /// Its seq.
+    pub seq: Seq,
+    /// Its kind tag.
+    pub kind: u8,
+    /// Its flags.
+    pub flags: u8,
+    /// Its payload; for sealed segments a view of the mapped file, not a copy.
+    pub payload: Bytes,
+}
+
+impl Record {
+    pub(crate) fn new(h: RecordHeader, payload: Bytes) -> Record {
+        Record {
+            stream: StreamId(h.stream_id),
+            seq: Seq(h.seq),
+            kind: h.kind,
+            flags: h.flags,
+            payload,
+        }
+    }
+}
+
+/// What `open` found and did.
+#[derive(Debug, Clone, Default)]
+pub struct RecoveryReport {
+    /// Segment files opened.
+    pub segments: usize,
+    /// Sealed segments whose footer failed verification and was rebuilt from their data.
+    pub footers_rebuilt: Vec<(SegmentId, String)>,
+    /// The torn tail cut off the active segment, if any.
+    pub tail_cut: Option<TailCut>,
+    /// A last segment whose creation was torn by a crash, removed.
+    pub discarded_segment: Option<SegmentId>,
+    /// Whether the store was created by this open.
+    pub created: bool,
+    /// Records found by scanning the active segment.
+    pub active_records: u64,
+    /// Wall time the open took.
+    pub duration: Duration,
+}
+
+/// A stream as listed by [`Log::streams`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamInfo {
+    /// Its id.
+    pub id: StreamId,
+    /// Its name.
+    pub name: String,
+    /// The seq its next record will get (= its record count).
+    pub next_seq: Seq,
+}
+
+/// Sizes and counts for operators.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Segment files (sealed plus the active one).
+    pub segments: usize,
+    /// Live streams.
+    pub streams: usize,
+    /// Records in live streams.
+    pub records: u64,
+    /// Bytes of segment files (the active one up to its last batch).
+    pub bytes: u64,
+    /// Memory the index takes: per-segment stream extents and active-segment entries.
+    pub index_memory_bytes: u64,
+    /// `fdatasync` calls made since open.
+    pub syncs: u64,
+    /// Commits since open.
+    pub commits: u64,
+}
+
+pub(crate) struct Inner {
+    pub storage: Arc<dyn Storage>,
+    pub dir: PathBuf,
+    pub options: LogOptions,
+    pub store_id: [u8; 16],
+    pub state: Mutex<State>,
+    pub io_done: Condvar,
+    pub report: RecoveryReport,
+    pub _lock: Box<dyn DirLock>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Log")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A segmented log of many streams in one directory. Cheap to clone; all clones share the
+/// same log. `Send + Sync`: commit from any number of threads and they share syncs.
+#[derive(Debug, Clone)]
+pub struct Log {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl Log {
+    /// Opens (creating if needed) the store in `dir` on the real file system.
+    pub fn open(dir: impl AsRef<Path>, options: LogOptions) -> Result<Log> {
+        Self::open_with(Arc::new(RealStorage), dir.as_ref(), options)
+    }
+
+    /// Opens the store in `dir` through `storage`. Recovery happens here; see
+    /// [`Log::recovery_report`] for what it did.
+    pub fn open_with(storage: Arc<dyn Storage>, dir: &Path, options: LogOptions) -> Result<Log> {
+        crate::open::open(storage, dir, options)
+    }
+
+    /// What recovery found and did when this log was opened.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.inner.report
+    }
+
+    /// The store directory.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Creates a stream named `name`. The catalog record is buffered: it becomes durable with
+    /// the next sync, and always before any record of the stream does.
+    pub fn create_stream(&self, name: &str) -> Result<StreamId> {
+        self.inner.create_stream(name, Durability::Buffered)
+    }
+
+    /// Deletes a stream: writes a tombstone; its name becomes free. Its records stay in their
+    /// segments until reclaimed.
+    pub fn delete_stream(&self, stream: StreamId, durability: Durability) -> Result<()> {
+        self.inner.delete_stream(stream, durability)
+    }
+
+    /// The id bound to `name`.
+    pub fn stream_id(&self, name: &str) -> Option<StreamId> {
+        self.inner
+            .state
+            .lock()
+            .catalog
+            .names
+            .get(name)
+            .map(|&id| StreamId(id))
+    }
+
+    /// The live stream with this id.
+    pub fn stream_info(&self, stream: StreamId) -> Option<StreamInfo> {
+        let st = self.inner.state.lock();
+        st.catalog
+            .streams
+            .get(&stream.0)
+            .filter(|s| !s.deleted)
+            .map(|s| StreamInfo {
+                id: stream,
+                name: s.name.clone(),
+                next_seq: Seq(s.next_seq),
+            })
+    }
+
+    /// Every live stream, by id.
+    pub fn streams(&self) -> Vec<StreamInfo> {
+        let st = self.inner.state.lock();
+        let mut out: Vec<StreamInfo> = st
+            .catalog
+            .streams
+            .iter()
+            .filter(|(_, s)| !s.deleted)
+            .map(|(&id, s)| StreamInfo {
+                id: StreamId(id),
+                name: s.name.clone(),
+                next_seq: Seq(s.next_seq),
+            })
+            .collect();
+        out.sort_by_key(|s| s.id);
+        out
+    }
+
+    /// Appends one batch atomically: after a crash it is present whole or not at all, and
+    /// batches survive in commit order. With [`Durability::Sync`] it returns once the batch is
+    /// durable.
+    pub fn commit(&self, records: &[Append<'_>], durability: Durability) -> Result<Receipt> {
+        self.inner.commit(records, durability)
+    }
+
+    /// Makes everything committed so far durable.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.flush()
+    }
+
+    /// The record `seq` of `stream`, verified against its checksum.
+    pub fn read(&self, stream: StreamId, seq: Seq) -> Result<Record> {
+        self.inner.read(stream, seq)
+    }
+
+    /// The records of `stream` with seqs in `from..to`, in order.
+    pub fn iter(&self, stream: StreamId, from: Seq, to: Seq) -> crate::read::RecordIter {
+        crate::read::RecordIter::new(self.inner.clone(), stream, from, to)
+    }
+
+    /// Log position up to which everything is durable.
+    pub fn durable_lsn(&self) -> Lsn {
+        self.inner.state.lock().synced
+    }
+
+    /// Counts and sizes.
+    pub fn stats(&self) -> Stats {
+        self.inner.stats()
+    }
+
+    /// Flushes and closes, returning the error that dropping would swallow. Other clones of
+    /// this log fail with [`Error::Closed`] afterwards.
+    pub fn close(self) -> Result<()> {
+        let result = self.inner.flush();
+        self.inner.state.lock().closed = true;
+        result
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Best effort: a log dropped without `close` still makes its buffered records durable.
+        let st = self.state.get_mut();
+        if st.closed || st.poisoned.is_some() {
+            return;
+        }
+        if !st.buf.is_empty() {
+            if st.active.file.write_all_at(&st.buf, st.buf_offset).is_err() {
+                return;
+            }
+            st.buf.clear();
+        }
+        let _ = st.active.file.sync_data();
+    }
+}
+
+impl Inner {
+    fn stats(&self) -> Stats {
+        let st = self.state.lock();
+        let live = st.catalog.streams.values().filter(|s| !s.deleted);
+        let mut index = 0usize;
+        let mut records = 0u64;
+        let mut streams = 0usize;
+        for s in live {
+            streams += 1;
+            records += s.next_seq;
+            index += s.sealed.capacity() * std::mem::size_of::<crate::index::SealedExtent>();
+            index += s.active.as_ref().map_or(0, |a| a.memory_bytes());
+        }
+        let sealed_bytes: u64 = st.sealed.values().map(|s| s.bytes.len() as u64).sum();
+        Stats {
+            segments: st.sealed.len() + 1,
+            streams,
+            records,
+            bytes: sealed_bytes + st.end,
+            index_memory_bytes: index as u64,
+            syncs: st.counters.syncs,
+            commits: st.counters.commits,
+        }
+    }
+}
+
+pub(crate) fn is_catalog(stream: StreamId) -> bool {
+    stream.0 == CATALOG_STREAM
+}
+
+pub(crate) fn unknown(stream: StreamId) -> Error {
+    Error::UnknownStream(stream.to_string())
+}

@@ -1,0 +1,411 @@
+//! Opening a store: lock, read sealed footers, scan only the active segment, decide with the
+//! recovery tables, and make the tail safe to append to. spec: recovery.md
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::{Condvar, Mutex};
+use sessionlog_format::{
+    encode_footer, parse_segment_file_name, FooterView, IndexEntry, SegmentHeader, StreamSummary,
+    CATALOG_STREAM, SEGMENT_HEADER_LEN,
+};
+
+use crate::error::{corrupted, io_err, Error, Result};
+use crate::ids::{Lsn, SegmentId};
+use crate::index::SealedExtent;
+use crate::log::{Inner, Log, RecoveryReport};
+use crate::options::LogOptions;
+use crate::recovery::{
+    any_valid_batch, decide_segment, FooterFact, HeaderFact, LaterBatchFact, PositionFact,
+    RoleFact, SegmentDecision,
+};
+use crate::segment::{scan_segment, segment_path, ScanOutcome, SealedSegment};
+use crate::state::{ActiveSegment, Catalog, Counters, State};
+use crate::storage::{OpenMode, Storage, StorageFile};
+use crate::writer::create_segment;
+
+/// The name of the lock file in a store directory.
+pub const LOCK_FILE: &str = "LOCK";
+
+pub(crate) fn open(storage: Arc<dyn Storage>, dir: &Path, options: LogOptions) -> Result<Log> {
+    let started = Instant::now();
+    options.check().map_err(Error::InvalidOptions)?;
+    storage
+        .create_dir_all(dir)
+        .map_err(io_err("creating directory", dir))?;
+    let lock = storage
+        .try_lock(&dir.join(LOCK_FILE))
+        .map_err(io_err("locking", dir.join(LOCK_FILE)))?
+        .ok_or_else(|| Error::Locked {
+            dir: dir.to_owned(),
+        })?;
+    let ids = list_segments(&*storage, dir)?;
+    let mut report = RecoveryReport {
+        segments: ids.len(),
+        ..Default::default()
+    };
+    let mut catalog = Catalog::new();
+    let mut sealed: BTreeMap<SegmentId, Arc<SealedSegment>> = BTreeMap::new();
+    let mut store_id: Option<[u8; 16]> = None;
+    let mut active: Option<(ActiveSegment, ScanOutcome)> = None;
+    let mut next_id = ids.last().map_or(SegmentId(1), |l| SegmentId(l.0 + 1));
+
+    for (i, &id) in ids.iter().enumerate() {
+        let last = i + 1 == ids.len();
+        let path = segment_path(dir, id);
+        let file = storage
+            .open_file(
+                &path,
+                if last {
+                    OpenMode::ReadWrite
+                } else {
+                    OpenMode::ReadOnly
+                },
+            )
+            .map_err(io_err("opening", &path))?;
+        // The active segment is read into memory rather than mapped: it may be cut below.
+        let bytes = if last {
+            read_all(&*file, &path)?
+        } else {
+            file.map_readonly().map_err(io_err("mapping", &path))?
+        };
+        let header = header_fact(&bytes, id, &mut store_id);
+        let footer = FooterView::decode(&bytes, id.0);
+        let footer_fact = if footer.is_ok() {
+            FooterFact::Valid
+        } else {
+            FooterFact::Invalid
+        };
+        let later =
+            if header == HeaderFact::Valid || !any_valid_batch(&bytes, id.0, SEGMENT_HEADER_LEN) {
+                LaterBatchFact::None
+            } else {
+                LaterBatchFact::Some
+            };
+        let position = if last {
+            PositionFact::Last
+        } else {
+            PositionFact::NotLast
+        };
+        let row = decide_segment(header, position, footer_fact, later, options.recovery_mode);
+        match row.decision {
+            SegmentDecision::UseSealed => {
+                let view = footer.map_err(|e| corrupted(id, 0, "footer", Some(e)))?;
+                let bytes = if last {
+                    file.map_readonly().map_err(io_err("mapping", &path))?
+                } else {
+                    bytes
+                };
+                let seg = Arc::new(SealedSegment {
+                    id,
+                    bytes,
+                    footer: view,
+                });
+                load_sealed(&mut catalog, &seg)?;
+                sealed.insert(id, seg);
+            }
+            SegmentDecision::RebuildFooter => {
+                let why = footer.err().map(|e| e.to_string()).unwrap_or_default();
+                let scan = scan_segment(
+                    &bytes,
+                    id,
+                    RoleFact::Sealed,
+                    options.recovery_mode,
+                    &mut catalog,
+                    options.index_interval_bytes,
+                )?;
+                drop(bytes);
+                let seg = rewrite_footer(&*storage, &path, id, &scan)?;
+                attach_extents(&mut catalog, &seg);
+                report.footers_rebuilt.push((id, why));
+                sealed.insert(id, seg);
+            }
+            SegmentDecision::ScanActive => {
+                let scan = scan_segment(
+                    &bytes,
+                    id,
+                    RoleFact::Active,
+                    options.recovery_mode,
+                    &mut catalog,
+                    options.index_interval_bytes,
+                )?;
+                report.active_records = scan.records;
+                active = Some((
+                    ActiveSegment {
+                        id,
+                        file,
+                        path,
+                        catalog: Vec::new(),
+                        catalog_index: None,
+                    },
+                    scan,
+                ));
+            }
+            SegmentDecision::DiscardTornSegment => {
+                drop(file);
+                storage
+                    .remove_file(&path)
+                    .map_err(io_err("removing", &path))?;
+                storage
+                    .sync_dir(dir)
+                    .map_err(io_err("syncing directory", dir))?;
+                report.discarded_segment = Some(id);
+                next_id = id;
+            }
+            SegmentDecision::Corrupt => {
+                return Err(corrupted(
+                    id,
+                    0,
+                    format!("segment header is {header:?}: {}", row.why),
+                    None,
+                ));
+            }
+        }
+    }
+
+    let store_id = match store_id {
+        Some(s) => s,
+        None => {
+            report.created = ids.is_empty();
+            new_store_id()
+        }
+    };
+    let (active, end) = match active {
+        Some((mut seg, scan)) => {
+            let end = scan.data_end;
+            if let Some(cut) = &scan.cut {
+                erase_tail(&*seg.file, &seg.path, cut.offset, &options)?;
+                report.tail_cut = Some(cut.clone());
+            }
+            adopt_active(&mut catalog, &mut seg, scan);
+            (seg, end)
+        }
+        None => {
+            let seg = create_segment(&*storage, dir, store_id, next_id, &options)?;
+            (seg, SEGMENT_HEADER_LEN as u64)
+        }
+    };
+    let durable = Lsn::new(active.id, end);
+    report.duration = started.elapsed();
+    let state = State {
+        catalog,
+        sealed,
+        active,
+        buf: Vec::with_capacity(options.write_buffer_bytes.min(8 << 20)),
+        buf_offset: end,
+        end,
+        written: durable,
+        synced: durable,
+        writing: false,
+        syncing: false,
+        poisoned: None,
+        closed: false,
+        counters: Counters::default(),
+    };
+    let inner = Inner {
+        storage,
+        dir: dir.to_owned(),
+        options,
+        store_id,
+        state: Mutex::new(state),
+        io_done: Condvar::new(),
+        report,
+        _lock: lock,
+    };
+    Ok(Log {
+        inner: Arc::new(inner),
+    })
+}
+
+fn list_segments(storage: &dyn Storage, dir: &Path) -> Result<Vec<SegmentId>> {
+    let mut ids: Vec<SegmentId> = storage
+        .list_dir(dir)
+        .map_err(io_err("listing", dir))?
+        .iter()
+        .filter_map(|n| parse_segment_file_name(n))
+        .map(SegmentId)
+        .collect();
+    ids.sort();
+    for w in ids.windows(2) {
+        if w[1].0 != w[0].0 + 1 {
+            return Err(corrupted(
+                SegmentId(w[0].0 + 1),
+                0,
+                "segment file is missing",
+                None,
+            ));
+        }
+    }
+    Ok(ids)
+}
+
+fn read_all(file: &dyn StorageFile, path: &Path) -> Result<bytes::Bytes> {
+    let len = file.len().map_err(io_err("reading the size of", path))?;
+    let mut buf = vec![0u8; len as usize];
+    file.read_exact_at(&mut buf, 0)
+        .map_err(io_err("reading", path))?;
+    Ok(buf.into())
+}
+
+fn header_fact(bytes: &[u8], id: SegmentId, store_id: &mut Option<[u8; 16]>) -> HeaderFact {
+    match SegmentHeader::decode(bytes) {
+        Ok(h) if h.segment_id == id.0 && store_id.is_none_or(|s| s == h.store_id) => {
+            *store_id = Some(h.store_id);
+            HeaderFact::Valid
+        }
+        Ok(_) => HeaderFact::Damaged,
+        Err(
+            sessionlog_format::FormatError::Zeroed { .. }
+            | sessionlog_format::FormatError::Truncated { .. },
+        ) => HeaderFact::Missing,
+        Err(_) => HeaderFact::Damaged,
+    }
+}
+
+/// Applies a sealed segment's footer: catalog entries first, then stream extents.
+fn load_sealed(catalog: &mut Catalog, seg: &Arc<SealedSegment>) -> Result<()> {
+    let bytes = &seg.bytes[..];
+    for entry in seg
+        .footer
+        .catalog(bytes)
+        .map_err(|e| corrupted(seg.id, seg.footer.data_end, "footer catalog", Some(e)))?
+    {
+        catalog
+            .apply_entry(&entry)
+            .map_err(|e| corrupted(seg.id, seg.footer.data_end, e, None))?;
+    }
+    for i in 0..seg.footer.stream_count {
+        let s = seg
+            .footer
+            .stream(bytes, i)
+            .ok_or_else(|| corrupted(seg.id, seg.footer.data_end, "footer stream table", None))?;
+        if s.stream_id == CATALOG_STREAM {
+            continue;
+        }
+        let st = catalog.streams.get_mut(&s.stream_id).ok_or_else(|| {
+            corrupted(
+                seg.id,
+                u64::from(s.first_offset),
+                format!("records of stream {} that was never created", s.stream_id),
+                None,
+            )
+        })?;
+        if s.first_seq != st.next_seq {
+            return Err(corrupted(
+                seg.id,
+                u64::from(s.first_offset),
+                format!(
+                    "stream {} continues at seq {} where {} was expected",
+                    s.stream_id, s.first_seq, st.next_seq
+                ),
+                None,
+            ));
+        }
+        st.next_seq = s.last_seq + 1;
+        st.sealed.push(SealedExtent {
+            segment: seg.clone(),
+            summary: s,
+        });
+    }
+    Ok(())
+}
+
+/// Adds the extents of a segment whose records the scan already applied to the catalog.
+fn attach_extents(catalog: &mut Catalog, seg: &Arc<SealedSegment>) {
+    for i in 0..seg.footer.stream_count {
+        let Some(s) = seg.footer.stream(&seg.bytes, i) else {
+            continue;
+        };
+        if let Some(st) = catalog.streams.get_mut(&s.stream_id) {
+            st.sealed.push(SealedExtent {
+                segment: seg.clone(),
+                summary: s,
+            });
+        }
+    }
+}
+
+/// Writes a footer rebuilt from a scan over the damaged one, then maps the segment.
+fn rewrite_footer(
+    storage: &dyn Storage,
+    path: &Path,
+    id: SegmentId,
+    scan: &ScanOutcome,
+) -> Result<Arc<SealedSegment>> {
+    let mut summaries: Vec<StreamSummary> = Vec::new();
+    let mut index: Vec<IndexEntry> = Vec::new();
+    for (&k, ix) in &scan.streams {
+        summaries.push(ix.summary(k, index.len() as u32));
+        index.extend_from_slice(&ix.entries);
+    }
+    let mut footer = Vec::new();
+    encode_footer(
+        &mut footer,
+        id.0,
+        scan.data_end,
+        &summaries,
+        &index,
+        &scan.catalog,
+    );
+    let file = storage
+        .open_file(path, OpenMode::ReadWrite)
+        .map_err(io_err("opening", path))?;
+    file.write_all_at(&footer, scan.data_end)
+        .map_err(io_err("writing the footer of", path))?;
+    file.set_len(scan.data_end + footer.len() as u64)
+        .map_err(io_err("truncating", path))?;
+    file.sync_all().map_err(io_err("syncing", path))?;
+    let bytes = file.map_readonly().map_err(io_err("mapping", path))?;
+    let view = FooterView::decode(&bytes, id.0)
+        .map_err(|e| corrupted(id, scan.data_end, "rebuilt footer does not verify", Some(e)))?;
+    Ok(Arc::new(SealedSegment {
+        id,
+        bytes,
+        footer: view,
+    }))
+}
+
+/// Zeroes everything from `offset` on, durably, so no byte of the cut tail (in particular no
+/// valid-looking stale batch) can ever be read back as data.
+fn erase_tail(
+    file: &dyn StorageFile,
+    path: &Path,
+    offset: u64,
+    options: &LogOptions,
+) -> Result<()> {
+    file.set_len(offset)
+        .map_err(io_err("cutting the torn tail of", path))?;
+    if options.preallocate {
+        file.allocate(options.segment_size_bytes)
+            .map_err(io_err("preallocating", path))?;
+    }
+    file.sync_all().map_err(io_err("syncing", path))
+}
+
+/// Turns the scan of the active segment into the in-memory index of the active segment.
+fn adopt_active(catalog: &mut Catalog, seg: &mut ActiveSegment, scan: ScanOutcome) {
+    for (k, ix) in scan.streams {
+        if k == CATALOG_STREAM {
+            seg.catalog_index = Some(ix);
+        } else if let Some(st) = catalog.streams.get_mut(&k) {
+            st.active = Some(ix);
+        }
+    }
+    seg.catalog = scan.catalog;
+}
+
+fn new_store_id() -> [u8; 16] {
+    use std::collections::hash_map::RandomState;
+    use std::hash::{BuildHasher, Hasher};
+    let mut out = [0u8; 16];
+    for (i, chunk) in out.chunks_mut(8).enumerate() {
+        let mut h = RandomState::new().build_hasher();
+        h.write_u64(crate::writer::now_unix_ms());
+        h.write_u32(std::process::id());
+        h.write_usize(i);
+        chunk.copy_from_slice(&h.finish().to_le_bytes());
+    }
+    out
+}

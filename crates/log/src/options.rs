@@ -1,0 +1,81 @@
+//! Options for opening a log.
+
+/// How much damage `open` tolerates. spec: recovery.md#modes
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RecoveryMode {
+    /// Any damage, a torn tail included, is an error; nothing is cut.
+    AbsoluteConsistency,
+    /// The unsynced tail of the active segment may be cut (and the cut is reported); damage
+    /// anywhere else is an error. The default.
+    #[default]
+    TolerateTornTail,
+}
+
+/// When a commit returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Returns once the batch (and everything committed before it) is on stable storage:
+    /// written and covered by an `fdatasync`, shared with concurrent commits.
+    #[default]
+    Sync,
+    /// Returns once the batch is in the log's buffer; it becomes durable with a later `Sync`
+    /// commit, [`crate::Log::flush`] or [`crate::Log::close`]. A crash may lose it, whole.
+    Buffered,
+}
+
+/// Options for [`crate::Log::open`].
+#[derive(Debug, Clone)]
+pub struct LogOptions {
+    /// Target size of a segment file in bytes; the active segment is sealed and a new one
+    /// started when the next batch would not fit. Between 64 KiB and 1 GiB.
+    pub segment_size_bytes: u64,
+    /// Largest payload a record may have. At most 1 GiB.
+    pub max_record_bytes: usize,
+    /// One sparse index entry per this many bytes of a stream's data in a segment.
+    pub index_interval_bytes: u32,
+    /// Buffered bytes that trigger a write to the operating system without waiting for a
+    /// sync commit.
+    pub write_buffer_bytes: usize,
+    /// What `open` tolerates.
+    pub recovery_mode: RecoveryMode,
+    /// Preallocate each new segment to its full size, so appends change no allocation
+    /// metadata and each sync is a plain `fdatasync`.
+    pub preallocate: bool,
+}
+
+impl Default for LogOptions {
+    fn default() -> Self {
+        LogOptions {
+            segment_size_bytes: 64 << 20,
+            max_record_bytes: 16 << 20,
+            index_interval_bytes: 4096,
+            write_buffer_bytes: 1 << 20,
+            recovery_mode: RecoveryMode::TolerateTornTail,
+            preallocate: true,
+        }
+    }
+}
+
+impl LogOptions {
+    pub(crate) fn check(&self) -> Result<(), String> {
+        if !(64 << 10..=1 << 30).contains(&self.segment_size_bytes) {
+            return Err(format!(
+                "segment_size_bytes {} is outside 64 KiB ..= 1 GiB",
+                self.segment_size_bytes
+            ));
+        }
+        if self.max_record_bytes == 0 || self.max_record_bytes > 1 << 30 {
+            return Err(format!(
+                "max_record_bytes {} is outside 1 ..= 1 GiB",
+                self.max_record_bytes
+            ));
+        }
+        if self.index_interval_bytes < 64 {
+            return Err(format!(
+                "index_interval_bytes {} is below 64",
+                self.index_interval_bytes
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,226 @@
+//! The read path: a record by `(stream, seq)` and iteration over a seq range.
+//!
+//! Sealed segments are read from their mapping (payloads are slices of it); the active
+//! segment through positional reads. Every record returned has had its checksum verified.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use sessionlog_format::{decode_record_header, verify_record, RecordHeader, RECORD_HEADER_LEN};
+
+use crate::error::{corrupted, io_err, Error, Result};
+use crate::ids::{SegmentId, Seq, StreamId};
+use crate::index::{walk_back, Anchor, SealedExtent};
+use crate::log::{unknown, Inner, Record};
+use crate::storage::StorageFile;
+
+/// Where a seq of a stream lives, resolved under the lock and read outside it.
+enum Location {
+    Sealed(SealedExtent),
+    Active {
+        file: Arc<dyn StorageFile>,
+        segment: SegmentId,
+        first_seq: u64,
+        anchor_for: Box<dyn Fn(u64) -> Anchor + Send>,
+    },
+}
+
+impl Inner {
+    fn locate(&self, stream: StreamId, seq: Seq) -> Result<Location> {
+        let mut st = self.state.lock();
+        Self::check_usable(&st)?;
+        let s = st
+            .catalog
+            .streams
+            .get(&stream.0)
+            .filter(|s| !s.deleted && !crate::log::is_catalog(stream))
+            .ok_or_else(|| unknown(stream))?;
+        if seq.0 >= s.next_seq {
+            return Err(Error::NoSuchRecord { stream, seq });
+        }
+        if let Some(a) = s.active.as_ref().filter(|a| seq.0 >= a.first_seq) {
+            let last_offset = u64::from(a.last_offset);
+            // Records still in the write buffer are handed to the OS before being read.
+            while st.buf_offset <= last_offset {
+                if st.writing {
+                    self.io_done.wait(&mut st);
+                } else {
+                    self.write_step(&mut st)?;
+                }
+            }
+            let a = st
+                .catalog
+                .streams
+                .get(&stream.0)
+                .and_then(|s| s.active.clone())
+                .ok_or_else(|| unknown(stream))?;
+            if seq.0 < a.first_seq {
+                // A roll sealed the segment while we waited; look again.
+                drop(st);
+                return self.locate(stream, seq);
+            }
+            return Ok(Location::Active {
+                file: st.active.file.clone(),
+                segment: st.active.id,
+                first_seq: a.first_seq,
+                anchor_for: Box::new(move |s| a.anchor(s)),
+            });
+        }
+        let i = s.sealed.partition_point(|e| e.summary.last_seq < seq.0);
+        match s.sealed.get(i).filter(|e| e.contains(seq)) {
+            Some(e) => Ok(Location::Sealed(e.clone())),
+            None => Err(corrupted(
+                SegmentId(0),
+                0,
+                format!("stream {stream} seq {seq} is in no segment"),
+                None,
+            )),
+        }
+    }
+
+    pub(crate) fn read(&self, stream: StreamId, seq: Seq) -> Result<Record> {
+        let mut out = Vec::with_capacity(1);
+        self.read_window(stream, seq, seq.0, Some(seq.0), &mut out)?;
+        out.pop().ok_or(Error::NoSuchRecord { stream, seq })
+    }
+
+    /// Reads the records from `seq` up to the window's anchor (at most up to `last`) into
+    /// `out` in seq order. `anchor_seq` is the seq to anchor the walk at or after.
+    fn read_window(
+        &self,
+        stream: StreamId,
+        seq: Seq,
+        anchor_seq: u64,
+        last: Option<u64>,
+        out: &mut Vec<Record>,
+    ) -> Result<u64> {
+        let mut offsets: Vec<(u64, u64)> = Vec::new();
+        match self.locate(stream, seq)? {
+            Location::Sealed(e) => {
+                let seg = &e.segment;
+                let anchor = seg.anchor(&e.summary, anchor_seq.min(e.summary.last_seq));
+                walk_back(
+                    seg.id,
+                    stream.0,
+                    anchor,
+                    seq.0,
+                    |o| seg.header_at(o),
+                    |s, o| offsets.push((s, o)),
+                )?;
+                for &(s, o) in offsets.iter().rev() {
+                    if last.is_some_and(|l| s > l) {
+                        break;
+                    }
+                    out.push(seg.record_at(o)?);
+                }
+                Ok(anchor.seq)
+            }
+            Location::Active {
+                file,
+                segment,
+                first_seq,
+                anchor_for,
+            } => {
+                let _ = first_seq;
+                let anchor = anchor_for(anchor_seq);
+                let mut headers: Vec<RecordHeader> = Vec::new();
+                walk_back(
+                    segment,
+                    stream.0,
+                    anchor,
+                    seq.0,
+                    |o| pread_header(&*file, segment, o),
+                    |s, o| offsets.push((s, o)),
+                )?;
+                headers.clear();
+                for &(s, o) in offsets.iter().rev() {
+                    if last.is_some_and(|l| s > l) {
+                        break;
+                    }
+                    out.push(pread_record(&*file, segment, o)?);
+                }
+                Ok(anchor.seq)
+            }
+        }
+    }
+}
+
+fn pread_header(file: &dyn StorageFile, segment: SegmentId, offset: u64) -> Result<RecordHeader> {
+    let mut h = [0u8; RECORD_HEADER_LEN];
+    file.read_exact_at(&mut h, offset)
+        .map_err(io_err("reading", format!("segment {segment}")))?;
+    decode_record_header(&h).map_err(|e| corrupted(segment, offset, "bad record header", Some(e)))
+}
+
+fn pread_record(file: &dyn StorageFile, segment: SegmentId, offset: u64) -> Result<Record> {
+    let h = pread_header(file, segment, offset)?;
+    let mut buf = vec![0u8; RECORD_HEADER_LEN + h.payload_len as usize];
+    file.read_exact_at(&mut buf, offset)
+        .map_err(io_err("reading", format!("segment {segment}")))?;
+    verify_record(&buf, segment.0, offset)
+        .map_err(|e| corrupted(segment, offset, "record fails verification", Some(e)))?;
+    let payload = Bytes::from(buf).slice(RECORD_HEADER_LEN..);
+    Ok(Record::new(h, payload))
+}
+
+/// Iterator over a seq range of one stream; see [`crate::Log::iter`]. Reads one index window
+/// at a time, so it holds no lock between calls and sees records committed meanwhile if they
+/// fall in its range.
+#[derive(Debug)]
+pub struct RecordIter {
+    inner: Arc<Inner>,
+    stream: StreamId,
+    next: u64,
+    to: u64,
+    ready: std::vec::IntoIter<Record>,
+    failed: bool,
+}
+
+impl RecordIter {
+    pub(crate) fn new(inner: Arc<Inner>, stream: StreamId, from: Seq, to: Seq) -> Self {
+        RecordIter {
+            inner,
+            stream,
+            next: from.0,
+            to: to.0,
+            ready: Vec::new().into_iter(),
+            failed: false,
+        }
+    }
+}
+
+impl Iterator for RecordIter {
+    type Item = Result<Record>;
+
+    fn next(&mut self) -> Option<Result<Record>> {
+        if let Some(r) = self.ready.next() {
+            return Some(Ok(r));
+        }
+        if self.failed || self.next >= self.to {
+            return None;
+        }
+        let mut out = Vec::new();
+        let last = self.to - 1;
+        match self.inner.read_window(
+            self.stream,
+            Seq(self.next),
+            self.next + 1,
+            Some(last),
+            &mut out,
+        ) {
+            Ok(_) => {
+                self.next += out.len() as u64;
+                if out.is_empty() {
+                    return None;
+                }
+                self.ready = out.into_iter();
+                self.ready.next().map(Ok)
+            }
+            Err(Error::NoSuchRecord { .. }) => None,
+            Err(e) => {
+                self.failed = true;
+                Some(Err(e))
+            }
+        }
+    }
+}

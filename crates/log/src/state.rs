@@ -1,0 +1,169 @@
+//! The log's in-memory state: streams, their names, and where their records are.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use sessionlog_format::{
+    CatalogEntry, CatalogOp, RecordHeader, CATALOG_STREAM, KIND_CATALOG_CREATE, KIND_CATALOG_DELETE,
+};
+
+use crate::ids::{Lsn, SegmentId};
+use crate::index::{ActiveStreamIndex, SealedExtent};
+use crate::segment::{catalog_entry, SealedSegment, StreamBook};
+use crate::storage::StorageFile;
+
+/// One stream.
+#[derive(Debug, Default)]
+pub(crate) struct StreamState {
+    pub name: String,
+    pub next_seq: u64,
+    pub deleted: bool,
+    /// Extents in sealed segments, in seq order.
+    pub sealed: Vec<SealedExtent>,
+    /// Records in the active segment.
+    pub active: Option<ActiveStreamIndex>,
+}
+
+/// Streams and names; the catalog stream is tracked by `catalog_next_seq`.
+#[derive(Debug, Default)]
+pub(crate) struct Catalog {
+    pub streams: HashMap<u64, StreamState>,
+    pub names: HashMap<String, u64>,
+    pub next_stream_id: u64,
+    pub catalog_next_seq: u64,
+}
+
+impl Catalog {
+    pub fn new() -> Self {
+        Catalog {
+            next_stream_id: 1,
+            ..Default::default()
+        }
+    }
+
+    /// Applies a catalog entry (from a record or a footer).
+    pub fn apply_entry(&mut self, e: &CatalogEntry) -> Result<(), String> {
+        if e.seq != self.catalog_next_seq {
+            return Err(format!(
+                "catalog record seq {} where {} was expected",
+                e.seq, self.catalog_next_seq
+            ));
+        }
+        match e.op {
+            CatalogOp::Create => {
+                let name = String::from_utf8(e.name.clone())
+                    .map_err(|_| "stream name is not UTF-8".to_owned())?;
+                if e.stream_id == CATALOG_STREAM || self.streams.contains_key(&e.stream_id) {
+                    return Err(format!("stream id {} created twice", e.stream_id));
+                }
+                if self.names.contains_key(&name) {
+                    return Err(format!("stream name {name:?} bound twice"));
+                }
+                self.names.insert(name.clone(), e.stream_id);
+                self.streams.insert(
+                    e.stream_id,
+                    StreamState {
+                        name,
+                        ..Default::default()
+                    },
+                );
+                self.next_stream_id = self.next_stream_id.max(e.stream_id + 1);
+            }
+            CatalogOp::Delete => {
+                let s = self
+                    .streams
+                    .get_mut(&e.stream_id)
+                    .filter(|s| !s.deleted)
+                    .ok_or(format!("delete of unknown stream {}", e.stream_id))?;
+                s.deleted = true;
+                self.names.remove(&s.name);
+            }
+        }
+        self.catalog_next_seq += 1;
+        Ok(())
+    }
+}
+
+impl StreamBook for Catalog {
+    fn next_seq(&self, stream: u64) -> Option<u64> {
+        if stream == CATALOG_STREAM {
+            return Some(self.catalog_next_seq);
+        }
+        self.streams
+            .get(&stream)
+            .filter(|s| !s.deleted)
+            .map(|s| s.next_seq)
+    }
+
+    fn apply(&mut self, h: &RecordHeader, payload: &[u8]) -> Result<(), String> {
+        if h.stream_id == CATALOG_STREAM {
+            if h.kind != KIND_CATALOG_CREATE && h.kind != KIND_CATALOG_DELETE {
+                return Err(format!("catalog record of unknown kind {:#x}", h.kind));
+            }
+            let entry = catalog_entry(h, payload).ok_or("malformed catalog record")?;
+            return self.apply_entry(&entry);
+        }
+        let s = self
+            .streams
+            .get_mut(&h.stream_id)
+            .ok_or("record of an unknown stream")?;
+        if s.deleted {
+            return Err("record of a deleted stream".into());
+        }
+        s.next_seq = h.seq + 1;
+        Ok(())
+    }
+}
+
+/// The segment being appended.
+#[derive(Debug)]
+pub(crate) struct ActiveSegment {
+    pub id: SegmentId,
+    pub file: Arc<dyn StorageFile>,
+    pub path: PathBuf,
+    /// Catalog entries written to this segment (for its footer).
+    pub catalog: Vec<CatalogEntry>,
+    /// Index of the catalog stream's records in this segment.
+    pub catalog_index: Option<ActiveStreamIndex>,
+}
+
+/// Everything behind the log's mutex.
+#[derive(Debug)]
+pub(crate) struct State {
+    pub catalog: Catalog,
+    pub sealed: BTreeMap<SegmentId, Arc<SealedSegment>>,
+    pub active: ActiveSegment,
+    /// Encoded batches not yet handed to the operating system.
+    pub buf: Vec<u8>,
+    /// Segment offset of `buf[0]`: everything before it has been written (or is being).
+    pub buf_offset: u64,
+    /// Segment offset after the last encoded batch.
+    pub end: u64,
+    pub written: Lsn,
+    pub synced: Lsn,
+    pub writing: bool,
+    pub syncing: bool,
+    pub poisoned: Option<Arc<str>>,
+    pub closed: bool,
+    pub counters: Counters,
+}
+
+/// Running totals for `stats`.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Counters {
+    pub syncs: u64,
+    pub writes: u64,
+    pub commits: u64,
+}
+
+impl State {
+    /// What is known durable in the active segment, as a segment offset.
+    pub fn synced_offset_in_active(&self) -> u64 {
+        if self.synced.segment() == self.active.id {
+            self.synced.offset()
+        } else {
+            sessionlog_format::SEGMENT_HEADER_LEN as u64
+        }
+    }
+}

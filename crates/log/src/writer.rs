@@ -1,0 +1,479 @@
+//! The write path: encoding batches, pipelined group commit, segment roll, poisoning.
+//!
+//! Committers encode their batch into the shared buffer under the mutex. A committer that
+//! needs durability then takes part in the I/O itself: whoever finds no write in flight takes
+//! the whole buffer and writes it; whoever finds written-but-unsynced data and no sync in flight
+//! runs one `fdatasync` for all of it. A write may proceed while a sync is in flight, so the
+//! next group forms and is written while the previous one is being made durable. Any failed
+//! write or sync poisons the log: nothing after it is trusted until the store is reopened.
+
+use std::sync::Arc;
+
+use parking_lot::MutexGuard;
+use sessionlog_format::{
+    encode_footer, encoded_batch_len, segment_file_name, BatchEncoder, CatalogEntry, CatalogOp,
+    FooterView, IndexEntry, RecordHeader, SegmentHeader, StreamSummary, CATALOG_STREAM,
+    FIRST_RESERVED_KIND, KIND_CATALOG_CREATE, KIND_CATALOG_DELETE, MAX_BATCH_LEN,
+    RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
+};
+
+use crate::error::{io_err, Error, Result};
+use crate::ids::{Lsn, SegmentId, Seq, StreamId};
+use crate::index::{ActiveStreamIndex, SealedExtent};
+use crate::log::{Inner, Receipt};
+use crate::options::Durability;
+use crate::segment::SealedSegment;
+use crate::state::{ActiveSegment, State};
+use crate::storage::{OpenMode, Storage, StorageFile};
+use crate::Append;
+
+impl Inner {
+    pub(crate) fn check_usable(st: &State) -> Result<()> {
+        if st.closed {
+            return Err(Error::Closed);
+        }
+        if let Some(cause) = &st.poisoned {
+            return Err(Error::Poisoned {
+                cause: cause.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    fn poison(&self, st: &mut State, what: String) -> Error {
+        let cause: Arc<str> = what.into();
+        if st.poisoned.is_none() {
+            st.poisoned = Some(cause.clone());
+        }
+        self.io_done.notify_all();
+        Error::Poisoned { cause }
+    }
+
+    pub(crate) fn commit(&self, records: &[Append<'_>], durability: Durability) -> Result<Receipt> {
+        if records.is_empty() {
+            return Err(Error::InvalidInput(
+                "a batch needs at least one record".into(),
+            ));
+        }
+        for r in records {
+            if r.payload.len() > self.options.max_record_bytes {
+                return Err(Error::RecordTooLarge {
+                    len: r.payload.len(),
+                    max: self.options.max_record_bytes,
+                });
+            }
+            if r.kind >= FIRST_RESERVED_KIND {
+                return Err(Error::InvalidInput(format!(
+                    "record kind {:#x} is reserved for the log",
+                    r.kind
+                )));
+            }
+        }
+        let len = encoded_batch_len(records.iter().map(|r| r.payload.len()));
+        if len > MAX_BATCH_LEN
+            || len as u64
+                > self
+                    .options
+                    .segment_size_bytes
+                    .max(self.options.max_record_bytes as u64 * 2)
+        {
+            return Err(Error::InvalidInput(format!(
+                "batch of {len} bytes is too large; split it"
+            )));
+        }
+        let mut st = self.state.lock();
+        Self::check_usable(&st)?;
+        let seqs = Self::check_batch(&st, records)?;
+        self.make_room(&mut st, len)?;
+        let lsn = Lsn::new(st.active.id, st.end);
+        self.encode_records(
+            &mut st,
+            records
+                .iter()
+                .zip(&seqs)
+                .map(|(r, s)| (r.stream.0, s.0, r.kind, r.flags, r.payload)),
+        );
+        st.counters.commits += 1;
+        let end = Lsn::new(st.active.id, st.end);
+        match durability {
+            Durability::Sync => self.wait_durable(&mut st, end)?,
+            Durability::Buffered => {
+                if st.buf.len() >= self.options.write_buffer_bytes && !st.writing {
+                    self.write_step(&mut st)?;
+                }
+            }
+        }
+        Ok(Receipt { lsn, seqs })
+    }
+
+    /// Validates a batch against the streams and returns the seq each record gets.
+    fn check_batch(st: &State, records: &[Append<'_>]) -> Result<Vec<Seq>> {
+        let mut seqs = Vec::with_capacity(records.len());
+        for (i, r) in records.iter().enumerate() {
+            let s = st
+                .catalog
+                .streams
+                .get(&r.stream.0)
+                .filter(|s| !s.deleted && r.stream.0 != CATALOG_STREAM)
+                .ok_or_else(|| Error::UnknownStream(r.stream.to_string()))?;
+            let earlier = records[..i].iter().filter(|p| p.stream == r.stream).count() as u64;
+            let seq = Seq(s.next_seq + earlier);
+            if let Some(expected) = r.expected_seq {
+                if expected != seq {
+                    return Err(Error::SeqMismatch {
+                        stream: r.stream,
+                        expected,
+                        actual: seq,
+                    });
+                }
+            }
+            seqs.push(seq);
+        }
+        Ok(seqs)
+    }
+
+    /// Encodes one batch at the end of the buffer and updates the index. The caller has
+    /// checked every record and made room.
+    fn encode_records<'p>(
+        &self,
+        st: &mut State,
+        records: impl Iterator<Item = (u64, u64, u8, u8, &'p [u8])>,
+    ) {
+        let synced_through = st.synced_offset_in_active();
+        let State {
+            buf,
+            end,
+            active,
+            catalog,
+            ..
+        } = &mut *st;
+        let interval = self.options.index_interval_bytes;
+        let mut enc = BatchEncoder::begin(buf, active.id.0, *end, synced_through);
+        for (stream, seq, kind, flags, payload) in records {
+            let record_bytes =
+                (RECORD_HEADER_LEN + sessionlog_format::padded_len(payload.len())) as u64;
+            let index = if stream == CATALOG_STREAM {
+                &mut active.catalog_index
+            } else {
+                &mut catalog
+                    .streams
+                    .get_mut(&stream)
+                    .expect("checked stream")
+                    .active
+            };
+            let prev_offset = index.as_ref().map_or(0, |ix| ix.last_offset);
+            let offset = enc.push(
+                RecordHeader {
+                    stream_id: stream,
+                    seq,
+                    kind,
+                    flags,
+                    prev_offset,
+                    payload_len: 0,
+                },
+                payload,
+            ) as u32;
+            match index {
+                Some(ix) => ix.push(seq, offset, record_bytes, interval),
+                None => *index = Some(ActiveStreamIndex::new(seq, offset, record_bytes)),
+            }
+            if stream != CATALOG_STREAM {
+                if let Some(s) = catalog.streams.get_mut(&stream) {
+                    s.next_seq = seq + 1;
+                }
+            }
+        }
+        *end += enc.finish() as u64;
+    }
+
+    /// Rolls to a new segment when a batch of `len` bytes would not fit the active one.
+    fn make_room(&self, st: &mut MutexGuard<'_, State>, len: usize) -> Result<()> {
+        let fits = st.end + len as u64 <= self.options.segment_size_bytes;
+        if fits || st.end == SEGMENT_HEADER_LEN as u64 {
+            return Ok(());
+        }
+        while st.writing || st.syncing {
+            self.io_done.wait(st);
+        }
+        Self::check_usable(st)?;
+        if let Err(e) = self.roll(st) {
+            let what = format!("sealing segment {}: {e}", st.active.id);
+            return Err(self.poison(st, what));
+        }
+        Ok(())
+    }
+
+    /// Seals the active segment and starts the next. Called with no I/O in flight.
+    fn roll(&self, st: &mut State) -> Result<()> {
+        let id = st.active.id;
+        let file = st.active.file.clone();
+        let path = st.active.path.clone();
+        if !st.buf.is_empty() {
+            file.write_all_at(&st.buf, st.buf_offset)
+                .map_err(io_err("writing", &path))?;
+            st.buf_offset = st.end;
+            st.buf.clear();
+        }
+        file.sync_data().map_err(io_err("syncing", &path))?;
+        st.written = Lsn::new(id, st.end);
+        st.synced = st.written;
+
+        let footer = build_footer(st, id);
+        file.write_all_at(&footer, st.end)
+            .map_err(io_err("writing the footer of", &path))?;
+        file.set_len(st.end + footer.len() as u64)
+            .map_err(io_err("truncating", &path))?;
+        file.sync_all().map_err(io_err("syncing", &path))?;
+        let bytes = file.map_readonly().map_err(io_err("mapping", &path))?;
+        let view = FooterView::decode(&bytes, id.0).map_err(|e| {
+            crate::error::corrupted(id, st.end, "footer just written does not verify", Some(e))
+        })?;
+        let sealed = Arc::new(SealedSegment {
+            id,
+            bytes,
+            footer: view,
+        });
+        for i in 0..view.stream_count {
+            let Some(summary) = view.stream(&sealed.bytes, i) else {
+                continue;
+            };
+            if let Some(s) = st.catalog.streams.get_mut(&summary.stream_id) {
+                s.active = None;
+                s.sealed.push(SealedExtent {
+                    segment: sealed.clone(),
+                    summary,
+                });
+            }
+        }
+        st.sealed.insert(id, sealed);
+
+        let next = SegmentId(id.0 + 1);
+        st.active = create_segment(
+            &*self.storage,
+            &self.dir,
+            self.store_id,
+            next,
+            &self.options,
+        )?;
+        st.end = SEGMENT_HEADER_LEN as u64;
+        st.buf_offset = st.end;
+        st.written = Lsn::new(next, st.end);
+        st.synced = st.written;
+        Ok(())
+    }
+
+    /// Hands the buffer to the operating system. Called with no write in flight.
+    pub(crate) fn write_step(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
+        debug_assert!(!st.writing);
+        if st.buf.is_empty() {
+            return Ok(());
+        }
+        st.writing = true;
+        let data = std::mem::take(&mut st.buf);
+        let at = st.buf_offset;
+        st.buf_offset += data.len() as u64;
+        let file = st.active.file.clone();
+        let seg = st.active.id;
+        let result = MutexGuard::unlocked(st, || file.write_all_at(&data, at));
+        st.writing = false;
+        st.counters.writes += 1;
+        if let Err(e) = result {
+            return Err(self.poison(st, format!("writing segment {seg} at offset {at}: {e}")));
+        }
+        st.written = st.written.max(Lsn::new(seg, at + data.len() as u64));
+        if st.buf.is_empty() {
+            // Keep the allocation for the next group.
+            let mut data = data;
+            data.clear();
+            st.buf = data;
+        }
+        self.io_done.notify_all();
+        Ok(())
+    }
+
+    /// Syncs what has been written. Called with no sync in flight.
+    fn sync_step(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
+        st.syncing = true;
+        let target = st.written;
+        let file = st.active.file.clone();
+        let result = MutexGuard::unlocked(st, || file.sync_data());
+        st.syncing = false;
+        st.counters.syncs += 1;
+        if let Err(e) = result {
+            return Err(self.poison(st, format!("syncing segment {}: {e}", target.segment())));
+        }
+        st.synced = st.synced.max(target);
+        self.io_done.notify_all();
+        Ok(())
+    }
+
+    /// Returns once everything up to `target` is durable, doing whatever I/O nobody else is.
+    pub(crate) fn wait_durable(&self, st: &mut MutexGuard<'_, State>, target: Lsn) -> Result<()> {
+        loop {
+            Self::check_usable(st)?;
+            if st.synced >= target {
+                return Ok(());
+            }
+            if !st.writing && !st.buf.is_empty() && st.written < target {
+                self.write_step(st)?;
+            } else if !st.syncing && st.written > st.synced {
+                self.sync_step(st)?;
+            } else {
+                self.io_done.wait(st);
+            }
+        }
+    }
+
+    pub(crate) fn flush(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        Self::check_usable(&st)?;
+        let end = Lsn::new(st.active.id, st.end);
+        self.wait_durable(&mut st, end)
+    }
+
+    pub(crate) fn create_stream(&self, name: &str, durability: Durability) -> Result<StreamId> {
+        if name.is_empty() || name.len() > 4096 {
+            return Err(Error::InvalidInput(
+                "a stream name has 1 to 4096 bytes".into(),
+            ));
+        }
+        let mut st = self.state.lock();
+        Self::check_usable(&st)?;
+        if st.catalog.names.contains_key(name) {
+            return Err(Error::StreamExists(name.to_owned()));
+        }
+        let id = st.catalog.next_stream_id;
+        let mut payload = id.to_le_bytes().to_vec();
+        payload.extend_from_slice(name.as_bytes());
+        let entry = CatalogEntry {
+            op: CatalogOp::Create,
+            stream_id: id,
+            seq: st.catalog.catalog_next_seq,
+            name: name.as_bytes().to_vec(),
+        };
+        self.write_catalog(&mut st, entry, KIND_CATALOG_CREATE, &payload, durability)?;
+        Ok(StreamId(id))
+    }
+
+    pub(crate) fn delete_stream(&self, stream: StreamId, durability: Durability) -> Result<()> {
+        let mut st = self.state.lock();
+        Self::check_usable(&st)?;
+        let live = st
+            .catalog
+            .streams
+            .get(&stream.0)
+            .is_some_and(|s| !s.deleted);
+        if !live || stream.0 == CATALOG_STREAM {
+            return Err(Error::UnknownStream(stream.to_string()));
+        }
+        let entry = CatalogEntry {
+            op: CatalogOp::Delete,
+            stream_id: stream.0,
+            seq: st.catalog.catalog_next_seq,
+            name: Vec::new(),
+        };
+        self.write_catalog(
+            &mut st,
+            entry,
+            KIND_CATALOG_DELETE,
+            &stream.0.to_le_bytes(),
+            durability,
+        )
+    }
+
+    fn write_catalog(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        entry: CatalogEntry,
+        kind: u8,
+        payload: &[u8],
+        durability: Durability,
+    ) -> Result<()> {
+        let len = encoded_batch_len([payload.len()]);
+        self.make_room(st, len)?;
+        let seq = entry.seq;
+        st.catalog
+            .apply_entry(&entry)
+            .map_err(Error::InvalidInput)?;
+        st.active.catalog.push(entry);
+        self.encode_records(st, std::iter::once((CATALOG_STREAM, seq, kind, 0, payload)));
+        if durability == Durability::Sync {
+            let end = Lsn::new(st.active.id, st.end);
+            self.wait_durable(st, end)?;
+        }
+        Ok(())
+    }
+}
+
+/// The footer of the active segment as it stands.
+fn build_footer(st: &State, id: SegmentId) -> Vec<u8> {
+    let mut streams: Vec<(u64, &ActiveStreamIndex)> = st
+        .catalog
+        .streams
+        .iter()
+        .filter_map(|(k, s)| s.active.as_ref().map(|a| (*k, a)))
+        .collect();
+    if let Some(c) = &st.active.catalog_index {
+        streams.push((CATALOG_STREAM, c));
+    }
+    streams.sort_by_key(|(k, _)| *k);
+    let mut summaries: Vec<StreamSummary> = Vec::with_capacity(streams.len());
+    let mut index: Vec<IndexEntry> = Vec::new();
+    for (k, a) in streams {
+        summaries.push(a.summary(k, index.len() as u32));
+        index.extend_from_slice(&a.entries);
+    }
+    let mut out = Vec::new();
+    encode_footer(
+        &mut out,
+        id.0,
+        st.end,
+        &summaries,
+        &index,
+        &st.active.catalog,
+    );
+    out
+}
+
+/// Creates segment `id` with its header durable, and syncs the directory.
+pub(crate) fn create_segment(
+    storage: &dyn Storage,
+    dir: &std::path::Path,
+    store_id: [u8; 16],
+    id: SegmentId,
+    options: &crate::options::LogOptions,
+) -> Result<ActiveSegment> {
+    let path = dir.join(segment_file_name(id.0));
+    let file: Arc<dyn StorageFile> = storage
+        .open_file(&path, OpenMode::CreateNew)
+        .map_err(io_err("creating", &path))?;
+    if options.preallocate {
+        file.allocate(options.segment_size_bytes)
+            .map_err(io_err("preallocating", &path))?;
+    }
+    let header = SegmentHeader {
+        store_id,
+        segment_id: id.0,
+        created_unix_ms: now_unix_ms(),
+    };
+    file.write_all_at(&header.encode(), 0)
+        .map_err(io_err("writing the header of", &path))?;
+    // The header is durable before any record is written (spec: recovery.md#ordering).
+    file.sync_all().map_err(io_err("syncing", &path))?;
+    storage
+        .sync_dir(dir)
+        .map_err(io_err("syncing directory", dir))?;
+    Ok(ActiveSegment {
+        id,
+        file,
+        path,
+        catalog: Vec::new(),
+        catalog_index: None,
+    })
+}
+
+pub(crate) fn now_unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
