@@ -4,16 +4,24 @@
 //! [`SimStorage`] implements the log's [`sessionlog_log::Storage`] trait in memory. It keeps a
 //! durable and a written image of every file, loses or tears unsynced writes at a crash
 //! ([`SimStorage::crash`]), reverts unsynced directory changes, and fails chosen operations
-//! ([`Fault`]). Everything is driven by seeds, so a failing schedule reproduces from its seed.
+//! ([`Fault`]). [`ReferenceModel`] knows what a recovered log must hold, given what the log
+//! acknowledged. Everything is driven by seeds, so a failing schedule reproduces from its seed.
 
 #![forbid(unsafe_code)]
 
 pub mod crash;
 pub mod fault;
+pub mod model;
+#[cfg(test)]
+mod model_tests;
 mod sim;
 #[cfg(test)]
 mod sim_tests;
 
 pub use crash::{CrashPolicy, CrashReport, FileOutcome, Survival, Tear};
 pub use fault::{Fault, FaultError, OpKind, Persistence};
+pub use model::{
+    CheckSummary, LogSnapshot, ModelAppend, ModelRecord, ReferenceModel, Restart, SnapshotStream,
+    Violation,
+};
 pub use sim::{SimConfig, SimFile, SimStats, SimStorage};
