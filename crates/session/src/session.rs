@@ -122,9 +122,7 @@ impl Session {
         let mut seqs = Vec::with_capacity(closers.len());
         for closer in closers {
             seqs.push(closer.seq());
-            if let Err(e) = before.append_event(closer) {
-                return Err(e);
-            }
+            before.append_event(closer)?;
         }
         *self = before;
         Ok(seqs)

@@ -86,9 +86,7 @@ pub(crate) fn upgrade_event(
             }
             new_data = Some(spread(ObjectWriter::new(), data, &["trigger"], &[]).finish());
         }
-        "turn/end" if data.is_object() => {
-            new_data = upgrade_turn_end(data).map_err(|d| malformed(d))?
-        }
+        "turn/end" if data.is_object() => new_data = upgrade_turn_end(data).map_err(&malformed)?,
         "steering/message" => {
             event_type = Some("user/message".into());
             let turn_ok = safe_at_least(data.get("turn"), i64::MIN);

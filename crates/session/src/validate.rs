@@ -221,7 +221,7 @@ pub(crate) fn check_native(version: &FormatVersion, event: &Event) -> Result<(),
     match event.event_type() {
         "assistant/message" if version.settlement_stream_record => {
             if let Some(record) = data.get("stream") {
-                check_stream_record(record).or_else(|d| fail(d))?;
+                check_stream_record(record).or_else(fail)?;
             }
         }
         "assistant/attempt" if version.attempts => {
@@ -233,7 +233,7 @@ pub(crate) fn check_native(version: &FormatVersion, event: &Event) -> Result<(),
                 return fail("attempt.outcome must be \"error\" or \"cancelled\"");
             }
             if let Some(record) = data.get("stream") {
-                check_stream_record(record).or_else(|d| fail(d))?;
+                check_stream_record(record).or_else(fail)?;
             }
         }
         _ => {}

@@ -75,3 +75,59 @@ pub fn golden_for(root: &Path, log: &Path) -> serde_json::Value {
         .join(format!("{}.golden.json", rel.display()));
     value(&std::fs::read_to_string(&golden).unwrap_or_else(|e| panic!("{}: {e}", golden.display())))
 }
+
+use sessionlog_session::{EventInput, FormatVersion, Session, SessionHeader, SurfaceOp};
+
+/// An empty DSH V0 session.
+pub fn empty_session() -> Session {
+    Session::new(
+        SessionHeader::new("s1", 1000, Some("/work")),
+        FormatVersion::dsh_v0(),
+    )
+}
+
+/// A `user/message` input with id `id`.
+pub fn user(id: &str, text: &str) -> EventInput {
+    let data = format!(
+        r#"{{"id":"{id}","role":"user","content":[{{"type":"text","text":"{text}"}}],"source":{{"kind":"user"}}}}"#
+    );
+    EventInput::new("user/message", 1000, data).with_surface_op(SurfaceOp::Append)
+}
+
+/// An `assistant/message` input with id `id`, text and tool calls.
+pub fn assistant(id: &str, text: &str, calls: &[&str]) -> EventInput {
+    let mut content = vec![format!(r#"{{"type":"text","text":"{text}"}}"#)];
+    for call in calls {
+        content.push(format!(
+            r#"{{"type":"tool-call","id":"{call}","name":"bash","arguments":"{{}}"}}"#
+        ));
+    }
+    let data = format!(
+        r#"{{"turn":1,"step":1,"message":{{"id":"{id}","role":"assistant","content":[{}],"source":{{"kind":"model","provider":"p","model":"m"}}}}}}"#,
+        content.join(",")
+    );
+    EventInput::new("assistant/message", 1000, data).with_surface_op(SurfaceOp::Append)
+}
+
+/// A `tool/result` input answering `call` with message id `id`.
+pub fn tool_result(id: &str, call: &str, text: &str) -> EventInput {
+    let data = format!(
+        r#"{{"turn":1,"step":1,"message":{{"id":"{id}","role":"user","source":{{"kind":"tool","callId":"{call}"}},"content":[{{"type":"tool-result","toolCallId":"{call}","content":[{{"type":"text","text":"{text}"}}]}}]}}}}"#
+    );
+    EventInput::new("tool/result", 1000, data).with_surface_op(SurfaceOp::Append)
+}
+
+/// Turns an input into a replacement of `start..=end` citing `sources`.
+pub fn replacing(input: EventInput, start: u64, end: u64, sources: &[u64]) -> EventInput {
+    input
+        .with_surface_op(SurfaceOp::Replace { start, end })
+        .with_sources(sources.to_vec())
+}
+
+/// Appends or panics with the refusal (for building valid fixtures in tests).
+pub fn push(session: &mut Session, input: EventInput) -> u64 {
+    match session.try_append(input) {
+        Ok(event) => event.seq().get(),
+        Err(e) => panic!("test event refused: {e}"),
+    }
+}

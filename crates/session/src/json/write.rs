@@ -1,0 +1,117 @@
+//! Writing JSON exactly as JavaScript's `JSON.stringify` does, for the few values this
+//! crate writes itself (closers, upgraded legacy shapes, unpacked chunk rows).
+
+/// Appends `s` as a JSON string literal, escaped exactly as `JSON.stringify` does.
+pub fn write_js_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                out.push_str(&format!("\\u{:04x}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// Formats a finite double exactly as JavaScript's `Number.prototype.toString`.
+pub fn js_number(value: f64) -> String {
+    if value == 0.0 {
+        return "0".to_owned();
+    }
+    if !value.is_finite() {
+        return "null".to_owned();
+    }
+    // `{:e}` yields the shortest round-trip digits, the same digits JavaScript picks.
+    let sci = format!("{:e}", value.abs());
+    let (mantissa, exponent) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let k = digits.len() as i64;
+    let n = exponent.parse::<i64>().unwrap_or(0) + 1;
+    let mut out = String::new();
+    if value < 0.0 {
+        out.push('-');
+    }
+    if k <= n && n <= 21 {
+        out.push_str(&digits);
+        out.extend(std::iter::repeat_n('0', (n - k) as usize));
+    } else if 0 < n && n <= 21 {
+        let (int, frac) = digits.split_at(n as usize);
+        out.push_str(int);
+        out.push('.');
+        out.push_str(frac);
+    } else if -6 < n && n <= 0 {
+        out.push_str("0.");
+        out.extend(std::iter::repeat_n('0', (-n) as usize));
+        out.push_str(&digits);
+    } else {
+        let (first, rest) = digits.split_at(1);
+        out.push_str(first);
+        if !rest.is_empty() {
+            out.push('.');
+            out.push_str(rest);
+        }
+        out.push('e');
+        out.push(if n > 0 { '+' } else { '-' });
+        out.push_str(&(n - 1).abs().to_string());
+    }
+    out
+}
+
+/// Builds one JSON object in key order, for the few events this crate writes itself.
+#[derive(Debug, Default)]
+pub struct ObjectWriter {
+    out: String,
+}
+
+impl ObjectWriter {
+    /// Starts an empty object.
+    pub fn new() -> Self {
+        Self {
+            out: String::from("{"),
+        }
+    }
+
+    fn key(&mut self, key: &str) {
+        if self.out.len() > 1 {
+            self.out.push(',');
+        }
+        write_js_string(&mut self.out, key);
+        self.out.push(':');
+    }
+
+    /// Adds a member whose value is already JSON text.
+    pub fn raw(mut self, key: &str, json: &str) -> Self {
+        self.key(key);
+        self.out.push_str(json);
+        self
+    }
+
+    /// Adds a string member.
+    pub fn string(mut self, key: &str, value: &str) -> Self {
+        self.key(key);
+        write_js_string(&mut self.out, value);
+        self
+    }
+
+    /// Adds an integer member.
+    pub fn int(mut self, key: &str, value: i64) -> Self {
+        self.key(key);
+        self.out.push_str(&value.to_string());
+        self
+    }
+
+    /// Finishes the object.
+    pub fn finish(mut self) -> String {
+        self.out.push('}');
+        self.out
+    }
+}
