@@ -20,6 +20,7 @@ pub mod recovery;
 mod segment;
 mod state;
 pub mod storage;
+pub mod verify;
 mod writer;
 
 pub use error::{Error, Result};
@@ -30,3 +31,4 @@ pub use options::{Durability, LogOptions, RecoveryMode};
 pub use read::RecordIter;
 pub use segment::TailCut;
 pub use storage::{DirLock, OpenMode, RealStorage, Storage, StorageFile};
+pub use verify::{verify_store, Damage, SegmentCheck, VerifyReport};
