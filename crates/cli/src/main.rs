@@ -1,1 +1,331 @@
-fn main() {}
+//! `sessionlog`: the command-line tool for sessionlog stores.
+//!
+//! The command names, flags, output lines and exit codes are a stable contract that scripts
+//! and tests outside the project drive. Exit codes: 0 success; 1 `verify` found damage;
+//! 2 usage, I/O or any other error; 3 invalid input (refused data). Errors are one line on
+//! stderr.
+
+#![forbid(unsafe_code)]
+
+use std::io::{self, BufRead, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use sessionlog_log::{Append, Durability, Log, LogOptions, RealStorage, Seq};
+
+mod dump;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "sessionlog",
+    version,
+    about = "An embedded storage engine for AI-agent sessions: inspect, verify and drive a store."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Raw log records: append and read payload lines of a stream.
+    #[command(subcommand)]
+    Log(LogCommand),
+    /// Check every checksum, footer and index entry of a store.
+    Verify {
+        /// The store directory.
+        #[arg(long)]
+        store: PathBuf,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Segments, streams, records, bytes and index memory of a store.
+    Stats {
+        /// The store directory.
+        #[arg(long)]
+        store: PathBuf,
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the batches and records of a store's segments with their headers.
+    Dump {
+        /// The store directory.
+        #[arg(long)]
+        store: PathBuf,
+        /// Only this segment.
+        #[arg(long)]
+        segment: Option<u64>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum LogCommand {
+    /// Append each stdin line as one record; print `{"stream":NAME,"seq":N}` once it is
+    /// committed (durable with `--durability sync`).
+    Append {
+        /// The store directory (created if missing).
+        #[arg(long)]
+        store: PathBuf,
+        /// The stream (created if missing).
+        #[arg(long)]
+        stream: String,
+        /// When each line counts as committed.
+        #[arg(long, value_enum, default_value_t = DurabilityArg::Sync)]
+        durability: DurabilityArg,
+    },
+    /// Print the payloads of a stream, one per line, in seq order.
+    Read {
+        /// The store directory.
+        #[arg(long)]
+        store: PathBuf,
+        /// The stream.
+        #[arg(long)]
+        stream: String,
+        /// First seq to print.
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+        /// Print up to this seq, exclusive.
+        #[arg(long)]
+        to: Option<u64>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum DurabilityArg {
+    Sync,
+    Buffered,
+}
+
+/// An error with the exit code it maps to.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    code: u8,
+    message: String,
+}
+
+impl Failure {
+    pub(crate) fn new(code: u8, message: impl Into<String>) -> Self {
+        Failure {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<sessionlog_log::Error> for Failure {
+    fn from(e: sessionlog_log::Error) -> Self {
+        let code = match e {
+            sessionlog_log::Error::InvalidInput(_)
+            | sessionlog_log::Error::RecordTooLarge { .. } => 3,
+            _ => 2,
+        };
+        Failure::new(code, e.to_string())
+    }
+}
+
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Self {
+        Failure::new(2, e.to_string())
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli.command) {
+        Ok(code) => ExitCode::from(code),
+        Err(f) if f.code == 0 => ExitCode::SUCCESS,
+        Err(f) => {
+            eprintln!("sessionlog: {}", f.message);
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+fn run(command: Command) -> Result<u8, Failure> {
+    match command {
+        Command::Log(LogCommand::Append {
+            store,
+            stream,
+            durability,
+        }) => log_append(&store, &stream, durability),
+        Command::Log(LogCommand::Read {
+            store,
+            stream,
+            from,
+            to,
+        }) => log_read(&store, &stream, from, to),
+        Command::Verify { store, json } => verify(&store, json),
+        Command::Stats { store, json } => stats(&store, json),
+        Command::Dump { store, segment } => dump::dump(&store, segment),
+    }
+}
+
+/// Writes to stdout; a closed pipe (e.g. `| head`) ends the command quietly.
+pub(crate) fn out(w: &mut impl Write, bytes: &[u8]) -> Result<(), Failure> {
+    w.write_all(bytes).map_err(|e| {
+        if e.kind() == io::ErrorKind::BrokenPipe {
+            Failure::new(0, "")
+        } else {
+            e.into()
+        }
+    })
+}
+
+fn log_append(
+    store: &std::path::Path,
+    stream: &str,
+    durability: DurabilityArg,
+) -> Result<u8, Failure> {
+    let log = Log::open(store, LogOptions::default())?;
+    let id = match log.stream_id(stream) {
+        Some(id) => id,
+        None => log.create_stream(stream)?,
+    };
+    let durability = match durability {
+        DurabilityArg::Sync => Durability::Sync,
+        DurabilityArg::Buffered => Durability::Buffered,
+    };
+    let stdin = io::stdin();
+    let mut input = stdin.lock();
+    let stdout = io::stdout();
+    let mut w = stdout.lock();
+    let name = serde_json::to_string(stream).map_err(|e| Failure::new(2, e.to_string()))?;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if input.read_until(b'\n', &mut line)? == 0 {
+            break;
+        }
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        }
+        let receipt = log.commit(&[Append::new(id, 0, &line)], durability)?;
+        out(
+            &mut w,
+            format!("{{\"stream\":{name},\"seq\":{}}}\n", receipt.seqs[0]).as_bytes(),
+        )?;
+        w.flush()?;
+    }
+    log.close()?;
+    Ok(0)
+}
+
+fn log_read(
+    store: &std::path::Path,
+    stream: &str,
+    from: u64,
+    to: Option<u64>,
+) -> Result<u8, Failure> {
+    let log = Log::open(store, LogOptions::default())?;
+    let id = log.stream_id(stream).ok_or_else(|| {
+        Failure::new(
+            2,
+            format!("no stream named {stream:?} in {}", store.display()),
+        )
+    })?;
+    let end = to.unwrap_or(u64::MAX);
+    let stdout = io::stdout();
+    let mut w = io::BufWriter::new(stdout.lock());
+    for record in log.iter(id, Seq(from), Seq(end)) {
+        let record = record?;
+        out(&mut w, &record.payload)?;
+        out(&mut w, b"\n")?;
+    }
+    w.flush()?;
+    Ok(0)
+}
+
+fn verify(store: &std::path::Path, json: bool) -> Result<u8, Failure> {
+    if !store.is_dir() {
+        return Err(Failure::new(
+            2,
+            format!("{} is not a store directory", store.display()),
+        ));
+    }
+    let report = sessionlog_log::verify_store(Arc::new(RealStorage), store)?;
+    let stdout = io::stdout();
+    let mut w = stdout.lock();
+    if json {
+        let damages: Vec<_> = report
+            .damages
+            .iter()
+            .map(
+                |d| serde_json::json!({"segment": d.segment.0, "offset": d.offset, "what": d.what}),
+            )
+            .collect();
+        let segments: Vec<_> = report
+            .segments
+            .iter()
+            .map(|s| serde_json::json!({"segment": s.segment.0, "bytes": s.bytes, "sealed": s.sealed, "batches": s.batches, "records": s.records, "indexEntriesChecked": s.index_entries_checked}))
+            .collect();
+        let v = serde_json::json!({"intact": report.is_intact(), "segments": segments, "damages": damages, "liveStreams": report.live_streams});
+        out(&mut w, format!("{v}\n").as_bytes())?;
+    } else {
+        for s in &report.segments {
+            let line = format!(
+                "segment {}: {} bytes, {}, {} batches, {} records, {} index entries checked\n",
+                s.segment.0,
+                s.bytes,
+                if s.sealed { "sealed" } else { "active" },
+                s.batches,
+                s.records,
+                s.index_entries_checked
+            );
+            out(&mut w, line.as_bytes())?;
+        }
+        for d in &report.damages {
+            out(
+                &mut w,
+                format!(
+                    "DAMAGE segment {} offset {}: {}\n",
+                    d.segment.0, d.offset, d.what
+                )
+                .as_bytes(),
+            )?;
+        }
+        let verdict = if report.is_intact() {
+            "intact".to_owned()
+        } else {
+            format!("{} damaged places", report.damages.len())
+        };
+        out(&mut w, format!("{verdict}\n").as_bytes())?;
+    }
+    Ok(if report.is_intact() { 0 } else { 1 })
+}
+
+fn stats(store: &std::path::Path, json: bool) -> Result<u8, Failure> {
+    if !store.is_dir() {
+        return Err(Failure::new(
+            2,
+            format!("{} is not a store directory", store.display()),
+        ));
+    }
+    let log = Log::open(store, LogOptions::default())?;
+    let s = log.stats();
+    let pct = if s.bytes == 0 {
+        0.0
+    } else {
+        s.index_memory_bytes as f64 * 100.0 / s.bytes as f64
+    };
+    let stdout = io::stdout();
+    let mut w = stdout.lock();
+    if json {
+        let v = serde_json::json!({
+            "segments": s.segments, "sessions": s.streams, "records": s.records, "bytes": s.bytes,
+            "indexMemoryBytes": s.index_memory_bytes, "indexMemoryPercent": pct,
+        });
+        out(&mut w, format!("{v}\n").as_bytes())?;
+    } else {
+        let text = format!(
+            "segments: {}\nsessions: {}\nrecords: {}\nbytes: {}\nindex memory: {} bytes ({pct:.3}% of data)\n",
+            s.segments, s.streams, s.records, s.bytes, s.index_memory_bytes
+        );
+        out(&mut w, text.as_bytes())?;
+    }
+    log.close()?;
+    Ok(0)
+}
