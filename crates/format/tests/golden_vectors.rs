@@ -1,0 +1,714 @@
+//! Golden byte vectors: every file in `format-spec/vectors/` is decoded here and its fields are
+//! checked against the exact values `format-spec/vectors/README.md` lists, so the spec, the
+//! files and the codec cannot drift apart. Where the encoder is deterministic, re-encoding the
+//! decoded values reproduces the file byte for byte.
+//!
+//! The files are written once, by
+//! `SESSIONLOG_REGENERATE_VECTORS=1 cargo test -p sessionlog-format --test golden_vectors`;
+//! a normal run only reads them. The engine-made segment holds a wall-clock creation time and
+//! a random store id, so regenerating it changes [`ENGINE_STORE_ID`] and
+//! [`ENGINE_CREATED_UNIX_MS`] (the run prints the new values) and the README's copy of them.
+//! Regenerate only when the format version changes; old vectors then stay as fixtures.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+
+use sessionlog_format::{
+    decode_batch_header, decode_footer_trailer, encode_footer, masked_crc, padded_len, segment_crc,
+    segment_file_name, verify_batch, verify_record, BatchEncoder, BatchHeader, CatalogEntry,
+    CatalogOp, FooterView, IndexEntry, RecordHeader, SegmentHeader, StreamSummary,
+    BATCH_HEADER_LEN, CATALOG_STREAM, FOOTER_TRAILER_LEN, KIND_CATALOG_CREATE, SEGMENT_HEADER_LEN,
+};
+
+const REGENERATE_ENV: &str = "SESSIONLOG_REGENERATE_VECTORS";
+
+const HEADER_FILE: &str = "segment_header.bin";
+const BATCH_FILE: &str = "batch_three_records_two_streams.bin";
+const CATALOG_FILE: &str = "batch_catalog_create.bin";
+const TINY_SEGMENT_FILE: &str = "tiny_sealed_segment.seg";
+const ENGINE_SEGMENT_FILE: &str = "engine_sealed_segment_00000000000000000001.seg";
+
+/// Store id the engine drew when the engine-made segment was generated.
+const ENGINE_STORE_ID: [u8; 16] = [
+    0x04, 0xE5, 0x56, 0x69, 0x1B, 0xBC, 0x9D, 0x03, 0x71, 0x22, 0xDB, 0xE9, 0xF0, 0x78, 0xBD, 0x24,
+];
+/// Wall-clock time in the engine-made segment's header.
+const ENGINE_CREATED_UNIX_MS: u64 = 1_796_007_549_028;
+/// Index interval the engine used (the default).
+const ENGINE_INDEX_INTERVAL_BYTES: u64 = 4096;
+
+fn u32_le(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("four bytes"))
+}
+
+fn vectors_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../format-spec/vectors")
+}
+
+/// The bytes of one vector file, writing every file first when regeneration was asked for.
+fn vector(name: &str) -> Vec<u8> {
+    static GENERATE: Once = Once::new();
+    GENERATE.call_once(|| {
+        if std::env::var_os(REGENERATE_ENV).is_some() {
+            generate::all(&vectors_dir());
+        }
+    });
+    let path = vectors_dir().join(name);
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; run with {REGENERATE_ENV}=1 to write it",
+            path.display()
+        )
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The values the codec-made vectors encode. The generator encodes these; the tests decode the
+// files and compare against them.
+
+fn header_value() -> SegmentHeader {
+    SegmentHeader {
+        store_id: [
+            0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1A, 0x1B, 0x1C, 0x1D,
+            0x1E, 0x1F,
+        ],
+        segment_id: 7,
+        created_unix_ms: 1_700_000_000_000,
+    }
+}
+
+/// A record as a vector lists it: where it is, its header, its payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Rec {
+    offset: u64,
+    header: RecordHeader,
+    payload: Vec<u8>,
+}
+
+fn rec(offset: u64, stream_id: u64, seq: u64, kind: u8, flags: u8, prev: u32, p: &[u8]) -> Rec {
+    Rec {
+        offset,
+        header: RecordHeader {
+            stream_id,
+            seq,
+            kind,
+            flags,
+            prev_offset: prev,
+            payload_len: p.len() as u32,
+        },
+        payload: p.to_vec(),
+    }
+}
+
+/// A batch as a vector lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Batch {
+    segment_id: u64,
+    offset: u64,
+    header: BatchHeader,
+    records: Vec<Rec>,
+}
+
+fn three_record_batch() -> Batch {
+    Batch {
+        segment_id: 7,
+        offset: 64,
+        header: BatchHeader {
+            batch_len: 160,
+            record_count: 3,
+            synced_through: 64,
+        },
+        records: vec![
+            rec(96, 1, 0, 0x01, 0x00, 0, b"hello"),
+            rec(136, 2, 0, 0x02, 0x01, 0, b"{\"a\":1}"),
+            rec(176, 1, 1, 0x03, 0x00, 96, b"world!!!"),
+        ],
+    }
+}
+
+fn catalog_payload(stream_id: u64, name: &[u8]) -> Vec<u8> {
+    let mut p = stream_id.to_le_bytes().to_vec();
+    p.extend_from_slice(name);
+    p
+}
+
+fn catalog_batch() -> Batch {
+    Batch {
+        segment_id: 1,
+        offset: 64,
+        header: BatchHeader {
+            batch_len: 96,
+            record_count: 1,
+            synced_through: 64,
+        },
+        records: vec![rec(
+            96,
+            CATALOG_STREAM,
+            0,
+            KIND_CATALOG_CREATE,
+            0,
+            0,
+            &catalog_payload(1, b"session-a"),
+        )],
+    }
+}
+
+fn tiny_header() -> SegmentHeader {
+    SegmentHeader {
+        store_id: [0xA5; 16],
+        segment_id: 3,
+        created_unix_ms: 1_700_000_000_000,
+    }
+}
+
+fn tiny_batches() -> [Batch; 2] {
+    [
+        Batch {
+            segment_id: 3,
+            offset: 64,
+            header: BatchHeader {
+                batch_len: 88,
+                record_count: 1,
+                synced_through: 64,
+            },
+            records: vec![rec(
+                96,
+                CATALOG_STREAM,
+                0,
+                KIND_CATALOG_CREATE,
+                0,
+                0,
+                &catalog_payload(1, b"alpha"),
+            )],
+        },
+        Batch {
+            segment_id: 3,
+            offset: 152,
+            header: BatchHeader {
+                batch_len: 120,
+                record_count: 2,
+                synced_through: 152,
+            },
+            records: vec![
+                rec(184, 1, 0, 0x01, 0x00, 0, b"first"),
+                rec(224, 1, 1, 0x01, 0x00, 184, b"second"),
+            ],
+        },
+    ]
+}
+
+/// The footer of the tiny segment: stream summaries, the whole index, the catalog entries.
+type Footer = (Vec<StreamSummary>, Vec<IndexEntry>, Vec<CatalogEntry>);
+
+fn tiny_footer() -> Footer {
+    (
+        vec![
+            StreamSummary {
+                stream_id: 0,
+                first_seq: 0,
+                last_seq: 0,
+                data_bytes: 48,
+                first_offset: 96,
+                last_offset: 96,
+                index_start: 0,
+                index_count: 1,
+            },
+            StreamSummary {
+                stream_id: 1,
+                first_seq: 0,
+                last_seq: 1,
+                data_bytes: 80,
+                first_offset: 184,
+                last_offset: 224,
+                index_start: 1,
+                index_count: 1,
+            },
+        ],
+        vec![
+            IndexEntry { seq: 0, offset: 96 },
+            IndexEntry {
+                seq: 0,
+                offset: 184,
+            },
+        ],
+        vec![CatalogEntry {
+            op: CatalogOp::Create,
+            stream_id: 1,
+            seq: 0,
+            name: b"alpha".to_vec(),
+        }],
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Encoding and decoding helpers shared by the generator and the tests.
+
+fn encode_batch(b: &Batch) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let mut enc = BatchEncoder::begin(&mut buf, b.segment_id, b.offset, b.header.synced_through);
+    for r in &b.records {
+        let at = enc.push(r.header, &r.payload);
+        assert_eq!(at, r.offset, "record lands where the vector says");
+    }
+    enc.finish();
+    buf
+}
+
+/// Verifies the batch at the start of `bytes` and lists it.
+fn decode_batch(bytes: &[u8], segment_id: u64, offset: u64) -> Batch {
+    let view = verify_batch(bytes, segment_id, offset).expect("batch verifies");
+    Batch {
+        segment_id,
+        offset,
+        header: view.header,
+        records: view
+            .records()
+            .map(|r| Rec {
+                offset: r.offset,
+                header: r.header,
+                payload: view.payload(&r).to_vec(),
+            })
+            .collect(),
+    }
+}
+
+fn encode_tiny_segment() -> Vec<u8> {
+    let mut seg = tiny_header().encode().to_vec();
+    for b in tiny_batches() {
+        assert_eq!(seg.len() as u64, b.offset);
+        seg.extend_from_slice(&encode_batch(&b));
+    }
+    let (streams, index, catalog) = tiny_footer();
+    let data_end = seg.len() as u64;
+    encode_footer(&mut seg, 3, data_end, &streams, &index, &catalog);
+    seg
+}
+
+/// Reads a verified footer back into owned values.
+fn decode_footer(seg: &[u8], view: &FooterView) -> Footer {
+    let streams = (0..view.stream_count)
+        .map(|i| view.stream(seg, i).expect("stream summary"))
+        .collect();
+    let index = (0..view.index_entry_count)
+        .map(|i| view.index_entry(seg, i).expect("index entry"))
+        .collect();
+    (streams, index, view.catalog(seg).expect("catalog"))
+}
+
+/// Every batch of a segment from its header to `data_end`, in order.
+fn decode_all_batches(seg: &[u8], segment_id: u64, data_end: u64) -> Vec<Batch> {
+    let mut out = Vec::new();
+    let mut at = SEGMENT_HEADER_LEN as u64;
+    while at < data_end {
+        let b = decode_batch(&seg[at as usize..data_end as usize], segment_id, at);
+        at += u64::from(b.header.batch_len);
+        out.push(b);
+    }
+    assert_eq!(at, data_end, "batches end exactly where the footer starts");
+    out
+}
+
+/// Checks that every index entry of every stream names a record of that stream with that seq,
+/// and that the `prev_offset` links lead from each stream's last record back to its first.
+fn check_index_points_at_records(
+    seg: &[u8],
+    segment_id: u64,
+    streams: &[StreamSummary],
+    index: &[IndexEntry],
+) {
+    for s in streams {
+        let entries = &index[s.index_start as usize..(s.index_start + s.index_count) as usize];
+        assert_eq!(
+            entries[0].offset, s.first_offset,
+            "the first record is indexed"
+        );
+        assert_eq!(entries[0].seq, s.first_seq);
+        for e in entries {
+            let (h, _) = verify_record(&seg[e.offset as usize..], segment_id, u64::from(e.offset))
+                .expect("indexed record verifies");
+            assert_eq!((h.stream_id, h.seq), (s.stream_id, e.seq), "entry {e:?}");
+        }
+        for pair in entries.windows(2) {
+            assert!(pair[0].seq < pair[1].seq && pair[0].offset < pair[1].offset);
+        }
+        // Walk the links back from the last record.
+        let (mut offset, mut seq) = (s.last_offset, s.last_seq);
+        loop {
+            let (h, _) = verify_record(&seg[offset as usize..], segment_id, u64::from(offset))
+                .expect("linked record verifies");
+            assert_eq!((h.stream_id, h.seq), (s.stream_id, seq));
+            if seq == s.first_seq {
+                assert_eq!(offset, s.first_offset);
+                assert_eq!(
+                    h.prev_offset, 0,
+                    "a stream's first record in a segment links nowhere"
+                );
+                break;
+            }
+            offset = h.prev_offset;
+            seq -= 1;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tests.
+
+#[test]
+fn masked_crc_matches_the_spec_example() {
+    // CRC-32 (IEEE) of "123456789" is the classic check value 0xCBF43926.
+    assert_eq!(crc32fast::hash(b"123456789"), 0xCBF4_3926);
+    assert_eq!(
+        masked_crc(0xCBF4_3926),
+        0xCBF4_3926u32.rotate_right(15).wrapping_add(0x9E37_79B9)
+    );
+    assert_eq!(masked_crc(0xCBF4_3926), 0x1085_11A1);
+    // The segment id's eight little-endian bytes come first.
+    let mut h = crc32fast::Hasher::new();
+    h.update(&7u64.to_le_bytes());
+    h.update(b"123456789");
+    assert_eq!(segment_crc(7, b"123456789"), masked_crc(h.finalize()));
+    assert_eq!(segment_crc(7, b"123456789"), 0xDF35_02BA);
+}
+
+#[test]
+fn segment_header_vector_decodes_to_its_fields() {
+    let bytes = vector(HEADER_FILE);
+    assert_eq!(bytes.len(), SEGMENT_HEADER_LEN);
+    assert_eq!(&bytes[0..8], b"SESSLOG\0");
+    assert_eq!(&bytes[8..12], &1u32.to_le_bytes(), "format version 1");
+    assert_eq!(&bytes[12..16], &64u32.to_le_bytes(), "header_len");
+    assert_eq!(&bytes[48..60], &[0u8; 12], "reserved");
+    assert_eq!(u32_le(&bytes, 60), 0xE27F_78C5, "header_crc");
+    let header = SegmentHeader::decode(&bytes).expect("header verifies");
+    assert_eq!(header, header_value());
+    assert_eq!(
+        header.encode().as_slice(),
+        bytes.as_slice(),
+        "re-encoding reproduces the bytes"
+    );
+}
+
+#[test]
+fn three_record_batch_vector_decodes_to_its_records() {
+    let bytes = vector(BATCH_FILE);
+    let want = three_record_batch();
+    assert_eq!(bytes.len(), 160);
+    assert_eq!(
+        decode_batch_header(&bytes, 7, 64).expect("header verifies"),
+        want.header
+    );
+    let got = decode_batch(&bytes, 7, 64);
+    assert_eq!(got, want);
+    assert_eq!(&bytes[0..4], b"SLB1");
+    assert_eq!(&bytes[156..160], b"SLBE");
+    assert_eq!(u32_le(&bytes, 4), 0x28FC_21D2, "header_crc");
+    assert_eq!(u32_le(&bytes, 152), 0x45D0_7507, "batch_crc");
+    let record_crcs = [32, 72, 112].map(|at| u32_le(&bytes, at));
+    assert_eq!(record_crcs, [0x486D_5620, 0x6A0F_275B, 0x2757_01A6]);
+    assert_eq!(
+        encode_batch(&got),
+        bytes,
+        "re-encoding reproduces the bytes"
+    );
+}
+
+#[test]
+fn catalog_create_vector_decodes_to_a_name_binding() {
+    let bytes = vector(CATALOG_FILE);
+    let got = decode_batch(&bytes, 1, 64);
+    assert_eq!(got, catalog_batch());
+    let r = &got.records[0];
+    assert_eq!(r.header.stream_id, CATALOG_STREAM);
+    assert_eq!(r.header.kind, 0xF0);
+    assert_eq!(r.payload[..8], 1u64.to_le_bytes());
+    assert_eq!(&r.payload[8..], b"session-a");
+    assert_eq!(u32_le(&bytes, 4), 0x587A_BB76, "header_crc");
+    assert_eq!(u32_le(&bytes, 32), 0xA2B4_3019, "record_crc");
+    assert_eq!(u32_le(&bytes, 88), 0xFC30_EDF6, "batch_crc");
+    assert_eq!(
+        encode_batch(&got),
+        bytes,
+        "re-encoding reproduces the bytes"
+    );
+}
+
+#[test]
+fn vectors_are_bound_to_their_segment_and_offset() {
+    let batch = vector(BATCH_FILE);
+    assert!(verify_batch(&batch, 8, 64).is_err(), "another segment");
+    assert!(verify_batch(&batch, 7, 72).is_err(), "another offset");
+    let catalog = vector(CATALOG_FILE);
+    assert!(verify_batch(&catalog, 2, 64).is_err());
+    let tiny = vector(TINY_SEGMENT_FILE);
+    assert!(FooterView::decode(&tiny, 4).is_err());
+}
+
+#[test]
+fn tiny_sealed_segment_vector_decodes_header_batches_and_footer() {
+    let seg = vector(TINY_SEGMENT_FILE);
+    assert_eq!(seg.len(), 488);
+    assert_eq!(SegmentHeader::decode(&seg).expect("header"), tiny_header());
+
+    let trailer = decode_footer_trailer(&seg, 3).expect("trailer");
+    assert_eq!(trailer.footer_offset, 272);
+    assert_eq!(trailer.footer_len, 184);
+    assert_eq!(trailer.segment_id, 3);
+    assert_eq!(trailer.footer_crc, 0x889F_F56A);
+    assert_eq!(seg.len() - FOOTER_TRAILER_LEN, 456);
+
+    let view = FooterView::decode(&seg, 3).expect("footer verifies");
+    assert_eq!(view.data_end, 272);
+    assert_eq!(
+        (
+            view.stream_count,
+            view.index_entry_count,
+            view.catalog_count
+        ),
+        (2, 2, 1)
+    );
+    let footer = decode_footer(&seg, &view);
+    assert_eq!(footer, tiny_footer());
+
+    let batches = decode_all_batches(&seg, 3, view.data_end);
+    assert_eq!(batches, tiny_batches().to_vec());
+    check_index_points_at_records(&seg, 3, &footer.0, &footer.1);
+    assert_eq!(
+        encode_tiny_segment(),
+        seg,
+        "re-encoding reproduces the file"
+    );
+}
+
+/// The payload the generator gives record `seq` of the stream named `name` (id `stream_id`):
+/// self-describing text, then filler whose length and byte depend on the record.
+fn engine_payload(name: &str, stream_id: u64, seq: u64) -> Vec<u8> {
+    let mut p = format!("{name} {seq} ").into_bytes();
+    let filler = 40 + ((seq * 37 + stream_id * 11) % 300) as usize;
+    p.resize(p.len() + filler, b'a' + ((seq + stream_id) % 26) as u8);
+    p
+}
+
+fn engine_kind(seq: u64) -> u8 {
+    1 + (seq % 5) as u8
+}
+
+#[test]
+fn engine_sealed_segment_decodes_and_its_index_points_at_the_right_records() {
+    let seg = vector(ENGINE_SEGMENT_FILE);
+    let header = SegmentHeader::decode(&seg).expect("header verifies");
+    assert_eq!(header.segment_id, 1);
+    assert_eq!(header.store_id, ENGINE_STORE_ID);
+    assert_eq!(header.created_unix_ms, ENGINE_CREATED_UNIX_MS);
+    assert_eq!(&header.encode()[..], &seg[..SEGMENT_HEADER_LEN]);
+
+    let view = FooterView::decode(&seg, 1).expect("footer verifies");
+    let (streams, index, catalog) = decode_footer(&seg, &view);
+    assert_eq!(
+        catalog,
+        vec![
+            CatalogEntry {
+                op: CatalogOp::Create,
+                stream_id: 1,
+                seq: 0,
+                name: b"alpha".to_vec(),
+            },
+            CatalogEntry {
+                op: CatalogOp::Create,
+                stream_id: 2,
+                seq: 1,
+                name: b"beta".to_vec(),
+            },
+        ]
+    );
+    assert_eq!(
+        streams.iter().map(|s| s.stream_id).collect::<Vec<_>>(),
+        vec![0, 1, 2],
+        "summaries sorted by stream id, the catalog stream included"
+    );
+    check_index_points_at_records(&seg, 1, &streams, &index);
+
+    // Walk every batch and check each record and the rules the engine follows.
+    let names = BTreeMap::from([(1u64, "alpha"), (2u64, "beta")]);
+    let batches = decode_all_batches(&seg, 1, view.data_end);
+    let mut next_seq: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut last_offset: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut data_bytes: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut since_entry: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut rebuilt_index: BTreeMap<u64, Vec<IndexEntry>> = BTreeMap::new();
+    let mut last_sync_end = SEGMENT_HEADER_LEN as u64;
+    for b in &batches {
+        // The generator commits two-record batches with `Sync` and everything else buffered,
+        // so each batch attests exactly the end of the last two-record batch before it.
+        assert_eq!(
+            b.header.synced_through, last_sync_end,
+            "batch at {}",
+            b.offset
+        );
+        if b.header.record_count == 2 {
+            last_sync_end = b.offset + u64::from(b.header.batch_len);
+        }
+        for r in &b.records {
+            let h = r.header;
+            let seq = next_seq.entry(h.stream_id).or_insert(0);
+            assert_eq!(h.seq, *seq, "seqs are gap-free per stream");
+            *seq += 1;
+            let prev = last_offset.insert(h.stream_id, r.offset).unwrap_or(0);
+            assert_eq!(
+                u64::from(h.prev_offset),
+                prev,
+                "prev_offset links the stream"
+            );
+            if h.stream_id == CATALOG_STREAM {
+                assert_eq!(h.kind, KIND_CATALOG_CREATE);
+            } else {
+                let name = names[&h.stream_id];
+                assert_eq!(r.payload, engine_payload(name, h.stream_id, h.seq));
+                assert_eq!(h.kind, engine_kind(h.seq));
+                assert_eq!(h.flags, h.stream_id as u8);
+            }
+            // The sparse-index rule of segment.md#sparse-index.
+            let bytes = 32 + padded_len(r.payload.len()) as u64;
+            let since = since_entry.entry(h.stream_id).or_insert(u64::MAX);
+            if *since >= ENGINE_INDEX_INTERVAL_BYTES {
+                rebuilt_index
+                    .entry(h.stream_id)
+                    .or_default()
+                    .push(IndexEntry {
+                        seq: h.seq,
+                        offset: r.offset as u32,
+                    });
+                *since = 0;
+            }
+            *since += bytes;
+            *data_bytes.entry(h.stream_id).or_insert(0) += bytes;
+        }
+    }
+    for s in &streams {
+        assert_eq!(s.first_seq, 0);
+        assert_eq!(s.last_seq + 1, next_seq[&s.stream_id]);
+        assert_eq!(u64::from(s.last_offset), last_offset[&s.stream_id]);
+        assert_eq!(s.data_bytes, data_bytes[&s.stream_id]);
+        let stored = &index[s.index_start as usize..(s.index_start + s.index_count) as usize];
+        assert_eq!(
+            stored,
+            &rebuilt_index[&s.stream_id][..],
+            "stream {}",
+            s.stream_id
+        );
+    }
+    assert!(
+        streams.iter().any(|s| s.index_count > 2),
+        "the vector exercises more than one index entry per stream"
+    );
+
+    // Re-encoding every part reproduces the file.
+    let mut again = header.encode().to_vec();
+    for b in &batches {
+        again.extend_from_slice(&encode_batch(b));
+    }
+    encode_footer(&mut again, 1, view.data_end, &streams, &index, &catalog);
+    assert_eq!(again, seg, "re-encoding reproduces the file");
+}
+
+#[test]
+fn a_torn_copy_of_every_vector_fails_to_verify() {
+    let batch = vector(BATCH_FILE);
+    for cut in 0..batch.len() {
+        assert!(verify_batch(&batch[..cut], 7, 64).is_err(), "cut at {cut}");
+    }
+    let tiny = vector(TINY_SEGMENT_FILE);
+    for cut in 0..tiny.len() {
+        assert!(FooterView::decode(&tiny[..cut], 3).is_err(), "cut at {cut}");
+    }
+    let header = vector(HEADER_FILE);
+    for cut in 0..header.len() {
+        assert!(
+            SegmentHeader::decode(&header[..cut]).is_err(),
+            "cut at {cut}"
+        );
+    }
+    assert!(decode_batch_header(&[0u8; BATCH_HEADER_LEN], 7, 64).is_err());
+}
+
+mod generate {
+    //! Writes every vector file. Run once, by setting `SESSIONLOG_REGENERATE_VECTORS=1`.
+
+    use super::*;
+    use sessionlog_log::{Append, Durability, Log, LogOptions, StreamId};
+
+    pub fn all(dir: &Path) {
+        std::fs::create_dir_all(dir).expect("vectors directory");
+        let write = |name: &str, bytes: &[u8]| {
+            std::fs::write(dir.join(name), bytes).expect("write vector");
+        };
+        write(HEADER_FILE, &header_value().encode());
+        write(BATCH_FILE, &encode_batch(&three_record_batch()));
+        write(CATALOG_FILE, &encode_batch(&catalog_batch()));
+        write(TINY_SEGMENT_FILE, &encode_tiny_segment());
+        write(ENGINE_SEGMENT_FILE, &engine_segment());
+    }
+
+    /// A sealed segment made by the real engine: two streams, single- and two-record batches,
+    /// small segments so the first one rolls.
+    fn engine_segment() -> Vec<u8> {
+        let dir = std::env::temp_dir().join(format!("sessionlog-vectors-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let options = LogOptions {
+            segment_size_bytes: 64 << 10,
+            preallocate: false,
+            ..LogOptions::default()
+        };
+        assert_eq!(
+            u64::from(options.index_interval_bytes),
+            ENGINE_INDEX_INTERVAL_BYTES
+        );
+        let log = Log::open(&dir, options).expect("open");
+        let streams = [
+            ("alpha", log.create_stream("alpha").expect("create alpha")),
+            ("beta", log.create_stream("beta").expect("create beta")),
+        ];
+        let mut next = [0u64; 2];
+        let second = dir.join(segment_file_name(2));
+        let mut i = 0u64;
+        while !second.exists() {
+            let mut picks = vec![(i % 2) as usize];
+            if i % 4 == 3 {
+                picks = vec![0, 1];
+            }
+            let payloads: Vec<(StreamId, u64, Vec<u8>)> = picks
+                .iter()
+                .map(|&k| {
+                    let (name, id) = streams[k];
+                    let seq = next[k];
+                    next[k] += 1;
+                    (id, seq, engine_payload(name, id.0, seq))
+                })
+                .collect();
+            let appends: Vec<Append<'_>> = payloads
+                .iter()
+                .map(|(id, seq, p)| Append {
+                    flags: id.0 as u8,
+                    ..Append::new(*id, engine_kind(*seq), p)
+                })
+                .collect();
+            let durability = if appends.len() == 2 {
+                Durability::Sync
+            } else {
+                Durability::Buffered
+            };
+            log.commit(&appends, durability).expect("commit");
+            i += 1;
+        }
+        log.close().expect("close");
+        let bytes = std::fs::read(dir.join(segment_file_name(1))).expect("sealed segment");
+        let header = SegmentHeader::decode(&bytes).expect("header");
+        println!(
+            "engine segment: store_id {:#04x?}, created_unix_ms {}",
+            header.store_id, header.created_unix_ms
+        );
+        std::fs::remove_dir_all(&dir).expect("remove temp store");
+        bytes
+    }
+}
