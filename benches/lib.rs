@@ -1,1 +1,424 @@
-//! Shared helpers for the benchmarks.
+//! Shared helpers for the benchmarks: where stores and results live, seeded data, latency
+//! percentiles, and the machine probe that every bench binary runs first so its figures can
+//! be read as ratios to what the disk itself does in the same run.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+/// The target directory the bench binary was built into (`target/` or `CARGO_TARGET_DIR`).
+pub fn target_dir() -> PathBuf {
+    if let Ok(dir) = std::env::var("CARGO_TARGET_DIR") {
+        return PathBuf::from(dir);
+    }
+    // A bench binary lives at `<target>/<profile>/deps/<name>-<hash>`.
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.ancestors().nth(3).map(Path::to_path_buf))
+        .unwrap_or_else(|| PathBuf::from("target"))
+}
+
+/// Where results (`probe.json`, one JSON file per bench) are written:
+/// `<target>/sessionlog-bench/`.
+pub fn results_dir() -> PathBuf {
+    let dir = target_dir().join("sessionlog-bench");
+    std::fs::create_dir_all(&dir).expect("creating the results directory");
+    dir
+}
+
+/// Where bench stores are built: `SESSIONLOG_BENCH_DIR` when set, else
+/// `<target>/sessionlog-bench/stores`. Must be on the file system being measured, not tmpfs.
+pub fn bench_dir() -> PathBuf {
+    let dir = std::env::var_os("SESSIONLOG_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| results_dir().join("stores"));
+    std::fs::create_dir_all(&dir).expect("creating the bench directory");
+    dir
+}
+
+/// A fresh, empty directory `name` under [`bench_dir`] (removed first if it exists).
+pub fn fresh_dir(name: &str) -> PathBuf {
+    let dir = bench_dir().join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("creating a store directory");
+    dir
+}
+
+/// Writes `value` as pretty JSON to `<results_dir>/<name>`.
+pub fn write_json(name: &str, value: &impl Serialize) {
+    let path = results_dir().join(name);
+    let text = serde_json::to_string_pretty(value).expect("serializing results");
+    std::fs::write(&path, text + "\n").expect("writing results");
+    println!("wrote {}", path.display());
+}
+
+/// The file system type of `path` as `/proc/self/mounts` names it (longest mount prefix).
+pub fn fs_type(path: &Path) -> String {
+    let path = path.canonicalize().unwrap_or_else(|_| path.to_owned());
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let mut best: Option<(usize, String)> = None;
+    for line in mounts.lines() {
+        let mut f = line.split_whitespace();
+        let (Some(_dev), Some(mnt), Some(ty)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        if path.starts_with(mnt) && best.as_ref().is_none_or(|(l, _)| mnt.len() >= *l) {
+            best = Some((mnt.len(), ty.to_owned()));
+        }
+    }
+    best.map_or_else(|| "unknown".into(), |(_, t)| t)
+}
+
+/// A small seeded generator (SplitMix64): the same seed gives the same data on every run.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from `seed`.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A value in `lo..=hi`.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next_u64() % (hi - lo + 1)
+    }
+
+    /// Fills `buf` with random bytes.
+    pub fn fill(&mut self, buf: &mut [u8]) {
+        for chunk in buf.chunks_mut(8) {
+            let v = self.next_u64().to_le_bytes();
+            chunk.copy_from_slice(&v[..chunk.len()]);
+        }
+    }
+}
+
+/// `len` bytes of seeded payload: printable text with some repetition, like the JSON events
+/// the session layer stores.
+pub fn payload(seed: u64, len: usize) -> Vec<u8> {
+    let mut rng = Rng::new(seed);
+    const WORDS: &[&[u8]] = &[
+        b"{\"type\":", b"\"tool_result\"", b",\"text\":\"", b"the ", b"session ", b"log ",
+        b"record ", b"append ", b"durable ", b"stream ", b"\\n", b"0x", b"\",\"id\":",
+    ];
+    let mut out = Vec::with_capacity(len + 16);
+    while out.len() < len {
+        if rng.next_u64() % 4 == 0 {
+            let mut b = [0u8; 8];
+            rng.fill(&mut b);
+            out.extend(b.iter().map(|x| b'a' + x % 26));
+        } else {
+            out.extend_from_slice(WORDS[(rng.next_u64() % WORDS.len() as u64) as usize]);
+        }
+    }
+    out.truncate(len);
+    out
+}
+
+/// Percentiles of a latency sample.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Percentiles {
+    /// Samples.
+    pub count: usize,
+    /// Median, in nanoseconds.
+    pub p50_ns: u64,
+    /// 90th percentile, in nanoseconds.
+    pub p90_ns: u64,
+    /// 99th percentile, in nanoseconds.
+    pub p99_ns: u64,
+    /// Largest sample, in nanoseconds.
+    pub max_ns: u64,
+    /// Mean, in nanoseconds.
+    pub mean_ns: u64,
+}
+
+impl Percentiles {
+    /// Percentiles of `samples` (nanoseconds), sorting them in place.
+    pub fn of(samples: &mut [u64]) -> Percentiles {
+        samples.sort_unstable();
+        let n = samples.len();
+        let at = |q: f64| -> u64 {
+            if n == 0 {
+                return 0;
+            }
+            samples[(((n as f64) * q).ceil() as usize).clamp(1, n) - 1]
+        };
+        Percentiles {
+            count: n,
+            p50_ns: at(0.50),
+            p90_ns: at(0.90),
+            p99_ns: at(0.99),
+            max_ns: samples.last().copied().unwrap_or(0),
+            mean_ns: if n == 0 {
+                0
+            } else {
+                (samples.iter().map(|&s| u128::from(s)).sum::<u128>() / n as u128) as u64
+            },
+        }
+    }
+}
+
+/// Nanoseconds of `d`, saturating.
+pub fn ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Formats nanoseconds for people: `812 ns`, `3.41 µs`, `1.27 ms`.
+pub fn human_ns(ns: u64) -> String {
+    let n = ns as f64;
+    if n < 1e3 {
+        format!("{ns} ns")
+    } else if n < 1e6 {
+        format!("{:.2} µs", n / 1e3)
+    } else if n < 1e9 {
+        format!("{:.3} ms", n / 1e6)
+    } else {
+        format!("{:.3} s", n / 1e9)
+    }
+}
+
+/// What the disk under the bench directory does by itself, measured in the same run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Probe {
+    /// The directory probed (where stores are built).
+    pub dir: String,
+    /// Its file system type.
+    pub fs_type: String,
+    /// Online CPUs.
+    pub nproc: usize,
+    /// Unix time of the probe, seconds.
+    pub unix_time: u64,
+    /// `pwrite` of 4 KiB + `fdatasync`, overwriting blocks that were written and synced
+    /// before (no allocation or extent change): the floor a durable commit cannot beat.
+    pub fdatasync_4k: Percentiles,
+    /// The same into a file preallocated with `fallocate` and never written (ext4 keeps such
+    /// extents "unwritten"; the first write converts them, which is metadata the sync must
+    /// journal). This is what an append into a fresh preallocated segment pays.
+    pub fdatasync_4k_fallocated: Percentiles,
+    /// Sequential durable bandwidth: 1 MiB `pwrite`s, each followed by `fdatasync`, over
+    /// written blocks, in MB/s (10^6 bytes).
+    pub seq_durable_mb_s: f64,
+    /// The same appending into fallocated (unwritten) space, MB/s.
+    pub seq_durable_fallocated_mb_s: f64,
+}
+
+impl Probe {
+    /// fdatasync floor p50 in nanoseconds.
+    pub fn fsync_p50_ns(&self) -> u64 {
+        self.fdatasync_4k.p50_ns
+    }
+
+    /// How many records of `bytes_per_record` on-disk bytes the sequential durable bandwidth
+    /// would carry per second.
+    pub fn records_equivalent(&self, bytes_per_record: f64) -> f64 {
+        self.seq_durable_mb_s * 1e6 / bytes_per_record
+    }
+}
+
+const PROBE_FILE_BYTES: u64 = 64 << 20;
+const PROBE_SYNC_SAMPLES: usize = 400;
+const PROBE_BANDWIDTH_BYTES: u64 = 128 << 20;
+
+/// Measures the fdatasync floor and the sequential durable bandwidth in `dir` (which must be
+/// on the file system the stores use), prints them, writes `probe.json` and returns them.
+pub fn probe() -> Probe {
+    let dir = bench_dir();
+    let fs = fs_type(&dir);
+    if fs == "tmpfs" || fs == "ramfs" {
+        eprintln!(
+            "warning: {} is on {fs}: durable figures mean nothing there; set SESSIONLOG_BENCH_DIR",
+            dir.display()
+        );
+    }
+    let p = run_probe(&dir, &fs).expect("running the disk probe");
+    println!(
+        "probe: {} ({}), nproc {}: fdatasync 4 KiB p50 {} p99 {} (fallocated: p50 {} p99 {}); \
+         sequential durable 1 MiB+fdatasync {:.1} MB/s (fallocated: {:.1} MB/s)",
+        p.dir,
+        p.fs_type,
+        p.nproc,
+        human_ns(p.fdatasync_4k.p50_ns),
+        human_ns(p.fdatasync_4k.p99_ns),
+        human_ns(p.fdatasync_4k_fallocated.p50_ns),
+        human_ns(p.fdatasync_4k_fallocated.p99_ns),
+        p.seq_durable_mb_s,
+        p.seq_durable_fallocated_mb_s,
+    );
+    write_json("probe.json", &p);
+    p
+}
+
+fn run_probe(dir: &Path, fs: &str) -> io::Result<Probe> {
+    let path = dir.join("probe.dat");
+    let _ = std::fs::remove_file(&path);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)?;
+    let _ = std::fs::remove_file(&path);
+    // Written blocks: fill with real data and sync, so later overwrites change no metadata.
+    let mib = vec![0x5Au8; 1 << 20];
+    for i in 0..PROBE_FILE_BYTES >> 20 {
+        file.write_all_at(&mib, i << 20)?;
+    }
+    file.sync_all()?;
+    let fdatasync_4k = sync_latencies(&file, PROBE_SYNC_SAMPLES)?;
+    let seq_durable_mb_s = durable_bandwidth(&file, &mib, PROBE_BANDWIDTH_BYTES, false)?;
+    drop(file);
+
+    let fallocated = |name: &str| -> io::Result<File> {
+        let path = dir.join(name);
+        let _ = std::fs::remove_file(&path);
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)?;
+        let _ = std::fs::remove_file(&path);
+        rustix::fs::fallocate(&f, rustix::fs::FallocateFlags::empty(), 0, PROBE_FILE_BYTES)?;
+        f.sync_all()?;
+        Ok(f)
+    };
+    let f = fallocated("probe-falloc.dat")?;
+    let fdatasync_4k_fallocated = sync_latencies(&f, PROBE_SYNC_SAMPLES)?;
+    drop(f);
+    let f = fallocated("probe-falloc-bw.dat")?;
+    let seq_durable_fallocated_mb_s = durable_bandwidth(&f, &mib, PROBE_FILE_BYTES, true)?;
+    drop(f);
+
+    Ok(Probe {
+        dir: dir.display().to_string(),
+        fs_type: fs.to_owned(),
+        nproc: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        unix_time: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        fdatasync_4k,
+        fdatasync_4k_fallocated,
+        seq_durable_mb_s,
+        seq_durable_fallocated_mb_s,
+    })
+}
+
+/// `samples` appends of 4 KiB at increasing offsets, each followed by `fdatasync`; the first
+/// tenth is warm-up and not counted.
+fn sync_latencies(file: &File, samples: usize) -> io::Result<Percentiles> {
+    let block = vec![0xA5u8; 4096];
+    let warmup = samples / 10;
+    let mut out = Vec::with_capacity(samples);
+    for i in 0..samples + warmup {
+        let at = (i as u64 * 4096) % PROBE_FILE_BYTES;
+        let t = Instant::now();
+        file.write_all_at(&block, at)?;
+        rustix::fs::fdatasync(file)?;
+        if i >= warmup {
+            out.push(ns(t.elapsed()));
+        }
+    }
+    Ok(Percentiles::of(&mut out))
+}
+
+/// MB/s of `total` bytes written as 1 MiB `pwrite` + `fdatasync` steps.
+fn durable_bandwidth(file: &File, mib: &[u8], total: u64, once: bool) -> io::Result<f64> {
+    // Warm-up: a few steps not counted (only over written blocks; fallocated space is
+    // measured from its first write).
+    if !once {
+        for i in 0..4u64 {
+            file.write_all_at(mib, i << 20)?;
+            rustix::fs::fdatasync(file)?;
+        }
+    }
+    let t = Instant::now();
+    let mut written = 0u64;
+    while written < total {
+        file.write_all_at(mib, written % PROBE_FILE_BYTES)?;
+        rustix::fs::fdatasync(file)?;
+        written += mib.len() as u64;
+    }
+    Ok(written as f64 / t.elapsed().as_secs_f64() / 1e6)
+}
+
+/// Removes the page-cache copy of a file's clean pages, so the next read comes from the
+/// disk (a "cold" read, as after a machine restart). Needs no privileges.
+pub fn evict_from_page_cache(path: &Path) -> io::Result<()> {
+    let f = File::open(path)?;
+    rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed)?;
+    Ok(())
+}
+
+/// Evicts every file directly inside `dir` from the page cache.
+pub fn evict_dir_from_page_cache(dir: &Path) -> io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_type()?.is_file() {
+            evict_from_page_cache(&entry.path())?;
+        }
+    }
+    Ok(())
+}
+
+/// Total size in bytes of the files directly inside `dir`.
+pub fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| e.metadata().ok())
+                .filter(|m| m.is_file())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// What `iter_custom` measured in each call, so the calls of the measurement phase (the last
+/// `sample_size` ones, after criterion's warm-up calls) can be summed into a rate.
+#[derive(Debug, Default, Clone)]
+pub struct Calls {
+    calls: Vec<(u64, Duration)>,
+}
+
+impl Calls {
+    /// Notes one call: `items` done in `elapsed`.
+    pub fn push(&mut self, items: u64, elapsed: Duration) {
+        self.calls.push((items, elapsed));
+    }
+
+    /// Items per second over the last `n` calls.
+    pub fn rate_last(&self, n: usize) -> f64 {
+        let tail = &self.calls[self.calls.len().saturating_sub(n)..];
+        let items: u64 = tail.iter().map(|c| c.0).sum();
+        let secs: f64 = tail.iter().map(|c| c.1.as_secs_f64()).sum();
+        if secs == 0.0 {
+            0.0
+        } else {
+            items as f64 / secs
+        }
+    }
+
+    /// Calls noted.
+    pub fn len(&self) -> usize {
+        self.calls.len()
+    }
+
+    /// Whether no call was noted.
+    pub fn is_empty(&self) -> bool {
+        self.calls.is_empty()
+    }
+}
+
+/// Sample size every bench uses: few samples, bounded run time.
+pub const SAMPLE_SIZE: usize = 10;
