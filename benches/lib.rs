@@ -213,6 +213,10 @@ pub struct Probe {
     pub seq_durable_mb_s: f64,
     /// The same appending into fallocated (unwritten) space, MB/s.
     pub seq_durable_fallocated_mb_s: f64,
+    /// Buffered (no sync) 1 MiB `pwrite`s into fallocated space of a new file, MB/s: the rate
+    /// at which the kernel takes data into new page-cache pages, which bounds a buffered
+    /// append that hands its buffer to the kernel.
+    pub page_cache_write_mb_s: f64,
 }
 
 impl Probe {
@@ -246,7 +250,8 @@ pub fn probe() -> Probe {
     let p = run_probe(&dir, &fs).expect("running the disk probe");
     println!(
         "probe: {} ({}), nproc {}: fdatasync 4 KiB p50 {} p99 {} (fallocated: p50 {} p99 {}); \
-         sequential durable 1 MiB+fdatasync {:.1} MB/s (fallocated: {:.1} MB/s)",
+         sequential durable 1 MiB+fdatasync {:.1} MB/s (fallocated: {:.1} MB/s); \
+         buffered write into new pages {:.1} MB/s",
         p.dir,
         p.fs_type,
         p.nproc,
@@ -256,6 +261,7 @@ pub fn probe() -> Probe {
         human_ns(p.fdatasync_4k_fallocated.p99_ns),
         p.seq_durable_mb_s,
         p.seq_durable_fallocated_mb_s,
+        p.page_cache_write_mb_s,
     );
     write_json("probe.json", &p);
     p
@@ -299,6 +305,13 @@ fn run_probe(dir: &Path, fs: &str) -> io::Result<Probe> {
     let f = fallocated("probe-falloc-bw.dat")?;
     let seq_durable_fallocated_mb_s = durable_bandwidth(&f, &mib, PROBE_FILE_BYTES, true)?;
     drop(f);
+    let f = fallocated("probe-cache.dat")?;
+    let t = Instant::now();
+    for i in 0..PROBE_FILE_BYTES >> 20 {
+        f.write_all_at(&mib, i << 20)?;
+    }
+    let page_cache_write_mb_s = PROBE_FILE_BYTES as f64 / t.elapsed().as_secs_f64() / 1e6;
+    drop(f);
 
     Ok(Probe {
         dir: dir.display().to_string(),
@@ -311,6 +324,7 @@ fn run_probe(dir: &Path, fs: &str) -> io::Result<Probe> {
         fdatasync_4k_fallocated,
         seq_durable_mb_s,
         seq_durable_fallocated_mb_s,
+        page_cache_write_mb_s,
     })
 }
 
