@@ -67,6 +67,28 @@ impl Session {
         Ok(session)
     }
 
+    /// A cold load: [`Session::from_events`] followed by [`Session::repair`]. Returns the
+    /// session and the seqs of the closers appended (empty when the last turn was closed).
+    pub fn open(
+        header: SessionHeader,
+        version: FormatVersion,
+        events: Vec<Event>,
+    ) -> Result<(Session, Vec<Seq>), Error> {
+        let mut session = Session::from_events(header, version, events)?;
+        let closers = session.repair()?;
+        Ok((session, closers))
+    }
+
+    /// The `session/end-seed {}` DSH appends after building a session, unless the last
+    /// event already is one. The caller supplies the wall-clock `time`: this crate reads
+    /// no clock.
+    pub fn end_seed(&self, time: i64) -> Option<EventInput> {
+        match self.events.last() {
+            Some(last) if last.event_type() == "session/end-seed" => None,
+            _ => Some(EventInput::new("session/end-seed", time, "{}")),
+        }
+    }
+
     /// Validates `input`, assigns it the next seq and appends it.
     pub fn try_append(&mut self, input: EventInput) -> Result<&Event, Error> {
         let next = self.next_seq().get();

@@ -88,6 +88,7 @@ pub fn validate_str(text: &str) -> Result<(), JsonError> {
         text,
         pos: 0,
         lossless: None,
+        keys: Vec::new(),
     };
     scanner.ws();
     scanner.value(0)?;
@@ -107,6 +108,9 @@ struct Scanner<'a> {
     pos: usize,
     /// First lossless-rule violation; reported only if the text is otherwise well formed.
     lossless: Option<JsonError>,
+    /// Keys of the objects being scanned, innermost last; shared so that small objects
+    /// cost no allocation.
+    keys: Vec<Cow<'a, str>>,
 }
 
 impl<'a> Scanner<'a> {
@@ -236,7 +240,15 @@ impl<'a> Scanner<'a> {
                     }
                 }
                 Some(0x00..=0x1f) => return Err(self.syntax("no raw control character")),
-                Some(_) => self.pos += 1,
+                Some(_) => {
+                    // Skip the plain run in one go; only quotes, escapes and control
+                    // characters need the slow path.
+                    let rest = self.bytes.get(self.pos..).unwrap_or_default();
+                    self.pos += rest
+                        .iter()
+                        .position(|b| matches!(b, b'"' | b'\\' | 0x00..=0x1f))
+                        .unwrap_or(rest.len());
+                }
             }
         }
     }
@@ -272,18 +284,26 @@ impl<'a> Scanner<'a> {
             self.pos += 1;
             return Ok(());
         }
-        // Small objects are the norm: a linear scan beats hashing until they grow.
-        let mut keys: Vec<Cow<'a, str>> = Vec::new();
+        // Small objects are the norm: a linear scan of the shared key stack beats hashing
+        // until an object grows large.
+        let first_key = self.keys.len();
         let mut key_set: Option<HashSet<Cow<'a, str>>> = None;
-        loop {
+        let result = loop {
             if self.peek() != Some(b'"') {
-                return Err(self.syntax("an object key"));
+                break Err(self.syntax("an object key"));
             }
-            let (ks, ke) = self.string()?;
+            let (ks, ke) = match self.string() {
+                Ok(span) => span,
+                Err(e) => break Err(e),
+            };
             let key = decode_string(self.text.get(ks..ke).unwrap_or("\"\""));
             let duplicate = match &key_set {
                 Some(set) => set.contains(&key),
-                None => keys.contains(&key),
+                None => self
+                    .keys
+                    .get(first_key..)
+                    .unwrap_or_default()
+                    .contains(&key),
             };
             if duplicate {
                 self.note(ks, JsonErrorKind::DuplicateKey(key.to_string()));
@@ -291,19 +311,14 @@ impl<'a> Scanner<'a> {
             if let Some(set) = key_set.as_mut() {
                 set.insert(key);
             } else {
-                keys.push(key);
-                if keys.len() > 16 {
-                    key_set = Some(keys.drain(..).collect());
+                self.keys.push(key);
+                if self.keys.len() - first_key > 32 {
+                    key_set = Some(self.keys.drain(first_key..).collect());
                 }
             }
-            self.ws();
-            if self.peek() != Some(b':') {
-                return Err(self.syntax("':'"));
+            if let Err(e) = self.member_value(depth) {
+                break Err(e);
             }
-            self.pos += 1;
-            self.ws();
-            self.value(depth + 1)?;
-            self.ws();
             match self.peek() {
                 Some(b',') => {
                     self.pos += 1;
@@ -311,11 +326,26 @@ impl<'a> Scanner<'a> {
                 }
                 Some(b'}') => {
                     self.pos += 1;
-                    return Ok(());
+                    break Ok(());
                 }
-                _ => return Err(self.syntax("',' or '}'")),
+                _ => break Err(self.syntax("',' or '}'")),
             }
+        };
+        self.keys.truncate(first_key);
+        result
+    }
+
+    /// `: value` after a key, with the whitespace around it.
+    fn member_value(&mut self, depth: usize) -> Result<(), JsonError> {
+        self.ws();
+        if self.peek() != Some(b':') {
+            return Err(self.syntax("':'"));
         }
+        self.pos += 1;
+        self.ws();
+        self.value(depth + 1)?;
+        self.ws();
+        Ok(())
     }
 }
 
@@ -610,10 +640,11 @@ fn skip_value(bytes: &[u8], pos: usize) -> Option<usize> {
 fn skip_string(bytes: &[u8], pos: usize) -> Option<usize> {
     let mut i = pos + 1;
     loop {
+        // Strings dominate payloads; jump to the next quote or backslash in one search.
+        i += memchr::memchr2(b'"', b'\\', bytes.get(i..)?)?;
         match bytes.get(i)? {
             b'"' => return Some(i + 1),
-            b'\\' => i += 2,
-            _ => i += 1,
+            _ => i += 2,
         }
     }
 }
