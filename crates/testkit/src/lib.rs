@@ -9,6 +9,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod adapter;
 pub mod crash;
 pub mod fault;
 pub mod model;

@@ -123,11 +123,17 @@ impl SimStats {
 pub struct SimConfig {
     /// Writes tear at multiples of this many bytes (512 for a classic sector, 4096 for 4Kn).
     pub sector_size: u64,
+    /// `read_at` may return fewer bytes than asked for (at least one), as `pread` may: catches
+    /// callers that treat one `read_at` as a full read.
+    pub short_reads: bool,
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { sector_size: 512 }
+        SimConfig {
+            sector_size: 512,
+            short_reads: false,
+        }
     }
 }
 
@@ -400,7 +406,11 @@ impl StorageFile for SimFile {
         let start = usize::try_from(offset)
             .unwrap_or(usize::MAX)
             .min(image.len());
-        let n = buf.len().min(image.len() - start);
+        let mut n = buf.len().min(image.len() - start);
+        if state.config.short_reads && n > 1 {
+            n = state.rng.gen_range(1..=n);
+        }
+        let image = &state.inode_mut(self.inode).written;
         buf[..n].copy_from_slice(&image[start..start + n]);
         state.stats.reads += 1;
         state.stats.bytes_read += n as u64;

@@ -194,7 +194,13 @@ fn torn_write_keeps_only_a_sector_aligned_prefix() {
 #[test]
 fn torn_write_cuts_at_the_configured_sector_size() {
     for seed in 0..100 {
-        let sim = SimStorage::with_config(seed, SimConfig { sector_size: 4096 });
+        let sim = SimStorage::with_config(
+            seed,
+            SimConfig {
+                sector_size: 4096,
+                ..SimConfig::default()
+            },
+        );
         sim.create_dir_all(&dir()).unwrap();
         let file = durable_file(&sim);
         file.write_all_at(&vec![7; 20_000], 1000).unwrap();
@@ -545,4 +551,31 @@ fn stats_count_syncs_and_bytes_written() {
     assert_eq!(stats.file_syncs(), 2);
     assert_eq!(stats.sync_dir, 1);
     assert_eq!(stats.namespace_ops, 1);
+}
+
+#[test]
+fn short_reads_return_part_but_read_exact_gets_everything() {
+    let sim = SimStorage::with_config(
+        5,
+        SimConfig {
+            short_reads: true,
+            ..SimConfig::default()
+        },
+    );
+    sim.create_dir_all(&dir()).unwrap();
+    let file = durable_file(&sim);
+    let data = pattern(4000, 9);
+    file.write_all_at(&data, 0).unwrap();
+    let mut shortest = usize::MAX;
+    for _ in 0..20 {
+        let mut buf = vec![0; 4000];
+        let n = file.read_at(&mut buf, 0).unwrap();
+        assert!(n >= 1);
+        assert_eq!(buf[..n], data[..n]);
+        shortest = shortest.min(n);
+    }
+    assert!(shortest < 4000, "no read was short");
+    let mut buf = vec![0; 4000];
+    file.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(buf, data);
 }
