@@ -16,6 +16,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use sessionlog_log::{Append, Durability, Log, LogOptions, RealStorage, Seq};
 
 mod dump;
+mod sessions;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -50,6 +51,80 @@ enum Command {
         /// Print as JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Import a DeepSeek Harness session.jsonl as a session.
+    Import {
+        /// The store directory.
+        #[arg(long)]
+        store: PathBuf,
+        /// The session.jsonl file.
+        file: PathBuf,
+        /// Session name (default: the header's id).
+        #[arg(long)]
+        session: Option<String>,
+    },
+    /// Print a session as DeepSeek Harness JSONL.
+    Export {
+        /// The store directory.
+        #[arg(long)]
+        store: PathBuf,
+        /// The session.
+        #[arg(long)]
+        session: String,
+    },
+    /// Append each stdin line as an event; print `{"session":NAME,"seq":N}` once committed.
+    Append {
+        /// The store directory.
+        #[arg(long)]
+        store: PathBuf,
+        /// The session.
+        #[arg(long)]
+        session: String,
+        /// Create the session if it does not exist.
+        #[arg(long)]
+        create: bool,
+        /// When each event counts as committed.
+        #[arg(long, value_enum, default_value_t = DurabilityArg::Sync)]
+        durability: DurabilityArg,
+    },
+    /// Print a session's events as JSONL, envelopes as stored.
+    Events {
+        /// The store directory.
+        #[arg(long)]
+        store: PathBuf,
+        /// The session.
+        #[arg(long)]
+        session: String,
+        /// First seq to print.
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+    },
+    /// Print the surface (current node seqs) as a JSON array.
+    Surface {
+        /// The store directory.
+        #[arg(long)]
+        store: PathBuf,
+        /// The session.
+        #[arg(long)]
+        session: String,
+    },
+    /// Print the derived model messages as a JSON array.
+    Derive {
+        /// The store directory.
+        #[arg(long)]
+        store: PathBuf,
+        /// The session.
+        #[arg(long)]
+        session: String,
+    },
+    /// Open a session with restart repair; print the closers appended (JSONL).
+    Open {
+        /// The store directory.
+        #[arg(long)]
+        store: PathBuf,
+        /// The session.
+        #[arg(long)]
+        session: String,
     },
     /// Print the batches and records of a store's segments with their headers.
     Dump {
@@ -100,6 +175,15 @@ enum DurabilityArg {
     Buffered,
 }
 
+impl From<DurabilityArg> for Durability {
+    fn from(d: DurabilityArg) -> Self {
+        match d {
+            DurabilityArg::Sync => Durability::Sync,
+            DurabilityArg::Buffered => Durability::Buffered,
+        }
+    }
+}
+
 /// An error with the exit code it maps to.
 #[derive(Debug)]
 pub(crate) struct Failure {
@@ -124,6 +208,16 @@ impl From<sessionlog_log::Error> for Failure {
             _ => 2,
         };
         Failure::new(code, e.to_string())
+    }
+}
+
+impl From<sessionlog::Error> for Failure {
+    fn from(e: sessionlog::Error) -> Self {
+        match e {
+            sessionlog::Error::Log(e) => e.into(),
+            e if e.is_refusal() => Failure::new(3, e.to_string()),
+            e => Failure::new(2, e.to_string()),
+        }
     }
 }
 
@@ -161,6 +255,26 @@ fn run(command: Command) -> Result<u8, Failure> {
         Command::Verify { store, json } => verify(&store, json),
         Command::Stats { store, json } => stats(&store, json),
         Command::Dump { store, segment } => dump::dump(&store, segment),
+        Command::Import {
+            store,
+            file,
+            session,
+        } => sessions::import(&store, &file, session.as_deref()),
+        Command::Export { store, session } => sessions::export(&store, &session),
+        Command::Append {
+            store,
+            session,
+            create,
+            durability,
+        } => sessions::append(&store, &session, create, durability.into()),
+        Command::Events {
+            store,
+            session,
+            from,
+        } => sessions::events(&store, &session, from),
+        Command::Surface { store, session } => sessions::surface(&store, &session),
+        Command::Derive { store, session } => sessions::derive(&store, &session),
+        Command::Open { store, session } => sessions::open(&store, &session),
     }
 }
 
@@ -185,10 +299,7 @@ fn log_append(
         Some(id) => id,
         None => log.create_stream(stream)?,
     };
-    let durability = match durability {
-        DurabilityArg::Sync => Durability::Sync,
-        DurabilityArg::Buffered => Durability::Buffered,
-    };
+    let durability = Durability::from(durability);
     let stdin = io::stdin();
     let mut input = stdin.lock();
     let stdout = io::stdout();

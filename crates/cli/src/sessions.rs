@@ -1,0 +1,143 @@
+//! Session commands: import, export, append, events, surface, derive, open.
+
+use std::io::{self, BufRead, Write};
+use std::path::Path;
+
+use sessionlog::session::{EventInput, SessionHeader};
+use sessionlog::{Durability, Store, StoreOptions};
+
+use crate::{out, Failure};
+
+fn store(dir: &Path, create: bool) -> Result<Store, Failure> {
+    if !create && !dir.is_dir() {
+        return Err(Failure::new(
+            2,
+            format!("{} is not a store directory", dir.display()),
+        ));
+    }
+    Ok(Store::open(dir, StoreOptions::default())?)
+}
+
+fn json_string(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_owned())
+}
+
+pub(crate) fn import(dir: &Path, file: &Path, name: Option<&str>) -> Result<u8, Failure> {
+    let bytes = std::fs::read(file)
+        .map_err(|e| Failure::new(2, format!("reading {}: {e}", file.display())))?;
+    let store = store(dir, true)?;
+    let s = store.import_dsh(&bytes, name)?;
+    let line = format!(
+        "{{\"session\":{},\"events\":{},\"tailDiscarded\":{},\"closers\":{}}}\n",
+        json_string(&s.session),
+        s.events,
+        s.tail_discarded,
+        s.closers
+    );
+    out(&mut io::stdout().lock(), line.as_bytes())?;
+    store.close()?;
+    Ok(0)
+}
+
+pub(crate) fn export(dir: &Path, name: &str) -> Result<u8, Failure> {
+    let bytes = store(dir, false)?.export_dsh(name)?;
+    let mut w = io::stdout().lock();
+    out(&mut w, &bytes)?;
+    w.flush()?;
+    Ok(0)
+}
+
+pub(crate) fn append(
+    dir: &Path,
+    name: &str,
+    create: bool,
+    durability: Durability,
+) -> Result<u8, Failure> {
+    let store = store(dir, create)?;
+    let mut handle = if store.log().stream_id(name).is_none() && create {
+        store.create_session(name, SessionHeader::new(name, now_ms() as u64, None))?
+    } else {
+        store.open_session(name)?.0
+    };
+    let mut input = io::stdin().lock();
+    let mut w = io::stdout().lock();
+    let session = json_string(name);
+    let mut line = String::new();
+    let mut number = 0usize;
+    loop {
+        line.clear();
+        if input.read_line(&mut line)? == 0 {
+            break;
+        }
+        number += 1;
+        let text = line.strip_suffix('\n').unwrap_or(&line);
+        let text = text.strip_suffix('\r').unwrap_or(text);
+        if text.trim().is_empty() {
+            continue;
+        }
+        let refused = |e: String| Failure::new(3, format!("line {number}: {e}"));
+        let event = EventInput::from_json(text, now_ms()).map_err(|e| refused(e.to_string()))?;
+        let seq = match handle.append(event) {
+            Ok(e) => e.seq().get(),
+            Err(e) if e.is_refusal() => return Err(refused(e.to_string())),
+            Err(e) => return Err(e.into()),
+        };
+        if durability == Durability::Sync {
+            handle.commit()?;
+        }
+        out(
+            &mut w,
+            format!("{{\"session\":{session},\"seq\":{seq}}}\n").as_bytes(),
+        )?;
+        w.flush()?;
+    }
+    handle.commit()?;
+    Ok(0)
+}
+
+pub(crate) fn events(dir: &Path, name: &str, from: u64) -> Result<u8, Failure> {
+    let store = store(dir, false)?;
+    let mut w = io::BufWriter::new(io::stdout().lock());
+    for e in store.raw_events(name, from)? {
+        out(&mut w, e.raw().as_bytes())?;
+        out(&mut w, b"\n")?;
+    }
+    w.flush()?;
+    Ok(0)
+}
+
+pub(crate) fn surface(dir: &Path, name: &str) -> Result<u8, Failure> {
+    let session = store(dir, false)?.load_session(name)?;
+    let seqs: Vec<String> = session.surface().iter().map(u64::to_string).collect();
+    out(
+        &mut io::stdout().lock(),
+        format!("[{}]\n", seqs.join(",")).as_bytes(),
+    )?;
+    Ok(0)
+}
+
+pub(crate) fn derive(dir: &Path, name: &str) -> Result<u8, Failure> {
+    let session = store(dir, false)?.load_session(name)?;
+    out(
+        &mut io::stdout().lock(),
+        format!("{}\n", session.derive_messages_json()).as_bytes(),
+    )?;
+    Ok(0)
+}
+
+pub(crate) fn open(dir: &Path, name: &str) -> Result<u8, Failure> {
+    let store = store(dir, false)?;
+    let (_handle, closers) = store.open_session(name)?;
+    let mut w = io::stdout().lock();
+    for c in closers {
+        out(&mut w, c.raw().as_bytes())?;
+        out(&mut w, b"\n")?;
+    }
+    Ok(0)
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

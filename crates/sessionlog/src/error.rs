@@ -1,0 +1,47 @@
+//! The facade's error type.
+
+/// What can go wrong in a store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The log failed (I/O, corruption, poisoning, locking).
+    #[error(transparent)]
+    Log(#[from] sessionlog_log::Error),
+    /// An event or session was refused by the session rules.
+    #[error(transparent)]
+    Session(#[from] sessionlog_session::Error),
+    /// No session has this name.
+    #[error("no session named {0:?}")]
+    NoSuchSession(String),
+    /// A session with this name exists already.
+    #[error("a session named {0:?} exists already")]
+    SessionExists(String),
+    /// The stored records of a session do not decode.
+    #[error("session {session:?} record {seq}: {detail}")]
+    BadRecord {
+        /// The session.
+        session: String,
+        /// The record's seq in its stream.
+        seq: u64,
+        /// What is wrong.
+        detail: String,
+    },
+    /// An earlier append of this handle reached the session but not the log; reopen the
+    /// store and the session.
+    #[error("this session handle is unusable after a log failure ({0}); reopen the store")]
+    HandleBroken(String),
+    /// Another handle is writing this session.
+    #[error("session {0:?} already has a writer")]
+    WriterBusy(String),
+}
+
+impl Error {
+    /// True when the error refuses input (an invalid event, a log the session rules refuse),
+    /// as opposed to an environment failure.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, Error::Session(_))
+    }
+}
+
+/// Shorthand for results of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,21 @@
+//! sessionlog: sessions stored on the segmented log.
+//!
+//! A [`Store`] keeps many sessions in one log directory. Each session is one stream of the
+//! log: record 0 holds the session header, record `k + 1` holds event `k` (the event's
+//! envelope exactly as written, so payload bytes round-trip). Every record's kind tag says
+//! which event type it holds and whether it is a surface event, so readers can skip
+//! structural records without parsing them. spec: format-spec/events.md
+//!
+//! Physical recovery happens when the store opens (the log cuts a torn tail); semantic repair
+//! (closing a final turn left open by a crash) happens in [`Store::open_session`], written as
+//! new events.
+
+#![forbid(unsafe_code)]
+
+mod error;
+mod store;
+
+pub use error::{Error, Result};
+pub use sessionlog_log::{Durability, LogOptions, RecoveryMode};
+pub use sessionlog_session as session;
+pub use store::{ImportSummary, SessionHandle, Store, StoreOptions, KIND_SESSION_HEADER};
