@@ -528,6 +528,56 @@ fn engine_sealed_segment_decodes_and_its_index_points_at_the_right_records() {
         "summaries sorted by stream id, the catalog stream included"
     );
     check_index_points_at_records(&seg, 1, &streams, &index);
+    assert_eq!(seg.len(), 65_912);
+    assert_eq!(view.data_end, 65_448);
+    let trailer = decode_footer_trailer(&seg, 1).expect("trailer");
+    assert_eq!((trailer.footer_len, trailer.footer_crc), (432, 0x3515_6ED4));
+    let summary =
+        |stream_id, last_seq, data_bytes, offsets: (u32, u32), index: (u32, u32)| StreamSummary {
+            stream_id,
+            first_seq: 0,
+            last_seq,
+            data_bytes,
+            first_offset: offsets.0,
+            last_offset: offsets.1,
+            index_start: index.0,
+            index_count: index.1,
+        };
+    assert_eq!(
+        streams,
+        vec![
+            summary(0, 1, 96, (96, 184), (0, 1)),
+            summary(1, 147, 34_464, (272, 65_136), (1, 9)),
+            summary(2, 98, 22_824, (408, 65_312), (10, 6)),
+        ]
+    );
+    let entries = |pairs: &[(u64, u32)]| -> Vec<IndexEntry> {
+        pairs
+            .iter()
+            .map(|&(seq, offset)| IndexEntry { seq, offset })
+            .collect()
+    };
+    let mut want_index = entries(&[(0, 96)]);
+    want_index.extend(entries(&[
+        (0, 272),
+        (20, 8240),
+        (37, 16_272),
+        (54, 23_544),
+        (72, 31_744),
+        (91, 39_992),
+        (109, 48_240),
+        (126, 55_560),
+        (144, 63_736),
+    ]));
+    want_index.extend(entries(&[
+        (0, 408),
+        (19, 12_608),
+        (38, 25_352),
+        (56, 37_176),
+        (73, 48_776),
+        (92, 61_336),
+    ]));
+    assert_eq!(index, want_index);
 
     // Walk every batch and check each record and the rules the engine follows.
     let names = BTreeMap::from([(1u64, "alpha"), (2u64, "beta")]);
@@ -585,6 +635,9 @@ fn engine_sealed_segment_decodes_and_its_index_points_at_the_right_records() {
             *data_bytes.entry(h.stream_id).or_insert(0) += bytes;
         }
     }
+    assert_eq!(batches.len(), 200);
+    assert_eq!(batches.iter().filter(|b| b.records.len() == 2).count(), 49);
+    assert_eq!(batches.iter().map(|b| b.records.len()).sum::<usize>(), 249);
     for s in &streams {
         assert_eq!(s.first_seq, 0);
         assert_eq!(s.last_seq + 1, next_seq[&s.stream_id]);
