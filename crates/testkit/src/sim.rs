@@ -151,8 +151,8 @@ pub(crate) struct State {
     next_lock: u64,
     faults: FaultPlan,
     stats: SimStats,
-    /// Chooses short-write lengths; seeded, so runs repeat.
-    rng: StdRng,
+    /// Chooses short read and write lengths; seeded, so runs repeat.
+    rng: SplitMix64,
     pub config: SimConfig,
 }
 
@@ -203,6 +203,42 @@ impl State {
         self.inodes
             .get_mut(&id)
             .expect("open handles keep their inode alive until a crash")
+    }
+}
+
+/// A tiny deterministic generator for the per-operation choices (short read and write
+/// lengths): these run on every read, where a cryptographic generator would dominate the
+/// cost of a crash schedule. Crashes themselves draw from the caller's `StdRng`.
+#[derive(Debug, Clone)]
+struct SplitMix64(u64);
+
+impl rand::RngCore for SplitMix64 {
+    fn next_u32(&mut self) -> u32 {
+        (self.next_u64() >> 32) as u32
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn fill_bytes(&mut self, dest: &mut [u8]) {
+        rand_core_fill(self, dest);
+    }
+
+    fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), rand::Error> {
+        rand_core_fill(self, dest);
+        Ok(())
+    }
+}
+
+fn rand_core_fill(rng: &mut SplitMix64, dest: &mut [u8]) {
+    for chunk in dest.chunks_mut(8) {
+        let bytes = rand::RngCore::next_u64(rng).to_le_bytes();
+        chunk.copy_from_slice(&bytes[..chunk.len()]);
     }
 }
 
@@ -259,7 +295,7 @@ impl SimStorage {
                 next_lock: 1,
                 faults: FaultPlan::default(),
                 stats: SimStats::default(),
-                rng: StdRng::seed_from_u64(seed),
+                rng: SplitMix64(seed),
                 config,
             })),
         }
