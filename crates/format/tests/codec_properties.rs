@@ -3,12 +3,18 @@
 
 use proptest::prelude::*;
 use sessionlog_format::{
-    decode_batch_header, decode_footer_trailer, decode_record_header, encode_footer, verify_batch, verify_record, BatchEncoder,
-    CatalogEntry, CatalogOp, FooterView, IndexEntry, RecordHeader, SegmentHeader, StreamSummary,
+    decode_batch_header, decode_footer_trailer, decode_record_header, encode_footer, verify_batch,
+    verify_record, BatchEncoder, CatalogEntry, CatalogOp, FooterView, IndexEntry, RecordHeader,
+    SegmentHeader, StreamSummary,
 };
 
 fn record() -> impl Strategy<Value = (u64, u8, u8, Vec<u8>)> {
-    (0u64..8, any::<u8>(), any::<u8>(), proptest::collection::vec(any::<u8>(), 0..300))
+    (
+        0u64..8,
+        any::<u8>(),
+        any::<u8>(),
+        proptest::collection::vec(any::<u8>(), 0..300),
+    )
 }
 
 proptest! {

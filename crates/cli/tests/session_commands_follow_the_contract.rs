@@ -1,0 +1,177 @@
+//! The session commands keep their contract: output lines, exit codes, and refusals that
+//! leave the store unchanged.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+fn sessionlog(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sessionlog"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin)
+        .expect("write stdin");
+    child.wait_with_output().expect("wait")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn fixture(rel: &str) -> std::path::PathBuf {
+    let shared = std::env::var("SESSIONLOG_SHARED_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
+    shared.join("fixtures/dsh/logs").join(rel)
+}
+
+#[test]
+fn append_commits_every_valid_line_and_stops_at_the_first_invalid_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("s");
+    let store = store.to_str().expect("utf8");
+    let input = concat!(
+        r#"{"type":"turn/start","data":{"turn":1,"trigger":{"kind":"message","source":{"kind":"user"}}}}"#,
+        "\n",
+        r#"{"type":"user/message","data":{"content":[{"type":"text","text":"hi"}],"source":{"kind":"user"},"role":"user","id":"u1"},"surfaceOp":"append"}"#,
+        "\n",
+        r#"{"type":"user/message","data":{"content":[{"type":"text","text":"x"}],"source":{"kind":"user"},"role":"user","id":"u2","n":-0},"surfaceOp":"append"}"#,
+        "\n",
+        r#"{"type":"turn/end","data":{"turn":1,"reason":{"kind":"completed"}}}"#,
+        "\n",
+    );
+    let out = sessionlog(
+        &["append", "--store", store, "--session", "s1", "--create"],
+        input.as_bytes(),
+    );
+    assert_eq!(out.status.code(), Some(3), "stderr: {}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("line 3"), "names the line: {err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    let acks: Vec<&str> = std::str::from_utf8(&out.stdout)
+        .expect("utf8")
+        .lines()
+        .collect();
+    assert_eq!(
+        acks,
+        vec![r#"{"session":"s1","seq":0}"#, r#"{"session":"s1","seq":1}"#]
+    );
+    let events = sessionlog(&["events", "--store", store, "--session", "s1"], b"");
+    assert_eq!(events.status.code(), Some(0));
+    assert_eq!(
+        text(&events.stdout).lines().count(),
+        2,
+        "nothing of the invalid event is stored"
+    );
+    let surface = sessionlog(&["surface", "--store", store, "--session", "s1"], b"");
+    assert_eq!(text(&surface.stdout).trim(), "[1]");
+    let derive = sessionlog(&["derive", "--store", store, "--session", "s1"], b"");
+    assert_eq!(
+        text(&derive.stdout).trim(),
+        r#"[{"content":[{"type":"text","text":"hi"}],"source":{"kind":"user"},"role":"user","id":"u1"}]"#
+    );
+}
+
+#[test]
+fn a_refused_import_exits_3_and_leaves_the_store_unchanged() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("s");
+    let store = store.to_str().expect("utf8");
+    let corrupt = fixture("apps/web/tests/snapshots/cordis-tool-round/session.jsonl");
+    let out = sessionlog(
+        &["import", "--store", store, corrupt.to_str().expect("utf8")],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(3), "stderr: {}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("corrupt session log"));
+    let stats = sessionlog(&["stats", "--store", store, "--json"], b"");
+    let v: serde_json::Value = serde_json::from_slice(&stats.stdout).expect("json");
+    assert_eq!(v["sessions"], 0);
+}
+
+#[test]
+fn import_then_export_reproduces_the_file_and_open_appends_closers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("s");
+    let store = store.to_str().expect("utf8");
+    let file = fixture("apps/web/tests/snapshots/approval-composer/session.jsonl");
+    let out = sessionlog(
+        &[
+            "import",
+            "--store",
+            store,
+            file.to_str().expect("utf8"),
+            "--session",
+            "ac",
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["session"], "ac");
+    assert_eq!(v["tailDiscarded"], false);
+    let exported = sessionlog(&["export", "--store", store, "--session", "ac"], b"");
+    assert_eq!(exported.stdout, std::fs::read(&file).expect("fixture"));
+    let opened = sessionlog(&["open", "--store", store, "--session", "ac"], b"");
+    assert_eq!(opened.status.code(), Some(0));
+    assert_eq!(
+        text(&opened.stdout).lines().count() as u64,
+        v["closers"].as_u64().expect("closers")
+    );
+    let again = sessionlog(&["open", "--store", store, "--session", "ac"], b"");
+    assert_eq!(text(&again.stdout), "", "a closed turn needs no closers");
+}
+
+#[test]
+fn unknown_sessions_and_stores_are_one_line_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("nope");
+    let out = sessionlog(
+        &[
+            "export",
+            "--store",
+            missing.to_str().expect("utf8"),
+            "--session",
+            "x",
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(text(&out.stderr).lines().count(), 1);
+    let store = dir.path().join("s");
+    sessionlog(
+        &[
+            "log",
+            "append",
+            "--store",
+            store.to_str().expect("utf8"),
+            "--stream",
+            "other",
+        ],
+        b"x\n",
+    );
+    let out = sessionlog(
+        &[
+            "derive",
+            "--store",
+            store.to_str().expect("utf8"),
+            "--session",
+            "x",
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("no session named"),
+        "{}",
+        text(&out.stderr)
+    );
+}
