@@ -111,8 +111,19 @@ impl Rng {
 pub fn payload(seed: u64, len: usize) -> Vec<u8> {
     let mut rng = Rng::new(seed);
     const WORDS: &[&[u8]] = &[
-        b"{\"type\":", b"\"tool_result\"", b",\"text\":\"", b"the ", b"session ", b"log ",
-        b"record ", b"append ", b"durable ", b"stream ", b"\\n", b"0x", b"\",\"id\":",
+        b"{\"type\":",
+        b"\"tool_result\"",
+        b",\"text\":\"",
+        b"the ",
+        b"session ",
+        b"log ",
+        b"record ",
+        b"append ",
+        b"durable ",
+        b"stream ",
+        b"\\n",
+        b"0x",
+        b"\",\"id\":",
     ];
     let mut out = Vec::with_capacity(len + 16);
     while out.len() < len {

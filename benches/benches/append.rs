@@ -51,7 +51,11 @@ fn bench(c: &mut Criterion, probe: &Probe) {
              ({equiv:.0} records/s); target >= 1,000,000 records/s: {}",
             rate * RECORD_BYTES as f64 / 1e6,
             100.0 * rate / equiv,
-            if rate >= 1e6 { "reached" } else { "not reached" },
+            if rate >= 1e6 {
+                "reached"
+            } else {
+                "not reached"
+            },
         );
         let cache_pct = 100.0 * rate * disk_per_record / (probe.page_cache_write_mb_s * 1e6);
         println!(

@@ -165,7 +165,11 @@ fn bench(c: &mut Criterion, probe: &Probe) {
             println!(
                 "  1 writer durable p50 = {p50_x:.2} x fdatasync floor p50 {}; target <= 1.3x: {}",
                 human_ns(probe.fsync_p50_ns()),
-                if p50_x <= 1.3 { "reached" } else { "not reached" }
+                if p50_x <= 1.3 {
+                    "reached"
+                } else {
+                    "not reached"
+                }
             );
             target.insert("p50_max_x_fdatasync".into(), json!(1.3));
             target.insert("reached".into(), json!(p50_x <= 1.3));
@@ -173,7 +177,11 @@ fn bench(c: &mut Criterion, probe: &Probe) {
         if writers == 64 {
             println!(
                 "  64 writers: {rate:.0} records/s; target >= 150,000 records/s: {}",
-                if rate >= 150_000.0 { "reached" } else { "not reached" }
+                if rate >= 150_000.0 {
+                    "reached"
+                } else {
+                    "not reached"
+                }
             );
             target.insert("min_records_per_s".into(), json!(150_000));
             target.insert("reached".into(), json!(rate >= 150_000.0));

@@ -36,7 +36,10 @@ fn build() -> Store {
     for i in 0..RECORDS {
         let s = streams[i % STREAMS];
         let r = log
-            .commit(&[Append::new(s, 1, &data[i % data.len()])], Durability::Buffered)
+            .commit(
+                &[Append::new(s, 1, &data[i % data.len()])],
+                Durability::Buffered,
+            )
             .expect("commit");
         located.push((s, r.seqs[0], r.lsn.segment()));
     }
