@@ -466,11 +466,13 @@ pub fn verify_record(
             computed,
         });
     }
-    if header.prev_offset != 0 && u64::from(header.prev_offset) >= record_offset {
+    if header.prev_offset != 0
+        && u64::from(header.prev_offset) + RECORD_HEADER_LEN as u64 > record_offset
+    {
         return Err(FormatError::invalid(
             S,
             "prev_offset",
-            "must point backwards",
+            "must point at an earlier record",
         ));
     }
     let payload = &covered[RECORD_HEADER_LEN - R_LEN_AT..];

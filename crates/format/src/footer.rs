@@ -310,6 +310,9 @@ impl FooterView {
                 found: u64::from(u32_at(footer, F_MAGIC_AT, S)?),
             });
         }
+        if u32_at(footer, F_RESERVED_AT, S)? != 0 {
+            return Err(FormatError::invalid(S, "reserved", "must be zero"));
+        }
         let data_end = u64_at(footer, F_DATA_END_AT, S)?;
         if data_end != trailer.footer_offset {
             return Err(FormatError::invalid(
@@ -344,6 +347,9 @@ impl FooterView {
             catalog_len,
         };
         view.check_sections(segment_bytes)?;
+        if footer[used..].iter().any(|&b| b != 0) {
+            return Err(FormatError::invalid(S, "padding", "must be zero"));
+        }
         Ok(view)
     }
 
@@ -441,6 +447,9 @@ impl FooterView {
                 ))
             }
         };
+        if e[C_RESERVED_AT..C_NAME_LEN_AT].iter().any(|&b| b != 0) {
+            return Err(FormatError::invalid(S, "catalog.reserved", "must be zero"));
+        }
         let name_len = u32_at(e, C_NAME_LEN_AT, S)? as usize;
         let name = slice_at(seg, at + CATALOG_ENTRY_FIXED_LEN, name_len, S)?.to_vec();
         let next = at + CATALOG_ENTRY_FIXED_LEN + crate::padded_len(name_len);

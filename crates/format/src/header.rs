@@ -79,6 +79,10 @@ impl SegmentHeader {
                 supported: FORMAT_VERSION,
             });
         }
+        let reserved = crate::le::slice_at(buf, RESERVED_AT, CRC_AT - RESERVED_AT, S)?;
+        if reserved.iter().any(|&b| b != 0) {
+            return Err(FormatError::invalid(S, "reserved", "must be zero"));
+        }
         let header_len = u32_at(buf, HEADER_LEN_AT, S)?;
         if header_len as usize != SEGMENT_HEADER_LEN {
             return Err(FormatError::invalid(

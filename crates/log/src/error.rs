@@ -24,7 +24,7 @@ pub enum Error {
         source: io::Error,
     },
     /// Bytes on disk fail verification somewhere the recovery mode does not allow cutting.
-    #[error("corruption in segment {segment} at offset {offset}: {detail}. Nothing was changed; run `sessionlog verify` for a full report, or `sessionlog salvage` to keep every verifiable record")]
+    #[error("corruption in segment {segment} at offset {offset}: {detail}; run `sessionlog verify` for a report of every damaged place")]
     Corrupted {
         /// The damaged segment.
         segment: SegmentId,

@@ -179,6 +179,10 @@ pub(crate) fn open(storage: Arc<dyn Storage>, dir: &Path, options: LogOptions) -
                 erase_tail(&*seg.file, &seg.path, cut.offset, &options)?;
                 report.tail_cut = Some(cut.clone());
             }
+            // Bytes found on disk may still sit only in the page cache (the last process was
+            // killed, not the machine). Sync them before any new batch's `synced_through`
+            // vouches for them. spec: recovery.md#ordering
+            seg.file.sync_all().map_err(io_err("syncing", &seg.path))?;
             adopt_active(&mut catalog, &mut seg, scan);
             (seg, end)
         }

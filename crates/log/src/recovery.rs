@@ -15,7 +15,8 @@ use crate::options::RecoveryMode;
 pub enum HeaderFact {
     /// It verifies and names this store.
     Valid,
-    /// The file is shorter than a header, or the header is all zeros.
+    /// The file is shorter than a header and what is there is zero, or the header is all
+    /// zeros.
     Missing,
     /// Non-zero bytes that do not verify, or a header of another store.
     Damaged,
@@ -105,9 +106,18 @@ pub static SEGMENT_TABLE: &[SegmentRow] = &[
         position: &[P::NotLast],
         footer: &[F::Invalid],
         later: &[],
-        mode: &[],
+        mode: &[M::TolerateTornTail],
         decision: SegmentDecision::RebuildFooter,
         why: "every segment but the last was sealed; its footer is derived data",
+    },
+    SegmentRow {
+        header: &[H::Valid],
+        position: &[P::NotLast],
+        footer: &[F::Invalid],
+        later: &[],
+        mode: &[M::AbsoluteConsistency],
+        decision: SegmentDecision::Corrupt,
+        why: "a damaged footer is damage in this mode; nothing is rewritten",
     },
     SegmentRow {
         header: &[H::Valid],
@@ -328,9 +338,10 @@ pub fn decide_segment(
     l: LaterBatchFact,
     m: RecoveryMode,
 ) -> &'static SegmentRow {
+    // Every combination matches a row (tested); were one not to, refusing is the safe answer.
     segment_rows(h, p, f, l, m)
         .next()
-        .unwrap_or(&SEGMENT_TABLE[0])
+        .unwrap_or(&SEGMENT_TABLE[4])
 }
 
 /// The rows of the tail table that match these facts (exactly one, by construction).
@@ -367,21 +378,28 @@ pub fn here_fact(seg: &[u8], at: usize) -> HereFact {
     }
 }
 
-/// Looks at everything after `at` (exclusive of the 8 bytes at `at`) for the tail table.
+/// Looks at everything after `at` (exclusive of the 8 bytes at `at`) for the tail table. Every
+/// valid batch after the damage is consulted: if any of them attests that the writer knew
+/// the damaged place to be durable, the damage hit acknowledged data.
 pub fn after_fact(seg: &[u8], segment_id: u64, at: usize) -> AfterFact {
     let start = at + RECORD_ALIGN;
     let mut q = start;
+    let mut found = None;
     while q + BATCH_HEADER_LEN <= seg.len() {
         if seg[q..q + 4] == BATCH_MAGIC.to_le_bytes() {
             if let Ok(batch) = verify_batch(&seg[q..], segment_id, q as u64) {
-                return if batch.header.synced_through > at as u64 {
-                    AfterFact::AttestedBatch
-                } else {
-                    AfterFact::UnattestedBatch
-                };
+                if batch.header.synced_through > at as u64 {
+                    return AfterFact::AttestedBatch;
+                }
+                found = Some(AfterFact::UnattestedBatch);
+                q = batch.end_offset() as usize;
+                continue;
             }
         }
         q += RECORD_ALIGN;
+    }
+    if let Some(fact) = found {
+        return fact;
     }
     if seg.get(start..).unwrap_or(&[]).iter().all(|&b| b == 0) {
         AfterFact::OnlyZeros

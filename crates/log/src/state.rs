@@ -52,6 +52,9 @@ impl Catalog {
         }
         match e.op {
             CatalogOp::Create => {
+                if e.name.is_empty() || e.name.len() > crate::writer::MAX_STREAM_NAME_BYTES {
+                    return Err(format!("stream name of {} bytes", e.name.len()));
+                }
                 let name = String::from_utf8(e.name.clone())
                     .map_err(|_| "stream name is not UTF-8".to_owned())?;
                 if e.stream_id == CATALOG_STREAM || self.streams.contains_key(&e.stream_id) {
@@ -103,6 +106,12 @@ impl StreamBook for Catalog {
             }
             let entry = catalog_entry(h, payload).ok_or("malformed catalog record")?;
             return self.apply_entry(&entry);
+        }
+        if h.kind >= sessionlog_format::FIRST_RESERVED_KIND {
+            return Err(format!(
+                "record of stream {} has reserved kind {:#x}",
+                h.stream_id, h.kind
+            ));
         }
         let s = self
             .streams

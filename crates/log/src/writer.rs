@@ -332,10 +332,10 @@ impl Inner {
     }
 
     pub(crate) fn create_stream(&self, name: &str, durability: Durability) -> Result<StreamId> {
-        if name.is_empty() || name.len() > 4096 {
-            return Err(Error::InvalidInput(
-                "a stream name has 1 to 4096 bytes".into(),
-            ));
+        if name.is_empty() || name.len() > MAX_STREAM_NAME_BYTES {
+            return Err(Error::InvalidInput(format!(
+                "a stream name has 1 to {MAX_STREAM_NAME_BYTES} bytes"
+            )));
         }
         let mut st = self.state.lock();
         Self::check_usable(&st)?;
@@ -405,6 +405,12 @@ impl Inner {
     }
 }
 
+/// Longest stream name, in bytes. spec: segment.md#streams-and-the-catalog
+pub(crate) const MAX_STREAM_NAME_BYTES: usize = 4096;
+
+/// Segment numbers stay below 2^32 so that an [`Lsn`] orders them.
+const MAX_SEGMENT_ID: u64 = u32::MAX as u64;
+
 /// The footer of the active segment as it stands.
 fn build_footer(st: &State, id: SegmentId) -> Vec<u8> {
     let mut streams: Vec<(u64, &ActiveStreamIndex)> = st
@@ -443,6 +449,12 @@ pub(crate) fn create_segment(
     id: SegmentId,
     options: &crate::options::LogOptions,
 ) -> Result<ActiveSegment> {
+    if id.0 > MAX_SEGMENT_ID {
+        return Err(Error::InvalidInput(format!(
+            "segment number {} exceeds the format's limit of {MAX_SEGMENT_ID}",
+            id.0
+        )));
+    }
     let path = dir.join(segment_file_name(id.0));
     let file: Arc<dyn StorageFile> = storage
         .open_file(&path, OpenMode::CreateNew)
