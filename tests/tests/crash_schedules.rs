@@ -16,7 +16,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use rand::rngs::StdRng;
 use rand::{Rng, RngCore, SeedableRng};
-use sessionlog_log::{Append, Durability, Error, Log, LogOptions, Seq, StreamId};
+use sessionlog_log::{Append, Durability, Error, Log, LogOptions, RecoveryMode, Seq, StreamId};
 use sessionlog_testkit::adapter::snapshot_sampled;
 use sessionlog_testkit::{
     CrashPolicy, Fault, FaultError, ModelAppend, ModelRecord, OpKind, ReferenceModel, Restart,
@@ -369,7 +369,12 @@ impl Schedule {
             Err(e) => return Err(format!("close: unexpected error {e}")),
         }
         let faults_armed = self.sim.armed_faults() > 0;
-        let log = match self.open(&self.dir.clone()) {
+        // After a clean close nothing is damaged, so even the strictest mode must open it.
+        let strict = LogOptions {
+            recovery_mode: RecoveryMode::AbsoluteConsistency,
+            ..self.options.clone()
+        };
+        let log = match Log::open_with(self.sim.as_storage(), &self.dir, strict) {
             Ok(log) => log,
             Err(e) if faults_armed && is_storage_failure(&e) => {
                 self.note(format!("reopen failed: {e}"));
@@ -477,7 +482,10 @@ impl Schedule {
         };
         self.coverage.power_losses += 1;
         self.coverage.power_losses_that_lost_data += u64::from(report.lost_anything());
-        self.note(format!("crash {crash_seed:#x}: {report}"));
+        self.note(format!(
+            "crash {crash_seed:#x}: {}",
+            report.to_string().trim_end()
+        ));
         drop(self.log.take());
         Ok(())
     }
