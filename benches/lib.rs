@@ -447,3 +447,34 @@ impl Calls {
 
 /// Sample size every bench uses: few samples, bounded run time.
 pub const SAMPLE_SIZE: usize = 10;
+
+/// A quick re-measurement of the fdatasync floor (4 KiB overwrite + `fdatasync`, `samples`
+/// times) next to a measurement: shared disks change speed within a run, so figures are
+/// also given against the floor measured right before and after them.
+pub fn fdatasync_floor_now(samples: usize) -> Percentiles {
+    let path = bench_dir().join("probe-now.dat");
+    let _ = std::fs::remove_file(&path);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .expect("creating the probe file");
+    let _ = std::fs::remove_file(&path);
+    let block = vec![0x3Cu8; 4096];
+    let blocks = samples as u64 + 8;
+    for i in 0..blocks {
+        file.write_all_at(&block, i * 4096).expect("probe write");
+    }
+    file.sync_all().expect("probe sync");
+    let mut out = Vec::with_capacity(samples);
+    for i in 0..blocks {
+        let t = Instant::now();
+        file.write_all_at(&block, i * 4096).expect("probe write");
+        rustix::fs::fdatasync(&file).expect("probe fdatasync");
+        if i >= 8 {
+            out.push(ns(t.elapsed()));
+        }
+    }
+    Percentiles::of(&mut out)
+}

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, Throughput};
 use serde_json::json;
 use sessionlog_benches::{
-    fresh_dir, human_ns, ns, payload, probe, write_json, Calls, Percentiles, Probe, SAMPLE_SIZE,
+    fdatasync_floor_now, fresh_dir, human_ns, ns, payload, probe, write_json, Calls, Percentiles,
+    Probe, SAMPLE_SIZE,
 };
 use sessionlog_log::{Append, Durability, Log, LogOptions};
 
@@ -112,6 +113,7 @@ fn bench(c: &mut Criterion, probe: &Probe) {
         let dir = fresh_dir(&format!("group-commit-{writers}"));
         let log = Log::open(&dir, LogOptions::default()).expect("open");
         let pool = Pool::new(&log, writers);
+        let floor_before = fdatasync_floor_now(60);
         let syncs_before = log.stats().syncs;
         let commits_before = log.stats().commits;
         let mut calls = Calls::default();
@@ -128,9 +130,14 @@ fn bench(c: &mut Criterion, probe: &Probe) {
             })
         });
         pool.shutdown();
+        let floor_after = fdatasync_floor_now(60);
         let stats = log.stats();
         log.close().expect("close");
         let _ = std::fs::remove_dir_all(&dir);
+        if calls.is_empty() {
+            continue; // filtered out on the command line
+        }
+        let adjacent_ns = (floor_before.p50_ns + floor_after.p50_ns) as f64 / 2.0;
 
         // The measurement phase is the last SAMPLE_SIZE calls; earlier ones were warm-up.
         let mut lat: Vec<u64> = latencies
@@ -148,6 +155,24 @@ fn bench(c: &mut Criterion, probe: &Probe) {
         let commits_per_sync =
             (stats.commits - commits_before) as f64 / (stats.syncs - syncs_before).max(1) as f64;
         let p50_x = p.p50_ns as f64 / probe.fsync_p50_ns() as f64;
+        let p50_x_adjacent = p.p50_ns as f64 / adjacent_ns;
+        println!(
+            "  fdatasync floor p50 right before {} / after {}: commit p50 = {p50_x_adjacent:.2}x \
+             their mean",
+            human_ns(floor_before.p50_ns),
+            human_ns(floor_after.p50_ns)
+        );
+        let bound_adjacent = writers as f64 * 1e9 / adjacent_ns;
+        // With one commit outstanding per writer, no engine beats every writer committing
+        // once per fdatasync: writers / fdatasync p50.
+        let bound = writers as f64 * 1e9 / probe.fsync_p50_ns() as f64;
+        println!(
+            "  bound with {writers} writers each waiting one fdatasync p50: {bound:.0} records/s \
+             at the start probe, {bound_adjacent:.0} at the adjacent floor; measured = {:.1}% / \
+             {:.1}% of it",
+            100.0 * rate / bound,
+            100.0 * rate / bound_adjacent
+        );
         let p50_x_falloc = p.p50_ns as f64 / probe.fdatasync_4k_fallocated.p50_ns as f64;
         println!(
             "group commit {writers} writers: {rate:.0} records/s ({:.1}% of sequential durable \
@@ -192,12 +217,19 @@ fn bench(c: &mut Criterion, probe: &Probe) {
             "records_per_s": rate,
             "latency": p,
             "p50_x_fdatasync_p50": p50_x,
+            "adjacent_fdatasync_floor_before": floor_before,
+            "adjacent_fdatasync_floor_after": floor_after,
+            "p50_x_adjacent_fdatasync_p50": p50_x_adjacent,
+            "one_sync_per_commit_bound_adjacent_records_per_s": bound_adjacent,
+            "pct_of_one_sync_per_commit_bound_adjacent": 100.0 * rate / bound_adjacent,
             "p50_x_fallocated_fdatasync_p50": p50_x_falloc,
             "p99_x_fdatasync_p99": p.p99_ns as f64 / probe.fdatasync_4k.p99_ns as f64,
             "disk_bytes_per_record": disk_per_record,
             "pct_of_seq_durable_bandwidth_records": 100.0 * rate / equiv,
             "pct_of_seq_durable_bandwidth_payload": payload_pct,
             "commits_per_fdatasync": commits_per_sync,
+            "one_sync_per_commit_bound_records_per_s": bound,
+            "pct_of_one_sync_per_commit_bound": 100.0 * rate / bound,
             "segments": stats.segments,
             "target": target,
         }));
