@@ -64,14 +64,19 @@ fn acknowledged_records_survive_sigkill() {
                 }
             }
         });
-        let kill_after = Duration::from_micros(rng.gen_range(2_000..40_000));
+        // Kill at a random moment once appending is under way (opening the store, which
+        // the first acknowledgement follows, takes a variable time).
+        let first_ack = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the first record is acknowledged");
+        let kill_after = Duration::from_micros(rng.gen_range(0..30_000));
         let started = Instant::now();
         std::thread::sleep(kill_after);
         child.kill().expect("SIGKILL");
         child.wait().expect("reap");
         let _ = writer.join();
         let _ = reader.join();
-        let acks: Vec<u64> = rx.try_iter().collect();
+        let acks: Vec<u64> = std::iter::once(first_ack).chain(rx.try_iter()).collect();
         for (i, &a) in acks.iter().enumerate() {
             assert_eq!(
                 a,

@@ -383,6 +383,10 @@ pub fn here_fact(seg: &[u8], at: usize) -> HereFact {
 /// the damaged place to be durable, the damage hit acknowledged data.
 pub fn after_fact(seg: &[u8], segment_id: u64, at: usize) -> AfterFact {
     let start = at + RECORD_ALIGN;
+    // The common case, a preallocated segment's unwritten rest, needs no batch search.
+    if seg.get(start..).unwrap_or(&[]).iter().all(|&b| b == 0) {
+        return AfterFact::OnlyZeros;
+    }
     let mut q = start;
     let mut found = None;
     while q + BATCH_HEADER_LEN <= seg.len() {
@@ -398,14 +402,7 @@ pub fn after_fact(seg: &[u8], segment_id: u64, at: usize) -> AfterFact {
         }
         q += RECORD_ALIGN;
     }
-    if let Some(fact) = found {
-        return fact;
-    }
-    if seg.get(start..).unwrap_or(&[]).iter().all(|&b| b == 0) {
-        AfterFact::OnlyZeros
-    } else {
-        AfterFact::NoValidBatch
-    }
+    found.unwrap_or(AfterFact::NoValidBatch)
 }
 
 /// Whether any valid batch starts anywhere at or after `from`.
