@@ -32,6 +32,6 @@ pub use error::{Error, Rule, ValidationError};
 pub use event::{Event, EventInput, Seq, SurfaceOp};
 pub use header::SessionHeader;
 pub use repair::{TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN};
-pub use session::Session;
+pub use session::{derive_message, Session};
 pub use surface::Surface;
 pub use version::{FormatVersion, MessageLocation, MessageRule, SurfaceType, DSH_V0_KNOWN_TYPES};

@@ -202,22 +202,12 @@ impl Session {
     pub fn derive_messages(&self) -> Vec<&str> {
         let mut out = Vec::with_capacity(self.surface.len());
         for seq in self.surface.iter() {
-            let Some(event) = self.event(Seq(seq)) else {
-                continue;
-            };
-            let Some(surface) = self.version.surface_type(event.event_type()) else {
-                continue;
-            };
-            let Some(message) = validate::message_of(&self.version, event) else {
-                continue;
-            };
-            let empty = message
-                .get("content")
-                .is_some_and(|c| c.elements().next().is_none());
-            if surface.skip_empty_content && empty {
-                continue;
+            if let Some(message) = self
+                .event(Seq(seq))
+                .and_then(|e| derive_message(&self.version, e))
+            {
+                out.push(message);
             }
-            out.push(message.raw());
         }
         out
     }
@@ -355,4 +345,20 @@ impl Session {
         self.tracker.apply(&event);
         self.events.push(event);
     }
+}
+
+/// The message a surface event contributes to the model history under `version`, verbatim
+/// (stored key order), or `None` when it contributes none (not a surface type, or an
+/// assistant settlement whose content is empty). [`Session::derive_messages`] is this over the
+/// surface in order; projections that fold only surface events use it directly.
+pub fn derive_message<'e>(version: &FormatVersion, event: &'e Event) -> Option<&'e str> {
+    let surface = version.surface_type(event.event_type())?;
+    let message = validate::message_of(version, event)?;
+    let empty = message
+        .get("content")
+        .is_some_and(|c| c.elements().next().is_none());
+    if surface.skip_empty_content && empty {
+        return None;
+    }
+    Some(message.raw())
 }
