@@ -11,6 +11,7 @@
 
 mod chunks;
 pub mod codec;
+pub mod compaction;
 pub mod dsh;
 mod error;
 mod event;
@@ -18,7 +19,9 @@ mod header;
 pub mod json;
 mod repair;
 mod session;
+pub mod store_trait;
 mod surface;
+pub mod tokens;
 pub mod typed;
 mod upgrade;
 mod validate;
@@ -33,5 +36,6 @@ pub use event::{Event, EventInput, Seq, SurfaceOp};
 pub use header::SessionHeader;
 pub use repair::{TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN};
 pub use session::{derive_message, Session};
+pub use store_trait::{NewEvent, SessionStore, StoreError, StoreResult};
 pub use surface::Surface;
 pub use version::{FormatVersion, MessageLocation, MessageRule, SurfaceType, DSH_V0_KNOWN_TYPES};
