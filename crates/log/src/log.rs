@@ -215,6 +215,37 @@ impl Log {
             })
     }
 
+    /// Up to `limit` live streams in name order, starting after `after` (exclusive). Costs
+    /// O(log streams + limit), so listing page by page never scans the store.
+    pub fn streams_page(&self, after: Option<&str>, limit: usize) -> Vec<StreamInfo> {
+        use std::ops::Bound;
+        let st = self.inner.state.lock();
+        let lower = match after {
+            Some(a) => Bound::Excluded(a.to_owned()),
+            None => Bound::Unbounded,
+        };
+        st.catalog
+            .names
+            .range::<String, _>((lower, Bound::Unbounded))
+            .take(limit)
+            .filter_map(|(name, &id)| {
+                let s = st.catalog.streams.get(&id)?;
+                Some(StreamInfo { id: StreamId(id), name: name.clone(), next_seq: Seq(s.next_seq) })
+            })
+            .collect()
+    }
+
+    /// The store's identity, written in every segment header; caches derived from this log
+    /// record it to prove which log they belong to.
+    pub fn store_id(&self) -> [u8; 16] {
+        self.inner.store_id
+    }
+
+    /// The storage this log does its I/O through (for files kept beside the log).
+    pub fn storage(&self) -> Arc<dyn Storage> {
+        self.inner.storage.clone()
+    }
+
     /// Every live stream, by id.
     pub fn streams(&self) -> Vec<StreamInfo> {
         let st = self.inner.state.lock();

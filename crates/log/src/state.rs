@@ -29,7 +29,8 @@ pub(crate) struct StreamState {
 #[derive(Debug, Default)]
 pub(crate) struct Catalog {
     pub streams: HashMap<u64, StreamState>,
-    pub names: HashMap<String, u64>,
+    /// Ordered, so listing pages by name is a range query.
+    pub names: BTreeMap<String, u64>,
     pub next_stream_id: u64,
     pub catalog_next_seq: u64,
 }

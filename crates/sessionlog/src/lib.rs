@@ -12,10 +12,15 @@
 
 #![forbid(unsafe_code)]
 
+pub mod cache;
 mod error;
+pub mod projection;
 mod store;
 
 pub use error::{Error, Result};
 pub use sessionlog_log::{Durability, LogOptions, RecoveryMode};
 pub use sessionlog_session as session;
-pub use store::{ImportSummary, SessionHandle, Store, StoreOptions, KIND_SESSION_HEADER};
+pub use store::{
+    CacheUse, ImportSummary, SessionHandle, SessionInfo, SessionView, Store, StoreOptions,
+    KIND_SESSION_HEADER,
+};

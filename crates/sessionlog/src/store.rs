@@ -11,7 +11,9 @@ use sessionlog_session::{
     Event, EventInput, FormatVersion, ImportOptions, Session, SessionHeader,
 };
 
+use crate::cache::{self, CacheHeader, CacheMiss};
 use crate::error::{Error, Result};
+use crate::projection::{Projection, RequestProjection, SurfaceProjection};
 
 /// Kind tag of the session header record (record 0 of a session's stream).
 /// spec: events.md#session-header-record
@@ -27,6 +29,11 @@ pub struct StoreOptions {
     pub log: LogOptions,
     /// Vocabulary and surface rules for sessions created, appended and loaded.
     pub version: FormatVersion,
+    /// Keep a projection cache (`cache/` in the store directory) so reopening a session
+    /// folds only the events after the cached watermark.
+    pub projection_cache: bool,
+    /// Events folded past the cached watermark that make [`Store::view`] write a new cache.
+    pub cache_refresh_events: u64,
 }
 
 impl Default for StoreOptions {
@@ -34,6 +41,8 @@ impl Default for StoreOptions {
         StoreOptions {
             log: LogOptions::default(),
             version: FormatVersion::current(),
+            projection_cache: true,
+            cache_refresh_events: 1024,
         }
     }
 }
@@ -49,6 +58,47 @@ struct Inner {
 #[derive(Debug, Clone)]
 pub struct Store {
     inner: Arc<Inner>,
+}
+
+/// How a [`SessionView`] was built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CacheUse {
+    /// From the cache, plus this many events folded after its watermark.
+    Hit {
+        /// Events folded after the watermark.
+        folded: u64,
+    },
+    /// From the whole log, because the cache could not be used.
+    Rebuilt(CacheMiss),
+    /// From the whole log; the store keeps no cache.
+    Disabled,
+}
+
+/// A session's derived state: its header, surface, derived messages and latest request
+/// envelope, as of its last event.
+#[derive(Debug, Clone)]
+pub struct SessionView {
+    /// The session's name.
+    pub name: String,
+    /// Its header.
+    pub header: SessionHeader,
+    /// Events in the session.
+    pub events: u64,
+    /// The surface and the message of each node.
+    pub surface: SurfaceProjection,
+    /// The latest request header and context.
+    pub request: RequestProjection,
+    /// How the view was built.
+    pub cache: CacheUse,
+}
+
+/// A session as listed by [`Store::list_sessions`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionInfo {
+    /// The session's name.
+    pub name: String,
+    /// Events in the session.
+    pub events: u64,
 }
 
 /// What [`Store::import_dsh`] did.
@@ -265,7 +315,261 @@ impl Store {
         if self.inner.writers.lock().contains(&stream) {
             return Err(Error::WriterBusy(name.to_owned()));
         }
-        Ok(self.inner.log.delete_stream(stream, Durability::Sync)?)
+        self.inner.log.delete_stream(stream, Durability::Sync)?;
+        let _ = cache::remove(
+            &self.inner.log.storage(),
+            &cache::cache_path(self.inner.log.dir(), stream),
+        );
+        Ok(())
+    }
+
+    /// Up to `limit` sessions in name order after `after`, optionally only names starting
+    /// with `prefix`. Reads the log's name index, never event data.
+    pub fn list_sessions(
+        &self,
+        after: Option<&str>,
+        prefix: Option<&str>,
+        limit: usize,
+    ) -> Vec<SessionInfo> {
+        let start = match (after, prefix) {
+            (Some(a), Some(p)) if a < p => None,
+            (Some(a), _) => Some(a.to_owned()),
+            (None, _) => None,
+        };
+        // Names sort so that every name with the prefix follows the prefix itself; start just
+        // before it by asking for names after its predecessor bound.
+        let mut out = Vec::with_capacity(limit.min(1024));
+        let mut cursor = start;
+        if cursor.is_none() {
+            if let Some(p) = prefix {
+                if let Some(id) = self.inner.log.stream_id(p) {
+                    if let Some(info) = self.inner.log.stream_info(id) {
+                        out.push(SessionInfo {
+                            name: info.name,
+                            events: info.next_seq.0.saturating_sub(1),
+                        });
+                    }
+                }
+                cursor = Some(p.to_owned());
+            }
+        }
+        while out.len() < limit {
+            let page = self
+                .inner
+                .log
+                .streams_page(cursor.as_deref(), limit - out.len());
+            if page.is_empty() {
+                break;
+            }
+            cursor = page.last().map(|s| s.name.clone());
+            for s in page {
+                if prefix.is_some_and(|p| !s.name.starts_with(p)) {
+                    return out;
+                }
+                out.push(SessionInfo {
+                    name: s.name,
+                    events: s.next_seq.0.saturating_sub(1),
+                });
+            }
+        }
+        out
+    }
+
+    /// The session's derived state. Reads the projection cache and folds only the events
+    /// after its watermark; a cache that cannot be used is rebuilt from the log (and
+    /// rewritten). Structural events are skipped by their kind tag without being parsed.
+    pub fn view(&self, name: &str) -> Result<SessionView> {
+        let stream = self.stream(name)?;
+        let log = &self.inner.log;
+        let info = log
+            .stream_info(stream)
+            .ok_or_else(|| Error::NoSuchSession(name.to_owned()))?;
+        let next = info.next_seq.0;
+        let bad = |seq: u64, detail: String| Error::BadRecord {
+            session: name.to_owned(),
+            seq,
+            detail,
+        };
+        let first = log.read(stream, LogSeq(0))?;
+        if first.kind != KIND_SESSION_HEADER {
+            return Err(bad(
+                0,
+                format!("record 0 has kind {:#x}, not a session header", first.kind),
+            ));
+        }
+        let header = decode_header(&first.payload).map_err(|e| bad(0, e.to_string()))?;
+        let version = self.inner.options.version.clone();
+        let mut surface = SurfaceProjection::new(version.clone());
+        let mut request = RequestProjection::default();
+        let path = cache::cache_path(log.dir(), stream);
+        let (start, mut last_crc, mut outcome) = if self.inner.options.projection_cache {
+            match self.load_cache(stream, next, &path, &mut surface, &mut request) {
+                Ok(h) => (h.watermark, h.last_record_crc, CacheUse::Hit { folded: 0 }),
+                Err(miss) => {
+                    surface = SurfaceProjection::new(version);
+                    request = RequestProjection::default();
+                    (
+                        1,
+                        cache::record_crc(&first.payload),
+                        CacheUse::Rebuilt(miss),
+                    )
+                }
+            }
+        } else {
+            (1, 0, CacheUse::Disabled)
+        };
+        let mut folded = 0u64;
+        for r in log.iter(stream, LogSeq(start), LogSeq(next)) {
+            let r = r?;
+            folded += 1;
+            if r.seq.0 + 1 == next {
+                last_crc = cache::record_crc(&r.payload);
+            }
+            let wanted = [&surface as &dyn Projection, &request]
+                .iter()
+                .any(|p| p.wants(r.kind));
+            if !wanted {
+                continue;
+            }
+            let event = decode_event(&r.payload).map_err(|e| bad(r.seq.0, e.to_string()))?;
+            for p in [&mut surface as &mut dyn Projection, &mut request] {
+                if p.wants(r.kind) {
+                    p.apply(&event).map_err(|e| bad(r.seq.0, e))?;
+                }
+            }
+        }
+        if let CacheUse::Hit { folded: f } = &mut outcome {
+            *f = folded;
+        }
+        let refresh = match &outcome {
+            CacheUse::Hit { folded } => *folded >= self.inner.options.cache_refresh_events,
+            CacheUse::Rebuilt(_) => true,
+            CacheUse::Disabled => false,
+        };
+        if refresh {
+            // Only durable records may be folded into a cache: a crash must never take back
+            // what the cache claims.
+            log.flush()?;
+            let h = CacheHeader {
+                store_id: log.store_id(),
+                stream_id: stream.0,
+                watermark: next,
+                last_record_crc: last_crc,
+            };
+            let bytes = cache::encode(&h, &[&surface, &request]);
+            // A cache that cannot be written costs speed, not correctness.
+            let _ = cache::write(&log.storage(), log.dir(), &path, &bytes);
+        }
+        Ok(SessionView {
+            name: name.to_owned(),
+            header,
+            events: next.saturating_sub(1),
+            surface,
+            request,
+            cache: outcome,
+        })
+    }
+
+    fn load_cache(
+        &self,
+        stream: StreamId,
+        next: u64,
+        path: &Path,
+        surface: &mut SurfaceProjection,
+        request: &mut RequestProjection,
+    ) -> std::result::Result<CacheHeader, CacheMiss> {
+        let log = &self.inner.log;
+        let bytes = match cache::read(&log.storage(), path) {
+            Ok(Some(b)) => b,
+            Ok(None) => return Err(CacheMiss::Missing),
+            Err(e) => return Err(CacheMiss::Corrupt(e.to_string())),
+        };
+        let h = cache::decode(&bytes, &mut [surface as &mut dyn Projection, request])?;
+        if h.store_id != log.store_id() {
+            return Err(CacheMiss::Stale("written for another store".into()));
+        }
+        if h.stream_id != stream.0 {
+            return Err(CacheMiss::Stale(format!(
+                "written for stream {}, the session is stream {}",
+                h.stream_id, stream.0
+            )));
+        }
+        if h.watermark == 0 || h.watermark > next {
+            return Err(CacheMiss::Stale(format!(
+                "watermark {} but the session has {next} records",
+                h.watermark
+            )));
+        }
+        let last = log
+            .read(stream, LogSeq(h.watermark - 1))
+            .map_err(|e| CacheMiss::Stale(e.to_string()))?;
+        if cache::record_crc(&last.payload) != h.last_record_crc {
+            return Err(CacheMiss::Stale(format!(
+                "record {} differs from the one folded",
+                h.watermark - 1
+            )));
+        }
+        Ok(h)
+    }
+
+    /// Checks every session's cache against a fresh fold of its log. Returns, per session,
+    /// `None` when the cache is usable and equal to the fold, or why it is not.
+    pub fn cache_verify(&self) -> Result<Vec<(String, Option<String>)>> {
+        let mut out = Vec::new();
+        let fresh_store = Store {
+            inner: Arc::new(Inner {
+                log: self.inner.log.clone(),
+                options: StoreOptions {
+                    projection_cache: false,
+                    ..self.inner.options.clone()
+                },
+                writers: Mutex::new(HashSet::new()),
+            }),
+        };
+        for name in self.session_names() {
+            let stream = self.stream(&name)?;
+            let next = self
+                .inner
+                .log
+                .stream_info(stream)
+                .map_or(0, |i| i.next_seq.0);
+            let path = cache::cache_path(self.inner.log.dir(), stream);
+            let mut surface = SurfaceProjection::new(self.inner.options.version.clone());
+            let mut request = RequestProjection::default();
+            let verdict = match self.load_cache(stream, next, &path, &mut surface, &mut request) {
+                Err(miss) => Some(miss.to_string()),
+                Ok(_) => {
+                    let cached = self.view(&name)?;
+                    let fresh = fresh_store.view(&name)?;
+                    if cached.surface != fresh.surface || cached.request != fresh.request {
+                        Some("cached state differs from a fold of the log".to_owned())
+                    } else {
+                        None
+                    }
+                }
+            };
+            out.push((name, verdict));
+        }
+        Ok(out)
+    }
+
+    /// Deletes every session's cache and rebuilds it from the log. Returns sessions rebuilt.
+    pub fn cache_rebuild(&self) -> Result<usize> {
+        let names = self.session_names();
+        for name in &names {
+            let stream = self.stream(name)?;
+            cache::remove(
+                &self.inner.log.storage(),
+                &cache::cache_path(self.inner.log.dir(), stream),
+            )
+            .map_err(|e| sessionlog_log::Error::Io {
+                op: "removing the cache of",
+                path: name.into(),
+                source: e,
+            })?;
+            self.view(name)?;
+        }
+        Ok(names.len())
     }
 
     /// Makes everything committed so far durable, then closes the log.
