@@ -1,0 +1,1 @@
+//! Compaction (placeholder while it is written).

@@ -1,0 +1,254 @@
+//! Exact accounting: provider-reported usage folded into a per-session ledger.
+//!
+//! DSH records usage as `{inputTokens, outputTokens, cacheReadTokens?, cacheWriteTokens?,
+//! reasoningTokens?}` on each `assistant/message` settlement (the `usage` chunk of the
+//! stream repeats it; only the settlement is counted so nothing is counted twice) and on
+//! `compaction/summary` for the summarizer's own request. The buckets are read as
+//! disjoint: `inputTokens` is the uncached part of the prompt (the corpus has many records
+//! whose `cacheReadTokens` exceeds `inputTokens`), so the prompt is
+//! `input + cache_read + cache_write`. `reasoningTokens` is shown as its own bucket but not
+//! added to [`Usage::total_tokens`]: in every corpus record it is at most `outputTokens`,
+//! consistent with providers that report reasoning as a part of the completion, so adding
+//! it would risk counting it twice.
+
+use std::sync::Arc;
+
+use super::TokenFigure;
+use crate::event::{Event, Seq};
+use crate::json::JsonRef;
+
+/// The version of [`UsageLedger`]'s state; a persisted state with another version is
+/// rebuilt from the log.
+pub const USAGE_LEDGER_STATE_VERSION: u32 = 1;
+
+/// One provider usage record, bucket by bucket (all exact).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Usage {
+    /// Uncached prompt tokens (`inputTokens`).
+    pub input: u64,
+    /// Completion tokens (`outputTokens`).
+    pub output: u64,
+    /// Prompt tokens served from the provider's cache (`cacheReadTokens`).
+    pub cache_read: u64,
+    /// Prompt tokens written to the provider's cache (`cacheWriteTokens`).
+    pub cache_write: u64,
+    /// Reasoning tokens as reported (`reasoningTokens`); see the module docs.
+    pub reasoning: u64,
+}
+
+impl Usage {
+    /// Reads a DSH usage object; `None` when it is not an object. A bucket that is absent
+    /// or not a non-negative safe integer counts as 0.
+    pub fn from_json(usage: JsonRef<'_>) -> Option<Usage> {
+        if !usage.is_object() {
+            return None;
+        }
+        let bucket = |key: &str| usage.get(key).and_then(|v| v.as_seq()).unwrap_or(0);
+        Some(Usage {
+            input: bucket("inputTokens"),
+            output: bucket("outputTokens"),
+            cache_read: bucket("cacheReadTokens"),
+            cache_write: bucket("cacheWriteTokens"),
+            reasoning: bucket("reasoningTokens"),
+        })
+    }
+
+    /// The whole prompt as the provider counted it: `input + cache_read + cache_write`.
+    pub fn prompt_tokens(&self) -> u64 {
+        self.input
+            .saturating_add(self.cache_read)
+            .saturating_add(self.cache_write)
+    }
+
+    /// Prompt plus output (reasoning not added again; see the module docs).
+    pub fn total_tokens(&self) -> u64 {
+        self.prompt_tokens().saturating_add(self.output)
+    }
+
+    fn add(&mut self, other: &Usage) {
+        self.input = self.input.saturating_add(other.input);
+        self.output = self.output.saturating_add(other.output);
+        self.cache_read = self.cache_read.saturating_add(other.cache_read);
+        self.cache_write = self.cache_write.saturating_add(other.cache_write);
+        self.reasoning = self.reasoning.saturating_add(other.reasoning);
+    }
+}
+
+/// Which request a usage record belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RequestKind {
+    /// A model call of the conversation (`assistant/message` settlement).
+    Settlement,
+    /// The summarizer's call of a compaction (`compaction/summary`).
+    CompactionSummary,
+}
+
+/// The usage of one provider request: a per-call figure, never a running total.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestUsage {
+    /// The event that recorded it.
+    pub seq: Seq,
+    /// Which request.
+    pub kind: RequestKind,
+    /// The turn, when recorded.
+    pub turn: Option<i64>,
+    /// The step, when recorded.
+    pub step: Option<i64>,
+    /// The provider that reported it.
+    pub provider: Arc<str>,
+    /// The model that served it.
+    pub model: Arc<str>,
+    /// The buckets.
+    pub usage: Usage,
+}
+
+impl RequestUsage {
+    /// This request's prompt tokens (exact).
+    pub fn prompt_tokens(&self) -> TokenFigure {
+        TokenFigure::exact(self.usage.prompt_tokens())
+    }
+
+    /// This request's output tokens (exact).
+    pub fn output_tokens(&self) -> TokenFigure {
+        TokenFigure::exact(self.usage.output)
+    }
+}
+
+/// A running total over requests. Only the ledger builds one, by adding
+/// [`RequestUsage`] records, so a cumulative figure cannot be mistaken for a per-call one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CumulativeUsage {
+    requests: u64,
+    usage: Usage,
+}
+
+impl CumulativeUsage {
+    /// How many requests were added.
+    pub fn requests(&self) -> u64 {
+        self.requests
+    }
+
+    /// The summed buckets.
+    pub fn usage(&self) -> &Usage {
+        &self.usage
+    }
+
+    /// Summed prompt tokens (exact).
+    pub fn prompt_tokens(&self) -> TokenFigure {
+        TokenFigure::exact(self.usage.prompt_tokens())
+    }
+
+    /// Summed output tokens (exact).
+    pub fn output_tokens(&self) -> TokenFigure {
+        TokenFigure::exact(self.usage.output)
+    }
+
+    /// Summed prompt plus output tokens (exact).
+    pub fn total_tokens(&self) -> TokenFigure {
+        TokenFigure::exact(self.usage.total_tokens())
+    }
+
+    fn add(&mut self, request: &RequestUsage) {
+        self.requests += 1;
+        self.usage.add(&request.usage);
+    }
+}
+
+/// The per-session usage ledger: a pure fold over events (`new`, [`UsageLedger::apply`],
+/// accessors as the view), state version [`USAGE_LEDGER_STATE_VERSION`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UsageLedger {
+    requests: Vec<RequestUsage>,
+    settlements: CumulativeUsage,
+    auxiliary: CumulativeUsage,
+    last_settlement: Option<usize>,
+}
+
+fn text_at(value: Option<JsonRef<'_>>, previous: Option<&Arc<str>>) -> Arc<str> {
+    let text = value.and_then(|v| v.as_str()).unwrap_or_default();
+    // Consecutive requests almost always name the same provider and model; share the
+    // allocation so a ledger of many requests stays small.
+    match previous {
+        Some(p) if **p == *text => Arc::clone(p),
+        _ => Arc::from(text.as_ref()),
+    }
+}
+
+impl UsageLedger {
+    /// An empty ledger.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Folds one event; returns the request it recorded, if any. Events without usage
+    /// (and usage that is not an object) change nothing.
+    pub fn apply(&mut self, event: &Event) -> Option<&RequestUsage> {
+        let data = event.data();
+        let (kind, usage, provider, model) = match event.event_type() {
+            "assistant/message" => {
+                let source = data.get("message").and_then(|m| m.get("source"));
+                (
+                    RequestKind::Settlement,
+                    data.get("usage")?,
+                    source.and_then(|s| s.get("provider")),
+                    source.and_then(|s| s.get("model")),
+                )
+            }
+            "compaction/summary" => (
+                RequestKind::CompactionSummary,
+                data.get("usage")?,
+                data.get("provider"),
+                data.get("model"),
+            ),
+            _ => return None,
+        };
+        let usage = Usage::from_json(usage)?;
+        let previous = self.requests.last();
+        let request = RequestUsage {
+            seq: event.seq(),
+            kind,
+            turn: data.get("turn").and_then(|t| t.as_safe_integer()),
+            step: data.get("step").and_then(|t| t.as_safe_integer()),
+            provider: text_at(provider, previous.map(|r| &r.provider)),
+            model: text_at(model, previous.map(|r| &r.model)),
+            usage,
+        };
+        match kind {
+            RequestKind::Settlement => {
+                self.settlements.add(&request);
+                self.last_settlement = Some(self.requests.len());
+            }
+            RequestKind::CompactionSummary => self.auxiliary.add(&request),
+        }
+        self.requests.push(request);
+        self.requests.last()
+    }
+
+    /// Every request, in log order.
+    pub fn requests(&self) -> &[RequestUsage] {
+        &self.requests
+    }
+
+    /// The newest conversation request (the anchor for context pressure).
+    pub fn last_settlement(&self) -> Option<&RequestUsage> {
+        self.last_settlement.and_then(|i| self.requests.get(i))
+    }
+
+    /// The total over conversation requests.
+    pub fn settlements(&self) -> &CumulativeUsage {
+        &self.settlements
+    }
+
+    /// The total over auxiliary requests (compaction summaries).
+    pub fn auxiliary(&self) -> &CumulativeUsage {
+        &self.auxiliary
+    }
+
+    /// The total over every request.
+    pub fn cumulative(&self) -> CumulativeUsage {
+        let mut all = self.settlements.clone();
+        all.requests += self.auxiliary.requests;
+        all.usage.add(&self.auxiliary.usage);
+        all
+    }
+}
