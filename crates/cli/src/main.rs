@@ -126,6 +126,33 @@ enum Command {
         #[arg(long)]
         session: String,
     },
+    /// List sessions in name order, page by page.
+    Sessions {
+        /// The store directory.
+        #[arg(long)]
+        store: PathBuf,
+        /// Print as JSON lines.
+        #[arg(long)]
+        json: bool,
+        /// At most this many sessions.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        /// Start after this session name.
+        #[arg(long)]
+        after: Option<String>,
+    },
+    /// A readable transcript: surface messages, shadowed ranges and structural events marked.
+    Show {
+        /// The store directory.
+        #[arg(long)]
+        store: PathBuf,
+        /// The session.
+        #[arg(long)]
+        session: String,
+    },
+    /// Check or rebuild the projection cache.
+    #[command(subcommand)]
+    Cache(CacheCommand),
     /// Print the batches and records of a store's segments with their headers.
     Dump {
         /// The store directory.
@@ -166,6 +193,22 @@ enum LogCommand {
         /// Print up to this seq, exclusive.
         #[arg(long)]
         to: Option<u64>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum CacheCommand {
+    /// Compare every session's cache with a fold of its log; exit 1 if any is unusable or wrong.
+    Verify {
+        /// The store directory.
+        #[arg(long)]
+        store: PathBuf,
+    },
+    /// Delete every cache file and rebuild it from the log.
+    Rebuild {
+        /// The store directory.
+        #[arg(long)]
+        store: PathBuf,
     },
 }
 
@@ -275,6 +318,15 @@ fn run(command: Command) -> Result<u8, Failure> {
         Command::Surface { store, session } => sessions::surface(&store, &session),
         Command::Derive { store, session } => sessions::derive(&store, &session),
         Command::Open { store, session } => sessions::open(&store, &session),
+        Command::Sessions {
+            store,
+            json,
+            limit,
+            after,
+        } => sessions::list(&store, json, limit, after.as_deref()),
+        Command::Show { store, session } => sessions::show(&store, &session),
+        Command::Cache(CacheCommand::Verify { store }) => sessions::cache_verify(&store),
+        Command::Cache(CacheCommand::Rebuild { store }) => sessions::cache_rebuild(&store),
     }
 }
 

@@ -107,8 +107,8 @@ pub(crate) fn events(dir: &Path, name: &str, from: u64) -> Result<u8, Failure> {
 }
 
 pub(crate) fn surface(dir: &Path, name: &str) -> Result<u8, Failure> {
-    let session = store(dir, false)?.load_session(name)?;
-    let seqs: Vec<String> = session.surface().iter().map(u64::to_string).collect();
+    let view = store(dir, false)?.view(name)?;
+    let seqs: Vec<String> = view.surface.nodes().iter().map(u64::to_string).collect();
     out(
         &mut io::stdout().lock(),
         format!("[{}]\n", seqs.join(",")).as_bytes(),
@@ -117,11 +117,9 @@ pub(crate) fn surface(dir: &Path, name: &str) -> Result<u8, Failure> {
 }
 
 pub(crate) fn derive(dir: &Path, name: &str) -> Result<u8, Failure> {
-    let session = store(dir, false)?.load_session(name)?;
-    out(
-        &mut io::stdout().lock(),
-        format!("{}\n", session.derive_messages_json()).as_bytes(),
-    )?;
+    let view = store(dir, false)?.view(name)?;
+    let messages = view.surface.derive_messages_json();
+    out(&mut io::stdout().lock(), format!("{messages}\n").as_bytes())?;
     Ok(0)
 }
 
@@ -140,4 +138,112 @@ fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
+}
+
+pub(crate) fn list(
+    dir: &Path,
+    json: bool,
+    limit: usize,
+    after: Option<&str>,
+) -> Result<u8, Failure> {
+    let store = store(dir, false)?;
+    let mut w = io::BufWriter::new(io::stdout().lock());
+    for s in store.list_sessions(after, None, limit) {
+        let line = if json {
+            format!(
+                "{{\"session\":{},\"events\":{}}}\n",
+                json_string(&s.name),
+                s.events
+            )
+        } else {
+            format!("{}\t{} events\n", s.name, s.events)
+        };
+        out(&mut w, line.as_bytes())?;
+    }
+    w.flush()?;
+    Ok(0)
+}
+
+/// One line of a transcript: at most this many characters of a message's text.
+const SHOW_TEXT_CHARS: usize = 160;
+
+pub(crate) fn show(dir: &Path, name: &str) -> Result<u8, Failure> {
+    let store = store(dir, false)?;
+    let session = store.load_session(name)?;
+    let on_surface: std::collections::HashSet<u64> = session.surface().into_iter().collect();
+    let mut w = io::BufWriter::new(io::stdout().lock());
+    out(
+        &mut w,
+        format!(
+            "session {name}: {} events, {} on the surface, {} replacements\n",
+            session.next_seq().get(),
+            on_surface.len(),
+            session.replace_generation()
+        )
+        .as_bytes(),
+    )?;
+    let version = session.version().clone();
+    for e in session.events() {
+        let seq = e.seq().get();
+        let line = if version.surface_type(e.event_type()).is_some() {
+            let mark = if on_surface.contains(&seq) { " " } else { "~" };
+            let text = sessionlog::session::derive_message(&version, e)
+                .map_or_else(|| "(no message)".to_owned(), brief);
+            let replaced = match e.surface_op() {
+                Some(sessionlog::session::SurfaceOp::Replace { start, end }) => {
+                    format!(" [replaces {start}..={end}]")
+                }
+                _ => String::new(),
+            };
+            format!("{mark}{seq:>6} {}{replaced}: {text}\n", e.event_type())
+        } else {
+            format!("  {seq:>6} · {}\n", e.event_type())
+        };
+        out(&mut w, line.as_bytes())?;
+    }
+    out(
+        &mut w,
+        b"(~ marks surface events shadowed by a replacement; \xc2\xb7 marks structural events)\n",
+    )?;
+    w.flush()?;
+    Ok(0)
+}
+
+fn brief(message: &str) -> String {
+    let one_line: String = message
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if one_line.chars().count() > SHOW_TEXT_CHARS {
+        let cut: String = one_line.chars().take(SHOW_TEXT_CHARS).collect();
+        format!("{cut}…")
+    } else {
+        one_line
+    }
+}
+
+pub(crate) fn cache_verify(dir: &Path) -> Result<u8, Failure> {
+    let store = store(dir, false)?;
+    let mut bad = 0;
+    let mut w = io::stdout().lock();
+    for (name, verdict) in store.cache_verify()? {
+        let line = match verdict {
+            None => format!("{name}: ok\n"),
+            Some(why) => {
+                bad += 1;
+                format!("{name}: {why}\n")
+            }
+        };
+        out(&mut w, line.as_bytes())?;
+    }
+    Ok(if bad == 0 { 0 } else { 1 })
+}
+
+pub(crate) fn cache_rebuild(dir: &Path) -> Result<u8, Failure> {
+    let n = store(dir, false)?.cache_rebuild()?;
+    out(
+        &mut io::stdout().lock(),
+        format!("rebuilt the cache of {n} sessions\n").as_bytes(),
+    )?;
+    Ok(0)
 }
