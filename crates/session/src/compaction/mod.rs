@@ -1,1 +1,84 @@
-//! Compaction (placeholder while it is written).
+//! Compaction: reducing what the model sees while the log keeps everything.
+//!
+//! - **Summary compaction** ([`compact`], or step by step through [`plan_compaction`] and
+//!   [`CompactionPlan`]) produces DSH's transaction: `compaction/start` (the lock),
+//!   `compaction/summary` (provenance: shadowed range and seqs, shadowed token count,
+//!   model, usage), the replacement `user/message` citing the start, the summary and every
+//!   shadowed node, and `compaction/end`. The surface changes only through the
+//!   replacement event, so a crash before it leaves the model history as it was.
+//! - **Recovery** ([`recover_compaction`]) closes a lock left open by a crash with a new
+//!   `compaction/end`, never by editing the log.
+//! - **Pruning** ([`prune_tool_results`]) shortens oversized tool results with single-node
+//!   tool-result replacements that change only the content.
+//! - **Policy** ([`CompactionPolicy`]) decides when to compact and which range: after any
+//!   leading system messages, before the kept recent tail, never splitting a tool call
+//!   from its result, never shadowing the active turn's newest tool result.
+//! - **Views**: [`Session::derive_messages`](crate::Session::derive_messages) is what the
+//!   model sees, [`Session::events`](crate::Session::events) keeps every event, and
+//!   [`history_view`] gives the human transcript with compacted spans marked.
+//!
+//! The summary text comes from a caller-supplied [`Summarizer`]; nothing here calls a
+//! network. [`DeterministicSummarizer`] serves tests and demos.
+
+mod history;
+mod policy;
+mod prune;
+mod recover;
+mod summarizer;
+mod transaction;
+
+pub use history::{history_view, EntryKind, HistoryEntry, HistoryMark};
+pub use policy::{CompactionPolicy, KeepRecent, SkipReason};
+pub use prune::{prune_tool_results, PruneOptions};
+pub use recover::{recover_compaction, INTERRUPTED_COMPACTION};
+pub use summarizer::{
+    DeterministicSummarizer, Summarizer, SummarizerError, Summary, SummaryRequest,
+};
+pub use transaction::{
+    compact, plan_compaction, CompactionContext, CompactionOutcome, CompactionPlan,
+    CompactionReport, SUMMARY_PREAMBLE,
+};
+
+use crate::json::JsonRef;
+
+/// Whether a message is a compaction summary written by the `compact` plugin.
+pub(crate) fn is_summary_message(message: JsonRef<'_>) -> bool {
+    let source = message.get("source");
+    source
+        .and_then(|s| s.get("kind"))
+        .and_then(|k| k.as_str())
+        .as_deref()
+        == Some("plugin")
+        && source
+            .and_then(|s| s.get("plugin"))
+            .and_then(|p| p.as_str())
+            .as_deref()
+            == Some("compact")
+}
+
+/// The `compactionId` a summary message names.
+pub(crate) fn summary_compaction_id(message: JsonRef<'_>) -> Option<String> {
+    message
+        .get("source")
+        .and_then(|s| s.get("compactionId"))
+        .and_then(|c| c.as_str())
+        .map(|c| c.into_owned())
+}
+
+/// The largest index `<= at` that falls on a char boundary of `text`.
+pub(crate) fn floor_boundary(text: &str, at: usize) -> usize {
+    let mut at = at.min(text.len());
+    while at > 0 && !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+/// The smallest index `>= at` that falls on a char boundary of `text`.
+pub(crate) fn ceil_boundary(text: &str, at: usize) -> usize {
+    let mut at = at.min(text.len());
+    while at < text.len() && !text.is_char_boundary(at) {
+        at += 1;
+    }
+    at
+}

@@ -270,19 +270,29 @@ impl TokenProjection {
         if surface.skip_empty_content && empty {
             return 0;
         }
-        self.estimate_message(message)
+        self.estimate_message_scratch(message)
     }
 
     /// The estimate of one model-visible message: its visible text counted, plus the
-    /// counter's per-message overhead.
-    pub fn estimate_message(&mut self, message: JsonRef<'_>) -> u32 {
+    /// counter's per-message overhead. This is the figure cached per surface node.
+    pub fn estimate_message(&self, message: JsonRef<'_>) -> u32 {
+        let mut text = String::new();
+        write_visible_text(message, &mut text);
+        self.count_with_overhead(&text)
+    }
+
+    fn count_with_overhead(&self, text: &str) -> u32 {
+        self.counter
+            .count(text)
+            .saturating_add(self.counter.message_overhead())
+    }
+
+    // The fold reuses one buffer so an append allocates nothing once warmed up.
+    fn estimate_message_scratch(&mut self, message: JsonRef<'_>) -> u32 {
         let mut text = std::mem::take(&mut self.scratch);
         text.clear();
         write_visible_text(message, &mut text);
-        let tokens = self
-            .counter
-            .count(&text)
-            .saturating_add(self.counter.message_overhead());
+        let tokens = self.count_with_overhead(&text);
         self.scratch = text;
         tokens
     }

@@ -1,0 +1,187 @@
+//! When to compact and which surface range to shadow.
+
+use std::collections::HashSet;
+
+use crate::event::Seq;
+use crate::session::Session;
+use crate::tokens::{ContextPressure, TokenProjection};
+use crate::validate::message_of;
+
+/// How much of the newest surface to keep verbatim.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum KeepRecent {
+    /// Keep the newest nodes whose estimates add up to at least this fraction of the
+    /// current surface estimate (clamped to 0..=1).
+    Fraction(f64),
+    /// Keep the newest nodes whose estimates add up to at least this many tokens.
+    Tokens(u64),
+}
+
+/// The compaction policy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompactionPolicy {
+    /// Compact when the estimated prompt reaches this fraction of the context window.
+    pub trigger_fraction: f64,
+    /// The recent tail kept verbatim.
+    pub keep_recent: KeepRecent,
+    /// Summarizer calls per compaction: the first try plus one retry after a failure or
+    /// a summary that is not smaller than what it shadows.
+    pub max_attempts: u32,
+}
+
+impl Default for CompactionPolicy {
+    fn default() -> Self {
+        CompactionPolicy {
+            trigger_fraction: 0.8,
+            keep_recent: KeepRecent::Fraction(0.25),
+            max_attempts: 2,
+        }
+    }
+}
+
+/// Why no compaction was planned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SkipReason {
+    /// Pressure is below the trigger (or the context window is unknown).
+    BelowTrigger,
+    /// No node can be shadowed: everything is in the kept tail, in an unbalanced tool
+    /// exchange, or is the active turn's newest tool result.
+    NothingToCompact,
+    /// The only candidate is a single earlier summary; summarizing it again gains nothing.
+    AlreadyCompact,
+}
+
+impl CompactionPolicy {
+    /// Whether `pressure` calls for a compaction.
+    pub fn should_compact(&self, pressure: &ContextPressure) -> bool {
+        pressure
+            .ratio
+            .is_some_and(|ratio| ratio >= self.trigger_fraction)
+    }
+
+    fn keep_tokens(&self, surface_tokens: u64) -> u64 {
+        match self.keep_recent {
+            KeepRecent::Tokens(n) => n,
+            KeepRecent::Fraction(f) => {
+                let f = if f.is_nan() { 0.0 } else { f.clamp(0.0, 1.0) };
+                (surface_tokens as f64 * f).ceil() as u64
+            }
+        }
+    }
+}
+
+/// The active turn's number, when the last turn is open.
+pub(crate) fn active_turn(session: &Session) -> Option<i64> {
+    if !session.turn_open() {
+        return None;
+    }
+    session
+        .events()
+        .iter()
+        .rev()
+        .find(|e| e.event_type() == "turn/start")
+        .and_then(|e| e.data().get("turn"))
+        .and_then(|t| t.as_safe_integer())
+}
+
+/// The newest `tool/result` surface node of the active turn, if the turn is open.
+pub(crate) fn protected_tool_result(session: &Session, nodes: &[u64]) -> Option<u64> {
+    let turn = active_turn(session)?;
+    nodes.iter().rev().copied().find(|seq| {
+        session.event(Seq(*seq)).is_some_and(|e| {
+            e.event_type() == "tool/result"
+                && e.data().get("turn").and_then(|t| t.as_safe_integer()) == Some(turn)
+        })
+    })
+}
+
+/// The chosen range: `nodes[start..end]` of the surface.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Selection {
+    pub(crate) shadowed: Vec<u64>,
+    pub(crate) shadowed_tokens: u64,
+}
+
+/// Picks the range to shadow: after leading system messages, before the kept tail and
+/// the active turn's newest tool result, ending where no tool call is left unanswered.
+pub(crate) fn select_range(
+    session: &Session,
+    projection: &TokenProjection,
+    policy: &CompactionPolicy,
+) -> Result<Selection, SkipReason> {
+    let nodes = session.surface();
+    let event_type = |seq: u64| session.event(Seq(seq)).map(|e| e.event_type());
+    let first = nodes
+        .iter()
+        .position(|s| event_type(*s) != Some("system/message"))
+        .unwrap_or(nodes.len());
+    // The kept tail: walk back from the newest node until enough tokens are kept.
+    let keep = policy.keep_tokens(projection.surface_tokens());
+    let mut limit = nodes.len();
+    let mut kept = 0u64;
+    while limit > first && kept < keep {
+        limit -= 1;
+        kept += projection.estimate_nodes(&nodes[limit..=limit]);
+    }
+    if let Some(protected) = protected_tool_result(session, &nodes) {
+        if let Some(at) = nodes.iter().position(|s| *s == protected) {
+            limit = limit.min(at);
+        }
+    }
+    // The range may end only where every call it contains is answered inside it and no
+    // result in it answers a call outside it.
+    let mut open: HashSet<String> = HashSet::new();
+    let mut end = first;
+    for (index, seq) in nodes.iter().enumerate().take(limit).skip(first) {
+        let Some(event) = session.event(Seq(*seq)) else {
+            break;
+        };
+        let message = message_of(session.version(), event);
+        match event.event_type() {
+            "assistant/message" => {
+                let blocks = message.and_then(|m| m.get("content"));
+                for block in blocks.iter().flat_map(|c| c.elements()) {
+                    if block.get("type").and_then(|t| t.as_str()).as_deref() == Some("tool-call") {
+                        if let Some(id) = block.get("id").and_then(|i| i.as_str()) {
+                            open.insert(id.into_owned());
+                        }
+                    }
+                }
+            }
+            "tool/result" => {
+                let call = message
+                    .and_then(|m| m.get("source"))
+                    .and_then(|s| s.get("callId"))
+                    .and_then(|c| c.as_str());
+                match call {
+                    Some(call) if open.remove(call.as_ref()) => {}
+                    // A result whose call lies outside the range: no later end is valid.
+                    _ => break,
+                }
+            }
+            _ => {}
+        }
+        if open.is_empty() {
+            end = index + 1;
+        }
+    }
+    let shadowed: Vec<u64> = nodes.get(first..end).unwrap_or(&[]).to_vec();
+    let shadowed_tokens = projection.estimate_nodes(&shadowed);
+    if shadowed.is_empty() || shadowed_tokens == 0 {
+        return Err(SkipReason::NothingToCompact);
+    }
+    if let [only] = shadowed.as_slice() {
+        let summary = session
+            .event(Seq(*only))
+            .and_then(|e| message_of(session.version(), e))
+            .is_some_and(super::is_summary_message);
+        if summary {
+            return Err(SkipReason::AlreadyCompact);
+        }
+    }
+    Ok(Selection {
+        shadowed,
+        shadowed_tokens,
+    })
+}
