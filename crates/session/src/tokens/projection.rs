@@ -153,6 +153,10 @@ impl TokenProjection {
         }
         if self.version.surface_type(event.event_type()).is_some() {
             self.apply_surface(event)?;
+        } else {
+            // Auxiliary requests (the summarizer's) are accounted but never anchor
+            // pressure: their prompt is not the conversation's.
+            self.ledger.apply(event);
         }
         match event.event_type() {
             "request/header" => self.apply_header(event),
