@@ -15,11 +15,13 @@
 pub mod cache;
 mod error;
 pub mod projection;
+mod session_store;
 mod store;
 
 pub use error::{Error, Result};
 pub use sessionlog_log::{Durability, LogOptions, RecoveryMode};
 pub use sessionlog_session as session;
+pub use sessionlog_session::{NewEvent, SessionStore, StoreError, StoreResult};
 pub use store::{
     CacheUse, ImportSummary, SessionHandle, SessionInfo, SessionView, Store, StoreOptions,
     KIND_SESSION_HEADER,

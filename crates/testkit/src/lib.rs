@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod adapter;
+pub mod conformance;
 pub mod crash;
 pub mod fault;
 pub mod model;

@@ -1,0 +1,249 @@
+//! [`SessionStore`] for the engine: sessions on the log, written with the layout
+//! [`Store`] uses (record 0 the header, record `k + 1` event `k`, kind tag per event).
+//!
+//! Appends go to the log's buffer as one atomic batch whose records carry the log seq they
+//! must get, so a writer racing through [`Store`]'s own handles is refused by the log itself;
+//! [`SessionStore::commit`] is the log's group-committed flush, so concurrent sessions share
+//! `fdatasync`s.
+//!
+//! Validation needs the folded [`Session`]; it is cached per session and proves itself
+//! against the log before every use (same stream, same record count), otherwise it is
+//! reloaded. [`Store`] has no field to hold that cache, so it lives in a process-wide
+//! registry keyed by the store's directory and the identity of its open log; an entry of a
+//! store that was closed is replaced when the directory is opened again.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use sessionlog_log::{Append, Durability, Seq as LogSeq, StreamId};
+use sessionlog_session::store_trait::{append_validated, check_name, lock, SessionCache};
+use sessionlog_session::{
+    decode_event, decode_header, encode_event, kind_tag, Event, NewEvent, Session, SessionHeader,
+    SessionStore, StoreError, StoreResult,
+};
+
+use crate::error::Error;
+use crate::store::{Store, KIND_SESSION_HEADER};
+
+/// Idle sessions kept folded per store.
+const CACHE_SESSIONS: usize = 4096;
+
+#[derive(Debug)]
+struct Open {
+    stream: StreamId,
+    session: Session,
+}
+
+/// Which open log a cache belongs to: the directory, plus the address of the log and the
+/// time its recovery took, which tell two successive opens of one directory apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Identity {
+    address: usize,
+    opened_in_nanos: u128,
+}
+
+type Caches = Mutex<HashMap<PathBuf, (Identity, Arc<SessionCache<Open>>)>>;
+
+fn caches(store: &Store) -> Arc<SessionCache<Open>> {
+    static CACHES: OnceLock<Caches> = OnceLock::new();
+    let log = store.log();
+    let identity = Identity {
+        address: std::ptr::from_ref(log) as usize,
+        opened_in_nanos: log.recovery_report().duration.as_nanos(),
+    };
+    let mut all = lock(CACHES.get_or_init(Caches::default));
+    let entry = all.entry(log.dir().to_path_buf()).or_insert_with(|| {
+        (
+            identity.clone(),
+            Arc::new(SessionCache::new(CACHE_SESSIONS)),
+        )
+    });
+    if entry.0 != identity {
+        *entry = (identity, Arc::new(SessionCache::new(CACHE_SESSIONS)));
+    }
+    entry.1.clone()
+}
+
+/// Maps the facade's errors onto the trait's.
+fn store_error(name: &str, e: Error) -> StoreError {
+    match e {
+        Error::NoSuchSession(_) => StoreError::NoSuchSession(name.to_owned()),
+        Error::SessionExists(_) => StoreError::Exists(name.to_owned()),
+        Error::Session(e) => StoreError::Corrupt {
+            session: name.to_owned(),
+            detail: e.to_string(),
+        },
+        Error::BadRecord { .. } => StoreError::Corrupt {
+            session: name.to_owned(),
+            detail: e.to_string(),
+        },
+        Error::Log(e) => log_error(name, e),
+        e => StoreError::io(e),
+    }
+}
+
+fn log_error(name: &str, e: sessionlog_log::Error) -> StoreError {
+    match e {
+        sessionlog_log::Error::UnknownStream(_) => StoreError::NoSuchSession(name.to_owned()),
+        sessionlog_log::Error::StreamExists(_) => StoreError::Exists(name.to_owned()),
+        sessionlog_log::Error::SeqMismatch {
+            expected, actual, ..
+        } => StoreError::StaleWriter {
+            session: name.to_owned(),
+            expected: expected.0.saturating_sub(1),
+            actual: actual.0.saturating_sub(1),
+        },
+        e => StoreError::io(e),
+    }
+}
+
+/// Stream and record count (header included) of a live session.
+fn stream_of(store: &Store, name: &str) -> StoreResult<(StreamId, u64)> {
+    let log = store.log();
+    log.stream_id(name)
+        .and_then(|id| log.stream_info(id))
+        .map(|info| (info.id, info.next_seq.0))
+        .ok_or_else(|| StoreError::NoSuchSession(name.to_owned()))
+}
+
+fn load(store: &Store, name: &str) -> StoreResult<Open> {
+    let (stream, _) = stream_of(store, name)?;
+    let session = store.load_session(name).map_err(|e| store_error(name, e))?;
+    Ok(Open { stream, session })
+}
+
+/// Writes the events `from..` of `open.session` to the log buffer as one atomic batch.
+fn write_batch(store: &Store, name: &str, open: &Open, from: usize) -> StoreResult<()> {
+    let events = open.session.events().get(from..).unwrap_or_default();
+    let encoded: Vec<(u8, u64, Vec<u8>)> = events
+        .iter()
+        .map(|e| (kind_tag(e), e.seq().get() + 1, encode_event(e)))
+        .collect();
+    let batch: Vec<Append<'_>> = encoded
+        .iter()
+        .map(|(kind, log_seq, payload)| {
+            let mut record = Append::new(open.stream, *kind, payload);
+            record.expected_seq = Some(LogSeq(*log_seq));
+            record
+        })
+        .collect();
+    store
+        .log()
+        .commit(&batch, Durability::Buffered)
+        .map(drop)
+        .map_err(|e| log_error(name, e))
+}
+
+impl SessionStore for Store {
+    fn create(&self, name: &str, header: &SessionHeader) -> StoreResult<()> {
+        check_name(name)?;
+        caches(self).with_slot(name, |entry| {
+            let handle = self
+                .create_session(name, header.clone())
+                .map_err(|e| store_error(name, e))?;
+            let session = handle.session().clone();
+            drop(handle);
+            let (stream, _) = stream_of(self, name)?;
+            **entry = Some(Open { stream, session });
+            Ok(())
+        })
+    }
+
+    fn append(&self, name: &str, events: &[NewEvent<'_>], expected: u64) -> StoreResult<u64> {
+        caches(self).with(
+            name,
+            || load(self, name),
+            |entry| {
+                let (stream, records) = stream_of(self, name)?;
+                // The cache must match the log: another writer (a `SessionHandle`, a delete
+                // and re-create) may have changed the session behind it.
+                let fresh = entry.as_ref().is_some_and(|open| {
+                    open.stream == stream && open.session.next_seq().get() + 1 == records
+                });
+                if !fresh {
+                    **entry = Some(load(self, name)?);
+                }
+                let Some(open) = entry.as_mut() else {
+                    return Err(StoreError::NoSuchSession(name.to_owned()));
+                };
+                let from = append_validated(name, &mut open.session, events, expected)?;
+                if events.is_empty() {
+                    return Ok(open.session.next_seq().get());
+                }
+                if let Err(e) = write_batch(self, name, open, from) {
+                    // The folded session ran ahead of the log: forget it.
+                    **entry = None;
+                    return Err(e);
+                }
+                Ok(open.session.next_seq().get())
+            },
+        )
+    }
+
+    fn commit(&self, name: &str) -> StoreResult<()> {
+        stream_of(self, name)?;
+        self.log().flush().map_err(|e| log_error(name, e))
+    }
+
+    fn read_from(&self, name: &str, from: u64, limit: usize) -> StoreResult<Vec<Event>> {
+        let (stream, records) = stream_of(self, name)?;
+        let first = from.saturating_add(1);
+        let end = first
+            .saturating_add(u64::try_from(limit).unwrap_or(u64::MAX))
+            .min(records);
+        let mut out = Vec::with_capacity(end.saturating_sub(first) as usize);
+        if first >= end {
+            return Ok(out);
+        }
+        for record in self.log().iter(stream, LogSeq(first), LogSeq(end)) {
+            let record = record.map_err(|e| log_error(name, e))?;
+            out.push(
+                decode_event(&record.payload).map_err(|e| StoreError::Corrupt {
+                    session: name.to_owned(),
+                    detail: format!("record {}: {e}", record.seq.0),
+                })?,
+            );
+        }
+        Ok(out)
+    }
+
+    fn load_header(&self, name: &str) -> StoreResult<SessionHeader> {
+        let (stream, _) = stream_of(self, name)?;
+        let record = self
+            .log()
+            .read(stream, LogSeq(0))
+            .map_err(|e| log_error(name, e))?;
+        let corrupt = |detail: String| StoreError::Corrupt {
+            session: name.to_owned(),
+            detail,
+        };
+        if record.kind != KIND_SESSION_HEADER {
+            return Err(corrupt(format!(
+                "record 0 has kind {:#x}, not a session header",
+                record.kind
+            )));
+        }
+        decode_header(&record.payload).map_err(|e| corrupt(e.to_string()))
+    }
+
+    fn next_seq(&self, name: &str) -> StoreResult<u64> {
+        let (_, records) = stream_of(self, name)?;
+        Ok(records.saturating_sub(1))
+    }
+
+    fn list(&self, after: Option<&str>, limit: usize) -> StoreResult<Vec<String>> {
+        Ok(self
+            .list_sessions(after, None, limit)
+            .into_iter()
+            .map(|s| s.name)
+            .collect())
+    }
+
+    fn delete(&self, name: &str) -> StoreResult<()> {
+        caches(self).with_slot(name, |entry| {
+            **entry = None;
+            self.delete_session(name).map_err(|e| store_error(name, e))
+        })
+    }
+}
