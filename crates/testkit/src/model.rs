@@ -104,7 +104,10 @@ impl fmt::Display for Op {
                 write!(f, "create stream {name:?} (id {id:?})")?;
             }
             Change::Commit { lsn, records } => {
-                write!(f, "commit at lsn {lsn:?} of")?;
+                match lsn {
+                    Some(lsn) => write!(f, "commit at lsn {lsn:#x} of")?,
+                    None => write!(f, "failed commit of")?,
+                }
                 for (stream, seq, record) in records {
                     write!(f, " {stream}#{seq}({}B)", record.payload.len())?;
                 }
