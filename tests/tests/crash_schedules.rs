@@ -177,7 +177,8 @@ impl Schedule {
         for _ in 0..count {
             let step = match self.rng.gen_range(0..100) {
                 0..=9 => self.create_stream()?,
-                10..=79 => self.commit()?,
+                10..=12 => self.delete_stream()?,
+                13..=79 => self.commit()?,
                 80..=90 => self.flush()?,
                 91..=95 => self.live_check()?,
                 _ => self.clean_restart()?,
@@ -242,6 +243,37 @@ impl Schedule {
                 Ok(Step::LogFailed)
             }
             Err(e) => Err(format!("create {name}: unexpected error {e}")),
+        }
+    }
+
+    fn delete_stream(&mut self) -> Result<Step, String> {
+        let streams = self.model.streams();
+        if streams.is_empty() {
+            return self.create_stream();
+        }
+        let name = streams[self.rng.gen_range(0..streams.len())].clone();
+        let id = self
+            .log()
+            .stream_id(&name)
+            .ok_or("an acknowledged stream has no id in the live log")?;
+        let durability = if self.rng.gen_bool(0.4) {
+            Durability::Sync
+        } else {
+            Durability::Buffered
+        };
+        match self.log().delete_stream(id, durability) {
+            Ok(()) => {
+                self.note(format!("delete {name} {durability:?}"));
+                self.model
+                    .stream_deleted(&name, durability == Durability::Sync);
+                Ok(Step::Done)
+            }
+            Err(e) if is_storage_failure(&e) => {
+                self.note(format!("delete {name} failed: {e}"));
+                self.model.stream_deletion_failed(&name);
+                Ok(Step::LogFailed)
+            }
+            Err(e) => Err(format!("delete {name}: unexpected error {e}")),
         }
     }
 

@@ -18,6 +18,10 @@ use sessionlog_testkit::{ModelAppend, ModelRecord, ReferenceModel, Restart, SimS
 #[derive(Debug, Clone)]
 enum Op {
     CreateStream,
+    DeleteStream {
+        stream: usize,
+        sync: bool,
+    },
     Commit {
         records: Vec<(usize, u8, u8, Vec<u8>)>,
         sync: bool,
@@ -48,6 +52,7 @@ fn op() -> impl Strategy<Value = Op> {
     let record = (any::<usize>(), 0u8..0xF0, any::<u8>(), payload());
     prop_oneof![
         2 => Just(Op::CreateStream),
+        1 => (any::<usize>(), any::<bool>()).prop_map(|(stream, sync)| Op::DeleteStream { stream, sync }),
         8 => (vec(record, 1..5), any::<bool>(), any::<bool>()).prop_map(
             |(records, sync, state_expected_seqs)| Op::Commit { records, sync, state_expected_seqs }
         ),
@@ -107,6 +112,7 @@ impl Harness {
     fn apply(&mut self, op: Op) -> Result<(), TestCaseError> {
         match op {
             Op::CreateStream => self.create_stream(),
+            Op::DeleteStream { stream, sync } => self.delete_stream(stream, sync),
             Op::Commit {
                 records,
                 sync,
@@ -130,6 +136,27 @@ impl Harness {
         self.model.stream_created(&name, id.0, false);
         let again = self.log().create_stream(&name);
         prop_assert!(matches!(again, Err(Error::StreamExists(_))), "{again:?}");
+        Ok(())
+    }
+
+    fn delete_stream(&mut self, stream: usize, sync: bool) -> Result<(), TestCaseError> {
+        let Some((name, id)) = self.pick_stream(stream) else {
+            return Ok(());
+        };
+        let durability = if sync {
+            Durability::Sync
+        } else {
+            Durability::Buffered
+        };
+        self.log().delete_stream(id, durability).map_err(fail)?;
+        self.model.stream_deleted(&name, sync);
+        prop_assert_eq!(self.log().stream_id(&name), None);
+        let read = self.log().read(id, Seq(0));
+        prop_assert!(matches!(read, Err(Error::UnknownStream(_))), "{read:?}");
+        let commit = self
+            .log()
+            .commit(&[Append::new(id, 1, b"late")], durability);
+        prop_assert!(matches!(commit, Err(Error::UnknownStream(_))), "{commit:?}");
         Ok(())
     }
 

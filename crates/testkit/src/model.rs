@@ -69,6 +69,25 @@ pub enum Status {
     Uncertain,
 }
 
+/// What a snapshot shows of one operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Presence {
+    Present,
+    Absent,
+    /// Hidden by a stream deletion: could be either.
+    Unknown,
+}
+
+impl From<bool> for Presence {
+    fn from(present: bool) -> Presence {
+        if present {
+            Presence::Present
+        } else {
+            Presence::Absent
+        }
+    }
+}
+
 /// How the log was restarted before a check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Restart {
@@ -84,6 +103,9 @@ enum Change {
     CreateStream {
         name: String,
         id: Option<u64>,
+    },
+    DeleteStream {
+        name: String,
     },
     Commit {
         lsn: Option<u64>,
@@ -103,6 +125,7 @@ impl fmt::Display for Op {
             Change::CreateStream { name, id } => {
                 write!(f, "create stream {name:?} (id {id:?})")?;
             }
+            Change::DeleteStream { name } => write!(f, "delete stream {name:?}")?,
             Change::Commit { lsn, records } => {
                 match lsn {
                     Some(lsn) => write!(f, "commit at lsn {lsn:#x} of")?,
@@ -204,16 +227,25 @@ impl ReferenceModel {
         self.ops.iter().any(|op| op.status == Status::Uncertain)
     }
 
-    /// Names of the streams whose creation was acknowledged, in creation order.
+    /// Names of the streams whose creation was acknowledged and that were not deleted (nor
+    /// had a deletion attempted), in creation order.
     pub fn streams(&self) -> Vec<String> {
         self.ops
             .iter()
             .filter(|op| op.status != Status::Uncertain)
             .filter_map(|op| match &op.change {
-                Change::CreateStream { name, .. } => Some(name.clone()),
-                Change::Commit { .. } => None,
+                Change::CreateStream { name, .. } if !self.deletion_recorded(name) => {
+                    Some(name.clone())
+                }
+                _ => None,
             })
             .collect()
+    }
+
+    fn deletion_recorded(&self, name: &str) -> bool {
+        self.ops
+            .iter()
+            .any(|op| matches!(&op.change, Change::DeleteStream { name: n } if n == name))
     }
 
     /// Whether a creation of `name` was recorded (acknowledged or not).
@@ -263,6 +295,30 @@ impl ReferenceModel {
             change: Change::CreateStream {
                 name: name.to_owned(),
                 id,
+            },
+            status,
+        });
+    }
+
+    /// The log deleted stream `name`; `durable` when the tombstone was written with `Sync`.
+    pub fn stream_deleted(&mut self, name: &str, durable: bool) {
+        self.push_deletion(name, acknowledged(durable));
+    }
+
+    /// Deleting stream `name` failed with an I/O error or a poisoned log.
+    pub fn stream_deletion_failed(&mut self, name: &str) {
+        self.push_deletion(name, Status::Uncertain);
+    }
+
+    fn push_deletion(&mut self, name: &str, status: Status) {
+        assert!(
+            self.knows_stream(name) && !self.deletion_recorded(name),
+            "deletion of {name:?}, which is not a live stream of the model"
+        );
+        self.mark_durable_before(status);
+        self.ops.push(Op {
+            change: Change::DeleteStream {
+                name: name.to_owned(),
             },
             status,
         });
@@ -369,31 +425,59 @@ impl ReferenceModel {
         snapshot: &LogSnapshot,
         restart: Restart,
     ) -> Result<CheckSummary, Violation> {
-        let present = self.presence(snapshot)?;
-        let kept = present.iter().take_while(|p| **p).count();
-        if let Some(later) = present[kept..].iter().position(|p| *p) {
-            let present_at = kept + later;
+        let presence = self.presence(snapshot)?;
+        // The surviving prefix ends somewhere between the last op seen present and the first
+        // op seen absent; ops in between (deleted streams hide theirs) could go either way.
+        let first_absent = presence
+            .iter()
+            .position(|p| *p == Presence::Absent)
+            .unwrap_or(presence.len());
+        if let Some(later) = presence[first_absent..]
+            .iter()
+            .position(|p| *p == Presence::Present)
+        {
+            let present_at = first_absent + later;
             return Err(Violation::NotAPrefix {
-                absent: kept,
+                absent: first_absent,
                 present: present_at,
                 description: format!(
                     "absent: {}; present: {}",
-                    self.ops[kept], self.ops[present_at]
+                    self.ops[first_absent], self.ops[present_at]
                 ),
             });
         }
+        let mut shortest = presence[..first_absent]
+            .iter()
+            .rposition(|p| *p == Presence::Present)
+            .map_or(0, |i| i + 1);
         if let Some(required) = self.ops.iter().rposition(|op| op.status == Status::Durable) {
-            if required >= kept {
+            if required >= first_absent {
                 return Err(Violation::LostDurable {
-                    op: kept,
+                    op: first_absent,
                     description: format!(
                         "{} (durable up to #{required}: {})",
-                        self.ops[kept], self.ops[required]
+                        self.ops[first_absent], self.ops[required]
                     ),
                 });
             }
+            shortest = shortest.max(required + 1);
         }
-        self.check_contents(snapshot, kept)?;
+        let mut kept = first_absent;
+        let mut mismatch = None;
+        for candidate in shortest..=first_absent {
+            match self.check_contents(snapshot, candidate) {
+                Ok(()) => {
+                    kept = candidate;
+                    mismatch = None;
+                    break;
+                }
+                // Report the mismatch against the longest possible prefix.
+                Err(v) => mismatch = Some(v),
+            }
+        }
+        if let Some(violation) = mismatch {
+            return Err(violation);
+        }
 
         let summary = CheckSummary {
             kept,
@@ -410,7 +494,7 @@ impl ReferenceModel {
             .iter()
             .filter_map(|op| match op.change {
                 Change::Commit { lsn, .. } => lsn,
-                Change::CreateStream { .. } => None,
+                Change::CreateStream { .. } | Change::DeleteStream { .. } => None,
             })
             .max();
         for op in &mut self.ops {
@@ -424,30 +508,44 @@ impl ReferenceModel {
         Ok(summary)
     }
 
-    /// Whether each operation is present in the snapshot.
-    fn presence(&self, snapshot: &LogSnapshot) -> Result<Vec<bool>, Violation> {
+    /// Whether each operation is visibly present in the snapshot. A deleted stream is absent
+    /// from a healthy log, so its creation, its records and its deletion cannot be seen.
+    fn presence(&self, snapshot: &LogSnapshot) -> Result<Vec<Presence>, Violation> {
         let stream_len = |name: &str| snapshot.streams.get(name).map(|s| s.records.len() as u64);
-        let mut present = Vec::with_capacity(self.ops.len());
+        let hidden = |name: &str| stream_len(name).is_none() && self.deletion_recorded(name);
+        let mut presence = Vec::with_capacity(self.ops.len());
         for (i, op) in self.ops.iter().enumerate() {
             let p = match &op.change {
-                Change::CreateStream { name, .. } => stream_len(name).is_some(),
+                Change::CreateStream { name, .. } if hidden(name) => Presence::Unknown,
+                Change::CreateStream { name, .. } => Presence::from(stream_len(name).is_some()),
+                Change::DeleteStream { name } if hidden(name) => Presence::Unknown,
+                Change::DeleteStream { .. } => Presence::Absent,
                 Change::Commit { records, .. } => {
-                    let parts: Vec<bool> = records
+                    let parts: Vec<Presence> = records
                         .iter()
-                        .map(|(stream, seq, _)| stream_len(stream).is_some_and(|n| n > *seq))
+                        .map(|(stream, seq, _)| match stream_len(stream) {
+                            _ if hidden(stream) => Presence::Unknown,
+                            Some(n) => Presence::from(n > *seq),
+                            None => Presence::Absent,
+                        })
                         .collect();
-                    if parts.iter().any(|p| *p) && !parts.iter().all(|p| *p) {
-                        return Err(Violation::TornBatch {
-                            op: i,
-                            description: format!("{op}; record presence {parts:?}"),
-                        });
+                    let any = |want| parts.contains(&want);
+                    match (any(Presence::Present), any(Presence::Absent)) {
+                        (true, true) => {
+                            return Err(Violation::TornBatch {
+                                op: i,
+                                description: format!("{op}; record presence {parts:?}"),
+                            })
+                        }
+                        (true, false) => Presence::Present,
+                        (false, true) => Presence::Absent,
+                        (false, false) => Presence::Unknown,
                     }
-                    parts.first().copied().unwrap_or(true)
                 }
             };
-            present.push(p);
+            presence.push(p);
         }
-        Ok(present)
+        Ok(presence)
     }
 
     /// Compares every stream of the snapshot with the first `kept` operations.
@@ -457,6 +555,9 @@ impl ReferenceModel {
             match &op.change {
                 Change::CreateStream { name, id } => {
                     expected.insert(name, (*id, Vec::new()));
+                }
+                Change::DeleteStream { name } => {
+                    expected.remove(name.as_str());
                 }
                 Change::Commit { records, .. } => {
                     for (stream, _, record) in records {
@@ -468,6 +569,15 @@ impl ReferenceModel {
                     }
                 }
             }
+        }
+        if let Some(missing) = expected
+            .keys()
+            .find(|name| !snapshot.streams.contains_key(**name))
+        {
+            return Err(Violation::WrongRecords {
+                stream: (*missing).to_owned(),
+                detail: "the stream is missing".into(),
+            });
         }
         for (name, stream) in &snapshot.streams {
             let Some((id, records)) = expected.get(name.as_str()) else {
@@ -513,6 +623,7 @@ impl ReferenceModel {
                 Change::CreateStream { name, .. } => {
                     self.next_seq.insert(name.clone(), 0);
                 }
+                Change::DeleteStream { .. } => {}
                 Change::Commit { records, .. } => {
                     for (stream, _, _) in records {
                         *self.next_seq.entry(stream.clone()).or_insert(0) += 1;

@@ -19,12 +19,12 @@ fn append(stream: &str, payload: &'static [u8]) -> ModelAppend {
     }
 }
 
-/// A snapshot with the given streams (id = position + 1) and payloads.
+/// A snapshot with the given streams and payloads; stream "a" has id 1, "b" id 2, and so on.
 fn snapshot(streams: &[(&str, &[&'static [u8]])]) -> LogSnapshot {
     let mut snap = LogSnapshot::default();
-    for (i, (name, payloads)) in streams.iter().enumerate() {
+    for (name, payloads) in streams {
         let stream = snap.streams.entry((*name).to_owned()).or_default();
-        stream.id = i as u64 + 1;
+        stream.id = u64::from(name.as_bytes()[0] - b'a') + 1;
         stream.records = payloads
             .iter()
             .enumerate()
@@ -245,4 +245,74 @@ fn after_a_power_loss_what_survived_is_durable() {
         .check_recovered(&snapshot(&[("a", &[b"x"])]), Restart::PowerLoss)
         .unwrap_err();
     assert!(matches!(err, Violation::LostDurable { op: 2, .. }), "{err}");
+}
+
+/// Streams "a" and "b" created durably, a record in each, then "a" deleted (buffered).
+fn model_with_a_deletion() -> ReferenceModel {
+    let mut model = ReferenceModel::new();
+    model.stream_created("a", 1, true);
+    model.stream_created("b", 2, true);
+    model
+        .committed(&[append("a", b"1"), append("b", b"2")], true, 10, &[0, 0])
+        .unwrap();
+    model.stream_deleted("a", false);
+    model
+}
+
+#[test]
+fn deleted_stream_may_be_gone_or_back_after_a_crash() {
+    let mut gone = model_with_a_deletion();
+    assert_eq!(gone.streams(), vec!["b".to_owned()]);
+    gone.check_recovered(&snapshot(&[("b", &[b"2"])]), Restart::PowerLoss)
+        .unwrap();
+    assert_eq!(gone.streams(), vec!["b".to_owned()]);
+
+    let mut back = model_with_a_deletion();
+    back.check_recovered(
+        &snapshot(&[("a", &[b"1"]), ("b", &[b"2"])]),
+        Restart::PowerLoss,
+    )
+    .unwrap();
+    assert_eq!(back.streams(), vec!["a".to_owned(), "b".to_owned()]);
+}
+
+#[test]
+fn durable_deletion_must_not_come_back() {
+    let mut model = model_with_a_deletion();
+    model.flushed();
+    let err = model
+        .check_recovered(
+            &snapshot(&[("a", &[b"1"]), ("b", &[b"2"])]),
+            Restart::PowerLoss,
+        )
+        .unwrap_err();
+    assert!(matches!(err, Violation::LostDurable { op: 3, .. }), "{err}");
+}
+
+#[test]
+fn a_stream_that_was_never_deleted_must_not_vanish() {
+    let mut model = ReferenceModel::new();
+    model.stream_created("a", 1, true);
+    model.stream_created("b", 2, true);
+    model.stream_deleted("a", false);
+    let err = model
+        .check_recovered(&snapshot(&[("a", &[])]), Restart::PowerLoss)
+        .unwrap_err();
+    assert!(matches!(err, Violation::LostDurable { op: 1, .. }), "{err}");
+}
+
+#[test]
+fn deletion_cannot_survive_when_an_earlier_commit_is_lost() {
+    let mut model = ReferenceModel::new();
+    model.stream_created("a", 1, true);
+    model.stream_created("b", 2, true);
+    model
+        .committed(&[append("b", b"x")], false, 10, &[0])
+        .unwrap();
+    model.stream_deleted("a", false);
+    // "b" lost its record, so the later deletion of "a" cannot have survived.
+    let err = model
+        .check_recovered(&snapshot(&[("b", &[])]), Restart::PowerLoss)
+        .unwrap_err();
+    assert!(matches!(err, Violation::WrongRecords { .. }), "{err}");
 }
