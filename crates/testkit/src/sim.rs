@@ -255,6 +255,26 @@ fn not_found(path: &Path) -> io::Error {
 }
 
 /// A simulated file system with power loss and fault injection. Cloning shares the state.
+///
+/// ```
+/// use std::path::Path;
+/// use sessionlog_log::{OpenMode, Storage};
+/// use sessionlog_testkit::SimStorage;
+///
+/// let sim = SimStorage::new(7);
+/// let dir = Path::new("/store");
+/// sim.create_dir_all(dir).unwrap();
+/// let file = sim.open_file(&dir.join("a"), OpenMode::CreateNew).unwrap();
+/// sim.sync_dir(dir).unwrap();
+/// file.write_all_at(b"synced", 0).unwrap();
+/// file.sync_data().unwrap();
+/// file.write_all_at(b", then not", 6).unwrap();
+///
+/// let report = sim.crash(42);
+/// let after = sim.file_contents(&dir.join("a")).unwrap();
+/// assert!(after.starts_with(b"synced"), "{report}");
+/// assert!(file.write_all_at(b"x", 0).is_err(), "old handles are detached");
+/// ```
 #[derive(Clone)]
 pub struct SimStorage {
     state: Arc<Mutex<State>>,
