@@ -16,6 +16,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use sessionlog_log::{Append, Durability, Log, LogOptions, RealStorage, Seq};
 
 mod dump;
+mod migrate;
 mod sessions;
 
 #[derive(Parser, Debug)]
@@ -161,6 +162,15 @@ enum Command {
         /// Only this segment.
         #[arg(long)]
         segment: Option<u64>,
+    },
+    /// Copy every session from one store to another (sqlite:PATH, dsh:DIR or store:DIR).
+    Migrate {
+        /// Where the sessions are.
+        #[arg(long)]
+        from: String,
+        /// Where they go; must not hold any of them yet.
+        #[arg(long)]
+        to: String,
     },
 }
 
@@ -327,6 +337,7 @@ fn run(command: Command) -> Result<u8, Failure> {
         Command::Show { store, session } => sessions::show(&store, &session),
         Command::Cache(CacheCommand::Verify { store }) => sessions::cache_verify(&store),
         Command::Cache(CacheCommand::Rebuild { store }) => sessions::cache_rebuild(&store),
+        Command::Migrate { from, to } => migrate::migrate(&from, &to),
     }
 }
 
