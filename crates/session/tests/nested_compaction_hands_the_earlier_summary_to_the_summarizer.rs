@@ -1,0 +1,94 @@
+//! A second compaction may shadow the first one's summary node: it cites that node (not
+//! the events behind it), and the summarizer receives the earlier summary's text.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{assistant, empty_session, push, user};
+use sessionlog_session::compaction::{
+    compact, CompactionContext, CompactionOutcome, CompactionPolicy, DeterministicSummarizer,
+    KeepRecent, Summarizer, SummarizerError, Summary, SummaryRequest,
+};
+use sessionlog_session::tokens::{HeuristicCounter, TokenProjection};
+use sessionlog_session::Session;
+
+struct Recording {
+    inner: DeterministicSummarizer,
+    previous: Vec<Vec<String>>,
+}
+
+impl Summarizer for Recording {
+    fn summarize(&mut self, request: &SummaryRequest<'_>) -> Result<Summary, SummarizerError> {
+        self.previous.push(request.previous_summaries.clone());
+        self.inner.summarize(request)
+    }
+}
+
+fn grow(session: &mut Session, from: usize) {
+    for i in from..from + 5 {
+        push(
+            session,
+            user(&format!("u{i}"), &"question about the build ".repeat(30)),
+        );
+        push(
+            session,
+            assistant(&format!("a{i}"), &"answer with details ".repeat(30), &[]),
+        );
+    }
+}
+
+fn compact_once(session: &mut Session, summarizer: &mut Recording, id: &str) -> Vec<u64> {
+    let projection =
+        TokenProjection::from_session(session, Arc::new(HeuristicCounter)).expect("folds");
+    let policy = CompactionPolicy {
+        keep_recent: KeepRecent::Fraction(0.2),
+        ..CompactionPolicy::default()
+    };
+    let outcome = compact(
+        session,
+        &projection,
+        &policy,
+        summarizer,
+        &CompactionContext::new(id, 7),
+    )
+    .expect("plans");
+    let CompactionOutcome::Compacted(report) = outcome else {
+        panic!("expected a compaction, got {outcome:?}");
+    };
+    for event in report.events {
+        session.try_append(event).expect("accepted");
+    }
+    report.shadowed
+}
+
+#[test]
+fn nested_compaction_hands_the_earlier_summary_to_the_summarizer() {
+    let mut session = empty_session();
+    let mut summarizer = Recording {
+        inner: DeterministicSummarizer::new(),
+        previous: Vec::new(),
+    };
+    grow(&mut session, 0);
+    compact_once(&mut session, &mut summarizer, "first");
+    let first_summary = session.surface()[0];
+    assert!(summarizer.previous[0].is_empty());
+
+    grow(&mut session, 100);
+    let shadowed = compact_once(&mut session, &mut summarizer, "second");
+    assert_eq!(
+        shadowed[0], first_summary,
+        "the new range starts at the earlier summary"
+    );
+    let earlier = &summarizer.previous[1];
+    assert_eq!(earlier.len(), 1);
+    assert!(earlier[0].contains("messages condensed"), "{earlier:?}");
+    let newest = session.surface()[0];
+    let replacement = session
+        .event(sessionlog_session::Seq(newest))
+        .expect("event");
+    assert!(replacement
+        .source_event_seqs()
+        .expect("sources")
+        .contains(&first_summary));
+}

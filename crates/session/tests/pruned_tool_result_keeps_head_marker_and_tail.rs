@@ -1,0 +1,76 @@
+//! The pruner shortens an oversized tool result to head, marker and tail by a single-node
+//! tool-result replacement that keeps the message id; the original stays in the log and
+//! the history lists it in full, marked as pruned.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{assistant, empty_session, push, tool_result, user};
+use sessionlog_session::compaction::{history_view, prune_tool_results, HistoryMark, PruneOptions};
+use sessionlog_session::json::JsonRef;
+use sessionlog_session::tokens::{visible_text, HeuristicCounter, TokenProjection};
+use sessionlog_session::Seq;
+
+#[test]
+fn pruned_tool_result_keeps_head_marker_and_tail() {
+    let mut session = empty_session();
+    push(&mut session, user("u0", "run it"));
+    push(&mut session, assistant("a0", "running", &["c0"]));
+    let body = format!("HEAD{}TAIL", "middle ".repeat(5000));
+    let original = push(&mut session, tool_result("r0", "c0", &body));
+    let mut projection =
+        TokenProjection::from_session(&session, Arc::new(HeuristicCounter)).expect("folds");
+    let before = projection.surface_tokens();
+
+    let options = PruneOptions {
+        threshold_bytes: 4096,
+        head_bytes: 200,
+        tail_bytes: 100,
+    };
+    let events = prune_tool_results(&session, &projection, &options, 9).expect("plans");
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[0].event_type, "compaction/prune");
+    for input in events {
+        let event = session
+            .try_append(input)
+            .expect("the session's replacement rule accepts it")
+            .clone();
+        projection.apply(&event).expect("folds");
+    }
+    assert!(projection.surface_tokens() < before / 4);
+
+    let messages = session.derive_messages();
+    let pruned = JsonRef::new(messages[2]);
+    assert_eq!(
+        pruned.get("id").and_then(|i| i.as_str()).as_deref(),
+        Some("r0")
+    );
+    let text = visible_text(pruned);
+    assert!(text.starts_with("HEAD"));
+    assert!(text.ends_with("TAIL"));
+    assert!(text.contains(&format!("kept in the session log at seq {original}")));
+    assert!(text.len() < 4096);
+
+    assert!(session
+        .event(Seq(original))
+        .expect("original kept")
+        .raw()
+        .contains("middle middle"));
+    let history = history_view(&session);
+    let entry = history
+        .iter()
+        .find(|e| e.seq == Seq(original))
+        .expect("listed");
+    assert_eq!(
+        entry.mark,
+        HistoryMark::Pruned {
+            replacement_seq: Seq(original + 2)
+        }
+    );
+
+    // Pruning again finds nothing: the copy is under the threshold.
+    assert!(prune_tool_results(&session, &projection, &options, 9)
+        .expect("plans")
+        .is_empty());
+}
