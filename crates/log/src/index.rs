@@ -9,18 +9,20 @@
 use sessionlog_format::{IndexEntry, RecordHeader, StreamSummary, RECORD_HEADER_LEN};
 
 use crate::error::{corrupted, Result};
-use crate::ids::{SegmentId, Seq};
+use crate::ids::SegmentId;
 
-/// One stream's index inside the active segment, kept in memory.
+/// One stream's index inside the active segment, kept in memory. The first record is the
+/// first index entry and is not stored twice; counters are 32-bit because segment offsets are.
 #[derive(Debug, Clone)]
 pub(crate) struct ActiveStreamIndex {
     pub first_seq: u64,
     pub last_seq: u64,
     pub first_offset: u32,
     pub last_offset: u32,
-    pub data_bytes: u64,
-    pub entries: Vec<IndexEntry>,
-    bytes_since_entry: u64,
+    data_bytes: u32,
+    bytes_since_entry: u32,
+    /// Index entries after the first record's.
+    later_entries: Vec<IndexEntry>,
 }
 
 impl ActiveStreamIndex {
@@ -30,23 +32,38 @@ impl ActiveStreamIndex {
             last_seq: seq,
             first_offset: offset,
             last_offset: offset,
-            data_bytes: record_bytes,
-            entries: vec![IndexEntry { seq, offset }],
-            bytes_since_entry: record_bytes,
+            data_bytes: record_bytes as u32,
+            bytes_since_entry: record_bytes as u32,
+            later_entries: Vec::new(),
         }
     }
 
     /// Records the next record of the stream.
     pub fn push(&mut self, seq: u64, offset: u32, record_bytes: u64, interval: u32) {
         debug_assert_eq!(seq, self.last_seq + 1);
-        if self.bytes_since_entry >= u64::from(interval) {
-            self.entries.push(IndexEntry { seq, offset });
+        if self.bytes_since_entry >= interval {
+            self.later_entries.push(IndexEntry { seq, offset });
             self.bytes_since_entry = 0;
         }
-        self.bytes_since_entry += record_bytes;
+        self.bytes_since_entry = self.bytes_since_entry.saturating_add(record_bytes as u32);
         self.last_seq = seq;
         self.last_offset = offset;
-        self.data_bytes += record_bytes;
+        self.data_bytes = self.data_bytes.saturating_add(record_bytes as u32);
+    }
+
+    /// Every index entry, the first record's included.
+    pub fn entries(&self) -> impl Iterator<Item = IndexEntry> + '_ {
+        std::iter::once(self.entry(0)).chain(self.later_entries.iter().copied())
+    }
+
+    fn entry(&self, i: u32) -> IndexEntry {
+        match i.checked_sub(1) {
+            None => IndexEntry {
+                seq: self.first_seq,
+                offset: self.first_offset,
+            },
+            Some(j) => self.later_entries[j as usize],
+        }
     }
 
     pub fn summary(&self, stream_id: u64, index_start: u32) -> StreamSummary {
@@ -54,11 +71,11 @@ impl ActiveStreamIndex {
             stream_id,
             first_seq: self.first_seq,
             last_seq: self.last_seq,
-            data_bytes: self.data_bytes,
+            data_bytes: u64::from(self.data_bytes),
             first_offset: self.first_offset,
             last_offset: self.last_offset,
             index_start,
-            index_count: self.entries.len() as u32,
+            index_count: 1 + self.later_entries.len() as u32,
         }
     }
 
@@ -66,14 +83,15 @@ impl ActiveStreamIndex {
     pub fn anchor(&self, seq: u64) -> Anchor {
         anchor_for(
             seq,
-            self.entries.len() as u32,
-            |i| self.entries[i as usize],
+            1 + self.later_entries.len() as u32,
+            |i| self.entry(i),
             (self.last_seq, self.last_offset),
         )
     }
 
     pub fn memory_bytes(&self) -> usize {
-        std::mem::size_of::<Self>() + self.entries.capacity() * std::mem::size_of::<IndexEntry>()
+        std::mem::size_of::<Self>()
+            + self.later_entries.capacity() * std::mem::size_of::<IndexEntry>()
     }
 }
 
@@ -159,15 +177,40 @@ pub(crate) fn walk_back(
     }
 }
 
-/// Where one stream's records in one sealed segment are.
-#[derive(Debug, Clone)]
+/// Where one stream's records in one sealed segment are: 16 bytes per stream and segment.
+/// The rest of the stream's summary stays in the segment's mapped footer and is decoded when
+/// a read needs it, which keeps index memory a small fraction of the data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct SealedExtent {
-    pub segment: std::sync::Arc<crate::segment::SealedSegment>,
-    pub summary: StreamSummary,
+    /// Seq of the stream's first record in the segment.
+    pub first_seq: u64,
+    /// The segment (numbers stay below 2^32).
+    pub segment: u32,
+    /// Position of the stream's summary in the segment's footer.
+    pub summary_index: u32,
 }
 
-impl SealedExtent {
-    pub fn contains(&self, seq: Seq) -> bool {
-        (self.summary.first_seq..=self.summary.last_seq).contains(&seq.0)
+/// A hasher for stream ids, which are small sequential integers: one multiply spreads
+/// them over the table (Fibonacci hashing), far cheaper than SipHash on every commit.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
 }
+
+/// A map keyed by stream id.
+pub(crate) type IdMap<V> =
+    std::collections::HashMap<u64, V, std::hash::BuildHasherDefault<IdHasher>>;

@@ -136,7 +136,10 @@ pub(crate) struct Inner {
     pub options: LogOptions,
     pub store_id: [u8; 16],
     pub state: Mutex<State>,
-    pub io_done: Condvar,
+    /// Committers of each group (by parity) wait here until their group is durable.
+    pub group: [Condvar; 2],
+    /// Threads that need no I/O cycle to be running (roll, readers) wait here.
+    pub idle: Condvar,
     pub report: RecoveryReport,
     pub _lock: Box<dyn DirLock>,
 }
@@ -230,7 +233,11 @@ impl Log {
             .take(limit)
             .filter_map(|(name, &id)| {
                 let s = st.catalog.streams.get(&id)?;
-                Some(StreamInfo { id: StreamId(id), name: name.clone(), next_seq: Seq(s.next_seq) })
+                Some(StreamInfo {
+                    id: StreamId(id),
+                    name: name.clone(),
+                    next_seq: Seq(s.next_seq),
+                })
             })
             .collect()
     }

@@ -14,9 +14,11 @@ pub(crate) fn map_file(file: &File, path: &Path) -> io::Result<Bytes> {
         return Ok(Bytes::new());
     }
     // SAFETY: a mapping is sound only while no one modifies or truncates the file under it.
-    // Only sealed segments are mapped. A sealed segment is immutable by construction: the log
-    // writes a segment only while it is the active segment, seals it (footer, fsync) before
-    // any mapping is made, and from then on neither writes nor truncates it; reclaim removes a
+    // Two kinds of file are mapped. (1) The active segment, during `open` only: the mapping is
+    // scanned and dropped before `open` writes to or truncates the file, and `open` holds the
+    // store's LOCK, so nothing else writes it meanwhile. (2) Sealed segments, for good. A
+    // sealed segment is immutable by construction: the log writes a segment only while it is
+    // the active segment, seals it (footer, fsync) before this long-lived mapping is made, and from then on neither writes nor truncates it; reclaim removes a
     // whole file only after every mapping of it has been dropped (a removed file's pages stay
     // valid for existing mappings anyway). Other writers are kept out by the store's exclusive
     // LOCK file, which every sessionlog process takes before opening a store. A program that

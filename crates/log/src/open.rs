@@ -65,12 +65,9 @@ pub(crate) fn open(storage: Arc<dyn Storage>, dir: &Path, options: LogOptions) -
                 },
             )
             .map_err(io_err("opening", &path))?;
-        // The active segment is read into memory rather than mapped: it may be cut below.
-        let bytes = if last {
-            read_all(&*file, &path)?
-        } else {
-            file.map_readonly().map_err(io_err("mapping", &path))?
-        };
+        // Mapped, not copied. The last segment may be cut below; its mapping is dropped at
+        // the end of this iteration, before anything writes to or truncates the file.
+        let bytes = file.map_readonly().map_err(io_err("mapping", &path))?;
         let header = header_fact(&bytes, id, &mut store_id);
         let footer = FooterView::decode(&bytes, id.0);
         let footer_fact = if footer.is_ok() {
@@ -93,11 +90,6 @@ pub(crate) fn open(storage: Arc<dyn Storage>, dir: &Path, options: LogOptions) -
         match row.decision {
             SegmentDecision::UseSealed => {
                 let view = footer.map_err(|e| corrupted(id, 0, "footer", Some(e)))?;
-                let bytes = if last {
-                    file.map_readonly().map_err(io_err("mapping", &path))?
-                } else {
-                    bytes
-                };
                 let seg = Arc::new(SealedSegment {
                     id,
                     bytes,
@@ -202,8 +194,9 @@ pub(crate) fn open(storage: Arc<dyn Storage>, dir: &Path, options: LogOptions) -
         end,
         written: durable,
         synced: durable,
-        writing: false,
-        syncing: false,
+        io_busy: false,
+        forming: 0,
+        waiters: [0, 0],
         poisoned: None,
         closed: false,
         counters: Counters::default(),
@@ -214,7 +207,8 @@ pub(crate) fn open(storage: Arc<dyn Storage>, dir: &Path, options: LogOptions) -
         options,
         store_id,
         state: Mutex::new(state),
-        io_done: Condvar::new(),
+        group: [Condvar::new(), Condvar::new()],
+        idle: Condvar::new(),
         report,
         _lock: lock,
     };
@@ -243,14 +237,6 @@ fn list_segments(storage: &dyn Storage, dir: &Path) -> Result<Vec<SegmentId>> {
         }
     }
     Ok(ids)
-}
-
-fn read_all(file: &dyn StorageFile, path: &Path) -> Result<bytes::Bytes> {
-    let len = file.len().map_err(io_err("reading the size of", path))?;
-    let mut buf = vec![0u8; len as usize];
-    file.read_exact_at(&mut buf, 0)
-        .map_err(io_err("reading", path))?;
-    Ok(buf.into())
 }
 
 fn header_fact(bytes: &[u8], id: SegmentId, store_id: &mut Option<[u8; 16]>) -> HeaderFact {
@@ -309,8 +295,9 @@ fn load_sealed(catalog: &mut Catalog, seg: &Arc<SealedSegment>) -> Result<()> {
         }
         st.next_seq = s.last_seq + 1;
         st.sealed.push(SealedExtent {
-            segment: seg.clone(),
-            summary: s,
+            first_seq: s.first_seq,
+            segment: seg.id.0 as u32,
+            summary_index: i,
         });
     }
     Ok(())
@@ -324,8 +311,9 @@ fn attach_extents(catalog: &mut Catalog, seg: &Arc<SealedSegment>) {
         };
         if let Some(st) = catalog.streams.get_mut(&s.stream_id) {
             st.sealed.push(SealedExtent {
-                segment: seg.clone(),
-                summary: s,
+                first_seq: s.first_seq,
+                segment: seg.id.0 as u32,
+                summary_index: i,
             });
         }
     }
@@ -342,7 +330,7 @@ fn rewrite_footer(
     let mut index: Vec<IndexEntry> = Vec::new();
     for (&k, ix) in &scan.streams {
         summaries.push(ix.summary(k, index.len() as u32));
-        index.extend_from_slice(&ix.entries);
+        index.extend(ix.entries());
     }
     let mut footer = Vec::new();
     encode_footer(

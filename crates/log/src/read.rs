@@ -6,27 +6,34 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use sessionlog_format::{decode_record_header, verify_record, RecordHeader, RECORD_HEADER_LEN};
+use sessionlog_format::{
+    decode_record_header, verify_record, RecordHeader, StreamSummary, RECORD_HEADER_LEN,
+};
 
 use crate::error::{corrupted, io_err, Error, Result};
 use crate::ids::{SegmentId, Seq, StreamId};
-use crate::index::{walk_back, Anchor, SealedExtent};
+use crate::index::{walk_back, Anchor};
 use crate::log::{unknown, Inner, Record};
+use crate::segment::SealedSegment;
 use crate::storage::StorageFile;
 
 /// Where a seq of a stream lives, resolved under the lock and read outside it.
 enum Location {
-    Sealed(SealedExtent),
+    Sealed {
+        segment: Arc<SealedSegment>,
+        summary: StreamSummary,
+    },
     Active {
         file: Arc<dyn StorageFile>,
         segment: SegmentId,
-        first_seq: u64,
-        anchor_for: Box<dyn Fn(u64) -> Anchor + Send>,
+        anchor: Anchor,
     },
 }
 
 impl Inner {
-    fn locate(&self, stream: StreamId, seq: Seq) -> Result<Location> {
+    /// Finds the segment holding `seq` of `stream` and the anchor to walk back from: the
+    /// nearest indexed record at or after `anchor_seq` (clamped to the segment).
+    fn locate(&self, stream: StreamId, seq: Seq, anchor_seq: u64) -> Result<Location> {
         let mut st = self.state.lock();
         Self::check_usable(&st)?;
         let s = st
@@ -42,40 +49,47 @@ impl Inner {
             let last_offset = u64::from(a.last_offset);
             // Records still in the write buffer are handed to the OS before being read.
             while st.buf_offset <= last_offset {
-                if st.writing {
-                    self.io_done.wait(&mut st);
+                if st.io_busy {
+                    self.wait_idle(&mut st);
                 } else {
-                    self.write_step(&mut st)?;
+                    self.io_cycle(&mut st, false)?;
                 }
             }
-            let a = st
+            let anchor = match st
                 .catalog
                 .streams
                 .get(&stream.0)
-                .and_then(|s| s.active.clone())
-                .ok_or_else(|| unknown(stream))?;
-            if seq.0 < a.first_seq {
+                .and_then(|s| s.active.as_ref())
+            {
+                Some(a) if seq.0 >= a.first_seq => a.anchor(anchor_seq.min(a.last_seq)),
                 // A roll sealed the segment while we waited; look again.
-                drop(st);
-                return self.locate(stream, seq);
-            }
+                _ => {
+                    drop(st);
+                    return self.locate(stream, seq, anchor_seq);
+                }
+            };
             return Ok(Location::Active {
                 file: st.active.file.clone(),
                 segment: st.active.id,
-                first_seq: a.first_seq,
-                anchor_for: Box::new(move |s| a.anchor(s)),
+                anchor,
             });
         }
-        let i = s.sealed.partition_point(|e| e.summary.last_seq < seq.0);
-        match s.sealed.get(i).filter(|e| e.contains(seq)) {
-            Some(e) => Ok(Location::Sealed(e.clone())),
-            None => Err(corrupted(
+        let i = s.sealed.partition_point(|e| e.first_seq <= seq.0);
+        let extent = i.checked_sub(1).and_then(|i| s.sealed.get(i)).copied();
+        let found = extent.and_then(|e| {
+            let segment = st.sealed.get(&SegmentId(u64::from(e.segment)))?.clone();
+            let summary = segment.footer.stream(&segment.bytes, e.summary_index)?;
+            (summary.stream_id == stream.0 && summary.last_seq >= seq.0)
+                .then_some(Location::Sealed { segment, summary })
+        });
+        found.ok_or_else(|| {
+            corrupted(
                 SegmentId(0),
                 0,
                 format!("stream {stream} seq {seq} is in no segment"),
                 None,
-            )),
-        }
+            )
+        })
     }
 
     pub(crate) fn read(&self, stream: StreamId, seq: Seq) -> Result<Record> {
@@ -95,10 +109,12 @@ impl Inner {
         out: &mut Vec<Record>,
     ) -> Result<u64> {
         let mut offsets: Vec<(u64, u64)> = Vec::new();
-        match self.locate(stream, seq)? {
-            Location::Sealed(e) => {
-                let seg = &e.segment;
-                let anchor = seg.anchor(&e.summary, anchor_seq.min(e.summary.last_seq));
+        match self.locate(stream, seq, anchor_seq)? {
+            Location::Sealed {
+                segment: seg,
+                summary,
+            } => {
+                let anchor = seg.anchor(&summary, anchor_seq.min(summary.last_seq));
                 walk_back(
                     seg.id,
                     stream.0,
@@ -118,12 +134,8 @@ impl Inner {
             Location::Active {
                 file,
                 segment,
-                first_seq,
-                anchor_for,
+                anchor,
             } => {
-                let _ = first_seq;
-                let anchor = anchor_for(anchor_seq);
-                let mut headers: Vec<RecordHeader> = Vec::new();
                 walk_back(
                     segment,
                     stream.0,
@@ -132,7 +144,6 @@ impl Inner {
                     |o| pread_header(&*file, segment, o),
                     |s, o| offsets.push((s, o)),
                 )?;
-                headers.clear();
                 for &(s, o) in offsets.iter().rev() {
                     if last.is_some_and(|l| s > l) {
                         break;
@@ -153,10 +164,27 @@ fn pread_header(file: &dyn StorageFile, segment: SegmentId, offset: u64) -> Resu
 }
 
 fn pread_record(file: &dyn StorageFile, segment: SegmentId, offset: u64) -> Result<Record> {
-    let h = pread_header(file, segment, offset)?;
-    let mut buf = vec![0u8; RECORD_HEADER_LEN + h.payload_len as usize];
-    file.read_exact_at(&mut buf, offset)
-        .map_err(io_err("reading", format!("segment {segment}")))?;
+    // One read usually covers header and payload; a longer payload takes a second.
+    const FIRST_READ: usize = 4096;
+    let mut buf = vec![0u8; FIRST_READ];
+    let mut got = 0;
+    while got < RECORD_HEADER_LEN {
+        match file.read_at(&mut buf[got..], offset + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io_err("reading", format!("segment {segment}"))(e)),
+        }
+    }
+    let h = decode_record_header(&buf[..got])
+        .map_err(|e| corrupted(segment, offset, "bad record header", Some(e)))?;
+    let need = RECORD_HEADER_LEN + h.payload_len as usize;
+    if got < need {
+        buf.resize(need, 0);
+        file.read_exact_at(&mut buf[got..], offset + got as u64)
+            .map_err(io_err("reading", format!("segment {segment}")))?;
+    }
+    buf.truncate(need);
     verify_record(&buf, segment.0, offset)
         .map_err(|e| corrupted(segment, offset, "record fails verification", Some(e)))?;
     let payload = Bytes::from(buf).slice(RECORD_HEADER_LEN..);

@@ -1,6 +1,6 @@
 //! The log's in-memory state: streams, their names, and where their records are.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -9,7 +9,7 @@ use sessionlog_format::{
 };
 
 use crate::ids::{Lsn, SegmentId};
-use crate::index::{ActiveStreamIndex, SealedExtent};
+use crate::index::{ActiveStreamIndex, IdMap, SealedExtent};
 use crate::segment::{catalog_entry, SealedSegment, StreamBook};
 use crate::storage::StorageFile;
 
@@ -28,7 +28,7 @@ pub(crate) struct StreamState {
 /// Streams and names; the catalog stream is tracked by `catalog_next_seq`.
 #[derive(Debug, Default)]
 pub(crate) struct Catalog {
-    pub streams: HashMap<u64, StreamState>,
+    pub streams: IdMap<StreamState>,
     /// Ordered, so listing pages by name is a range query.
     pub names: BTreeMap<String, u64>,
     pub next_stream_id: u64,
@@ -152,8 +152,13 @@ pub(crate) struct State {
     pub end: u64,
     pub written: Lsn,
     pub synced: Lsn,
-    pub writing: bool,
-    pub syncing: bool,
+    /// An I/O cycle (write, and sync for a group) is running unlocked.
+    pub io_busy: bool,
+    /// Number of the group that batches encoded now belong to; a sync cycle takes the
+    /// forming group and the next one starts forming.
+    pub forming: u64,
+    /// Committers waiting on each group's condition variable (by group parity).
+    pub waiters: [u32; 2],
     pub poisoned: Option<Arc<str>>,
     pub closed: bool,
     pub counters: Counters,

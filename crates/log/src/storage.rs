@@ -54,7 +54,8 @@ pub trait StorageFile: Send + Sync + fmt::Debug {
     fn allocate(&self, len: u64) -> io::Result<()>;
 
     /// A read-only view of the whole file as it is now. The caller promises that the file is
-    /// never written or truncated again while any view of it lives (sealed segments only).
+    /// not written or truncated while any view of it lives (sealed segments; the active
+    /// segment only while `open` scans it).
     fn map_readonly(&self) -> io::Result<Bytes>;
 
     /// Reads exactly `buf.len()` bytes at `offset`, or fails with `UnexpectedEof`.

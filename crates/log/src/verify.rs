@@ -190,7 +190,7 @@ fn verify_segment(
                 at = batch.end_offset() as usize;
             }
             Err(e) => {
-                let rest_zero = seg[at..data_end].iter().all(|&b| b == 0);
+                let rest_zero = crate::recovery::is_zero(&seg[at..data_end]);
                 if rest_zero && (last || footer.is_err()) {
                     break; // the unwritten (preallocated) rest of the active segment
                 }

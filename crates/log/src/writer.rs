@@ -45,8 +45,15 @@ impl Inner {
         if st.poisoned.is_none() {
             st.poisoned = Some(cause.clone());
         }
-        self.io_done.notify_all();
+        self.wake_all();
         Error::Poisoned { cause }
+    }
+
+    /// Wakes every waiter: after a roll (which syncs everything) or a poisoning.
+    fn wake_all(&self) {
+        self.group[0].notify_all();
+        self.group[1].notify_all();
+        self.idle.notify_all();
     }
 
     pub(crate) fn commit(&self, records: &[Append<'_>], durability: Durability) -> Result<Receipt> {
@@ -98,8 +105,8 @@ impl Inner {
         match durability {
             Durability::Sync => self.wait_durable(&mut st, end)?,
             Durability::Buffered => {
-                if st.buf.len() >= self.options.write_buffer_bytes && !st.writing {
-                    self.write_step(&mut st)?;
+                if st.buf.len() >= self.options.write_buffer_bytes && !st.io_busy {
+                    self.io_cycle(&mut st, false)?;
                 }
             }
         }
@@ -192,14 +199,14 @@ impl Inner {
         if fits || st.end == SEGMENT_HEADER_LEN as u64 {
             return Ok(());
         }
-        while st.writing || st.syncing {
-            self.io_done.wait(st);
-        }
+        self.wait_idle(st);
         Self::check_usable(st)?;
         if let Err(e) = self.roll(st) {
             let what = format!("sealing segment {}: {e}", st.active.id);
             return Err(self.poison(st, what));
         }
+        // The roll synced everything before it: every waiting committer is durable.
+        self.wake_all();
         Ok(())
     }
 
@@ -240,8 +247,9 @@ impl Inner {
             if let Some(s) = st.catalog.streams.get_mut(&summary.stream_id) {
                 s.active = None;
                 s.sealed.push(SealedExtent {
-                    segment: sealed.clone(),
-                    summary,
+                    first_seq: summary.first_seq,
+                    segment: id.0 as u32,
+                    summary_index: i,
                 });
             }
         }
@@ -262,65 +270,92 @@ impl Inner {
         Ok(())
     }
 
-    /// Hands the buffer to the operating system. Called with no write in flight.
-    pub(crate) fn write_step(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
-        debug_assert!(!st.writing);
-        if st.buf.is_empty() {
-            return Ok(());
+    /// One I/O cycle, run by whichever thread finds no I/O in flight: hand the whole buffer
+    /// to the operating system and, when `sync`, make everything written durable with one
+    /// `fdatasync`. While it runs unlocked, new commits keep encoding into the buffer: they
+    /// form the next group. Wakes exactly the committers it made durable, and one committer
+    /// of the next group to lead the next cycle.
+    pub(crate) fn io_cycle(&self, st: &mut MutexGuard<'_, State>, sync: bool) -> Result<()> {
+        debug_assert!(!st.io_busy);
+        st.io_busy = true;
+        let epoch = st.forming;
+        if sync {
+            st.forming += 1;
         }
-        st.writing = true;
         let data = std::mem::take(&mut st.buf);
         let at = st.buf_offset;
         st.buf_offset += data.len() as u64;
         let file = st.active.file.clone();
         let seg = st.active.id;
-        let result = MutexGuard::unlocked(st, || file.write_all_at(&data, at));
-        st.writing = false;
-        st.counters.writes += 1;
-        if let Err(e) = result {
-            return Err(self.poison(st, format!("writing segment {seg} at offset {at}: {e}")));
+        let end = Lsn::new(seg, at + data.len() as u64);
+        let result = MutexGuard::unlocked(st, || {
+            if !data.is_empty() {
+                file.write_all_at(&data, at)
+                    .map_err(|e| format!("writing segment {seg} at offset {at}: {e}"))?;
+            }
+            if sync {
+                file.sync_data()
+                    .map_err(|e| format!("syncing segment {seg}: {e}"))?;
+            }
+            Ok::<(), String>(())
+        });
+        st.io_busy = false;
+        st.counters.writes += u64::from(!data.is_empty());
+        st.counters.syncs += u64::from(sync);
+        if let Err(what) = result {
+            return Err(self.poison(st, what));
         }
-        st.written = st.written.max(Lsn::new(seg, at + data.len() as u64));
+        st.written = st.written.max(end);
+        if sync {
+            st.synced = st.synced.max(end);
+        }
         if st.buf.is_empty() {
             // Keep the allocation for the next group.
             let mut data = data;
             data.clear();
             st.buf = data;
         }
-        self.io_done.notify_all();
-        Ok(())
-    }
-
-    /// Syncs what has been written. Called with no sync in flight.
-    fn sync_step(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
-        st.syncing = true;
-        let target = st.written;
-        let file = st.active.file.clone();
-        let result = MutexGuard::unlocked(st, || file.sync_data());
-        st.syncing = false;
-        st.counters.syncs += 1;
-        if let Err(e) = result {
-            return Err(self.poison(st, format!("syncing segment {}: {e}", target.segment())));
+        if sync {
+            self.group[(epoch % 2) as usize].notify_all();
         }
-        st.synced = st.synced.max(target);
-        self.io_done.notify_all();
+        self.elect(st);
+        self.idle.notify_all();
         Ok(())
     }
 
-    /// Returns once everything up to `target` is durable, doing whatever I/O nobody else is.
+    /// Wakes one committer of the forming group, if any waits, to run the next cycle.
+    fn elect(&self, st: &State) {
+        let forming = (st.forming % 2) as usize;
+        if !st.io_busy && st.waiters[forming] > 0 {
+            self.group[forming].notify_one();
+        }
+    }
+
+    /// Returns once everything up to `target` is durable. The caller's batch is in the
+    /// forming group; if no cycle is running, the caller runs one for its whole group.
     pub(crate) fn wait_durable(&self, st: &mut MutexGuard<'_, State>, target: Lsn) -> Result<()> {
+        let group = (st.forming % 2) as usize;
         loop {
             Self::check_usable(st)?;
             if st.synced >= target {
+                // Pass leadership on if this thread was elected but had nothing left to do.
+                self.elect(st);
                 return Ok(());
             }
-            if !st.writing && !st.buf.is_empty() && st.written < target {
-                self.write_step(st)?;
-            } else if !st.syncing && st.written > st.synced {
-                self.sync_step(st)?;
-            } else {
-                self.io_done.wait(st);
+            if !st.io_busy {
+                self.io_cycle(st, true)?;
+                continue;
             }
+            st.waiters[group] += 1;
+            self.group[group].wait(st);
+            st.waiters[group] -= 1;
+        }
+    }
+
+    /// Waits until no I/O cycle runs (the mutex is held on return).
+    pub(crate) fn wait_idle(&self, st: &mut MutexGuard<'_, State>) {
+        while st.io_busy {
+            self.idle.wait(st);
         }
     }
 
@@ -427,7 +462,7 @@ fn build_footer(st: &State, id: SegmentId) -> Vec<u8> {
     let mut index: Vec<IndexEntry> = Vec::new();
     for (k, a) in streams {
         summaries.push(a.summary(k, index.len() as u32));
-        index.extend_from_slice(&a.entries);
+        index.extend(a.entries());
     }
     let mut out = Vec::new();
     encode_footer(
