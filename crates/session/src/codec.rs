@@ -1,14 +1,14 @@
 //! The storage mapping: the record kind tag of each event and the byte encoding of one
 //! event and of a session header, as the segmented log stores them.
 //!
-//! The normative description is `crates/session/EVENTS.md`; golden vectors there are
+//! The normative description is `format-spec/events.md`; golden vectors there are
 //! checked by `tests/storage_encoding_matches_golden_vectors.rs`.
 
 use crate::error::Error;
 use crate::event::Event;
 use crate::header::SessionHeader;
 
-/// Record kind tags (spec: EVENTS.md#kind-tags). `0x01..=0x0F` are surface events;
+/// Record kind tags (spec: events.md#kind-tags). `0x01..=0x0F` are surface events;
 /// `0xF0..=0xFF` are reserved for the log's own records.
 pub mod kind {
     /// A known type with no typed view (capability and plugin events).
@@ -96,7 +96,7 @@ pub fn is_surface_kind(tag: u8) -> bool {
     (0x01..=0x0F).contains(&tag)
 }
 
-/// Encoding version byte of event and header records (spec: EVENTS.md#event-record).
+/// Encoding version byte of event and header records (spec: events.md#event-record).
 pub const EVENT_ENCODING_V1: u8 = 1;
 
 /// Encodes one event: the version byte, then the envelope JSON exactly as stored.

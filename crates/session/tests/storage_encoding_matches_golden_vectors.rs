@@ -1,4 +1,4 @@
-//! The golden vectors in `EVENTS.md` decode to events with the documented kind tag and
+//! The golden vectors in `format-spec/events.md` decode to events with the documented kind tag and
 //! re-encode to the same bytes, so the document cannot drift from the code.
 
 use sessionlog_session::codec::{decode_header, encode_header, is_surface_kind, kind};
@@ -13,8 +13,8 @@ struct Vector {
 }
 
 fn vectors() -> Vec<Vector> {
-    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/EVENTS.md"))
-        .expect("EVENTS.md");
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../format-spec/events.md"))
+        .expect("format-spec/events.md");
     let mut out = Vec::new();
     let mut current: Option<Vector> = None;
     let mut in_hex = false;
@@ -59,7 +59,7 @@ fn vectors() -> Vec<Vector> {
 #[test]
 fn storage_encoding_matches_golden_vectors() {
     let vectors = vectors();
-    assert!(vectors.len() >= 5, "EVENTS.md lost its vectors");
+    assert!(vectors.len() >= 5, "events.md lost its vectors");
     for v in vectors {
         assert_eq!(v.bytes.first(), Some(&1), "{}: version byte", v.title);
         assert_eq!(

@@ -17,6 +17,7 @@ mod error;
 pub mod projection;
 mod session_store;
 mod store;
+pub mod workload;
 
 pub use error::{Error, Result};
 pub use sessionlog_log::{Durability, LogOptions, RecoveryMode};

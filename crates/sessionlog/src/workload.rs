@@ -1,0 +1,301 @@
+//! A deterministic generator of realistic agent-session traffic: turns with steps, streamed
+//! assistant settlements (chunks, then the message citing them), tool calls and results of
+//! varied sizes, request envelopes, and summary compactions that replace old surface spans.
+//! Used by the demo, the benchmarks and tests; every event it makes passes validation.
+
+use sessionlog_session::json::write_js_string;
+use sessionlog_session::{EventInput, SurfaceOp};
+
+/// Shape of the generated traffic.
+#[derive(Debug, Clone)]
+pub struct WorkloadConfig {
+    /// Steps (model calls) per turn, inclusive range.
+    pub steps_per_turn: (u32, u32),
+    /// Streamed chunks per assistant settlement, inclusive range.
+    pub chunks_per_message: (u32, u32),
+    /// Bytes of a tool result's text, inclusive range.
+    pub tool_result_bytes: (usize, usize),
+    /// Bytes of a user prompt, inclusive range.
+    pub prompt_bytes: (usize, usize),
+    /// Compact after this many turns (None: never).
+    pub compact_every_turns: Option<u64>,
+    /// Surface nodes a compaction leaves unshadowed at the end.
+    pub keep_tail_nodes: usize,
+}
+
+impl Default for WorkloadConfig {
+    fn default() -> Self {
+        WorkloadConfig {
+            steps_per_turn: (1, 4),
+            chunks_per_message: (4, 24),
+            tool_result_bytes: (64, 8192),
+            prompt_bytes: (40, 600),
+            compact_every_turns: Some(8),
+            keep_tail_nodes: 6,
+        }
+    }
+}
+
+/// A small, fast, seeded generator (SplitMix64); the workload is a pure function of the seed.
+#[derive(Debug, Clone)]
+pub struct SplitMix(u64);
+
+impl SplitMix {
+    /// Seeded generator.
+    pub fn new(seed: u64) -> Self {
+        SplitMix(seed)
+    }
+
+    /// Next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `lo..=hi`.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        if hi <= lo {
+            return lo;
+        }
+        lo + self.next_u64() % (hi - lo + 1)
+    }
+}
+
+const WORDS: &[&str] = &[
+    "the", "session", "log", "tool", "result", "file", "read", "write", "check", "build", "test",
+    "fix", "error", "value", "model", "turn", "step", "call", "output", "summary", "context",
+    "token", "cache", "segment", "index", "record",
+];
+
+/// Generates the events of one agent session, turn by turn.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    rng: SplitMix,
+    config: WorkloadConfig,
+    turn: u64,
+    calls: u64,
+    compactions: u64,
+}
+
+impl Workload {
+    /// A generator for one session.
+    pub fn new(seed: u64, config: WorkloadConfig) -> Self {
+        Workload {
+            rng: SplitMix::new(seed),
+            config,
+            turn: 0,
+            calls: 0,
+            compactions: 0,
+        }
+    }
+
+    /// Turns generated so far.
+    pub fn turns(&self) -> u64 {
+        self.turn
+    }
+
+    /// Compactions generated so far.
+    pub fn compactions(&self) -> u64 {
+        self.compactions
+    }
+
+    fn text(&mut self, bytes: usize) -> String {
+        let mut s = String::with_capacity(bytes + 8);
+        while s.len() < bytes {
+            if !s.is_empty() {
+                s.push(' ');
+            }
+            s.push_str(WORDS[self.rng.range(0, WORDS.len() as u64 - 1) as usize]);
+        }
+        s
+    }
+
+    fn json_text(&mut self, bytes: usize) -> String {
+        let t = self.text(bytes);
+        let mut out = String::with_capacity(t.len() + 2);
+        write_js_string(&mut out, &t);
+        out
+    }
+
+    /// The events that open a session: the request envelope and context window.
+    pub fn session_start(&mut self, time: i64) -> Vec<EventInput> {
+        vec![
+            EventInput::new(
+                "request/header",
+                time,
+                r#"{"header":{"config":{"model":"demo-model","provider":"demo"},"system":"You are a careful coding agent.","tools":"[bash, read, write]"},"reason":"initial"}"#,
+            ),
+            EventInput::new(
+                "request/context",
+                time,
+                r#"{"provider":"demo","model":"demo-model","contextWindow":128000}"#,
+            ),
+        ]
+    }
+
+    /// The events of the next turn, given the seq the first of them will get. With
+    /// `interrupt_after` set, the turn stops after that many events (an open turn, as a crash
+    /// leaves it).
+    pub fn turn(
+        &mut self,
+        first_seq: u64,
+        time: i64,
+        interrupt_after: Option<usize>,
+    ) -> Vec<EventInput> {
+        self.turn += 1;
+        let t = self.turn;
+        let mut out: Vec<EventInput> = Vec::new();
+        let seq = |out: &Vec<EventInput>| first_seq + out.len() as u64;
+        out.push(EventInput::new(
+            "turn/start",
+            time,
+            format!(r#"{{"turn":{t}}}"#),
+        ));
+        let prompt_len = self.rng.range(
+            self.config.prompt_bytes.0 as u64,
+            self.config.prompt_bytes.1 as u64,
+        ) as usize;
+        let prompt = self.json_text(prompt_len);
+        out.push(
+            EventInput::new("user/message", time, format!(r#"{{"content":[{{"type":"text","text":{prompt}}}],"source":{{"kind":"user"}},"role":"user","id":"u-{t}"}}"#))
+                .with_surface_op(SurfaceOp::Append),
+        );
+        let steps = self.rng.range(
+            u64::from(self.config.steps_per_turn.0),
+            u64::from(self.config.steps_per_turn.1),
+        );
+        for s in 1..=steps {
+            out.push(EventInput::new(
+                "step/start",
+                time,
+                format!(r#"{{"turn":{t},"step":{s}}}"#),
+            ));
+            let chunks = self.rng.range(
+                u64::from(self.config.chunks_per_message.0),
+                u64::from(self.config.chunks_per_message.1),
+            );
+            let mut sources = Vec::with_capacity(chunks as usize);
+            let mut said = String::new();
+            for _ in 0..chunks {
+                let piece_len = self.rng.range(4, 40) as usize;
+                let piece = self.text(piece_len);
+                let mut js = String::new();
+                write_js_string(&mut js, &piece);
+                sources.push(seq(&out));
+                out.push(EventInput::new("assistant/chunk", time, format!(r#"{{"turn":{t},"step":{s},"chunk":{{"type":"text-delta","index":0,"text":{js}}}}}"#)));
+                said.push_str(&piece);
+            }
+            let mut said_js = String::new();
+            write_js_string(&mut said_js, &said);
+            let last = s == steps;
+            let (input, output) = (self.rng.range(500, 90_000), self.rng.range(20, 900));
+            let usage = format!(
+                r#"{{"inputTokens":{input},"outputTokens":{output},"cacheReadTokens":{}}}"#,
+                input / 2
+            );
+            if last {
+                out.push(
+                    EventInput::new("assistant/message", time, format!(r#"{{"turn":{t},"step":{s},"message":{{"role":"assistant","content":[{{"type":"text","text":{said_js}}}],"source":{{"kind":"model","provider":"demo","model":"demo-model"}},"id":"a-{t}-{s}"}},"usage":{usage}}}"#))
+                        .with_surface_op(SurfaceOp::Append)
+                        .with_sources(sources),
+                );
+            } else {
+                self.calls += 1;
+                let id = format!("call-{}", self.calls);
+                let args = r#""{\"command\": \"cargo test\"}""#;
+                out.push(
+                    EventInput::new("assistant/message", time, format!(r#"{{"turn":{t},"step":{s},"message":{{"role":"assistant","content":[{{"type":"text","text":{said_js}}},{{"type":"tool-call","id":"{id}","name":"bash","arguments":{args}}}],"source":{{"kind":"model","provider":"demo","model":"demo-model"}},"id":"a-{t}-{s}"}},"usage":{usage}}}"#))
+                        .with_surface_op(SurfaceOp::Append)
+                        .with_sources(sources),
+                );
+                let call_seq = seq(&out);
+                out.push(EventInput::new("tool/call", time, format!(r#"{{"turn":{t},"step":{s},"callId":"{id}","name":"bash","arguments":{args}}}"#)));
+                let size = self.rng.range(
+                    self.config.tool_result_bytes.0 as u64,
+                    self.config.tool_result_bytes.1 as u64,
+                ) as usize;
+                let body = self.json_text(size);
+                out.push(
+                    EventInput::new("tool/result", time, format!(r#"{{"turn":{t},"step":{s},"message":{{"source":{{"kind":"tool","callId":"{id}"}},"content":[{{"type":"tool-result","toolCallId":"{id}","content":[{{"type":"text","text":{body}}}],"isError":false}}],"role":"user","id":"r-{id}"}}}}"#))
+                        .with_surface_op(SurfaceOp::Append)
+                        .with_sources(vec![call_seq]),
+                );
+            }
+            out.push(EventInput::new(
+                "step/end",
+                time,
+                format!(r#"{{"turn":{t},"step":{s}}}"#),
+            ));
+        }
+        out.push(EventInput::new(
+            "turn/end",
+            time,
+            format!(r#"{{"turn":{t},"reason":{{"kind":"completed"}}}}"#),
+        ));
+        if let Some(n) = interrupt_after {
+            out.truncate(n.clamp(1, out.len()));
+        }
+        out
+    }
+
+    /// Whether the policy of this workload compacts after the turn just generated.
+    pub fn wants_compaction(&self) -> bool {
+        self.config
+            .compact_every_turns
+            .is_some_and(|n| n > 0 && self.turn % n == 0)
+    }
+
+    /// A summary compaction of the current `surface` (all but the last `keep_tail_nodes`
+    /// nodes), as the four events DeepSeek Harness writes; `first_seq` is the seq the first
+    /// will get. None when the surface is too short to compact.
+    pub fn compaction(
+        &mut self,
+        surface: &[u64],
+        first_seq: u64,
+        time: i64,
+    ) -> Option<Vec<EventInput>> {
+        let keep = self.config.keep_tail_nodes.max(1);
+        if surface.len() <= keep + 1 {
+            return None;
+        }
+        let shadowed = &surface[..surface.len() - keep];
+        self.compactions += 1;
+        let id = format!("compaction-{}", self.compactions);
+        let (start, end) = (shadowed[0], shadowed[shadowed.len() - 1]);
+        let summary = self.json_text(200);
+        let seqs: Vec<String> = shadowed.iter().map(u64::to_string).collect();
+        let mut out = vec![
+            EventInput::new(
+                "compaction/start",
+                time,
+                format!(r#"{{"compactionId":"{id}","turn":{}}}"#, self.turn),
+            ),
+            EventInput::new(
+                "compaction/summary",
+                time,
+                format!(
+                    r#"{{"compactionId":"{id}","summary":[{{"type":"text","text":{summary}}}],"shadowedRange":{{"start":{start},"end":{end}}},"shadowedSeqs":[{}],"shadowedTokenCount":{},"provider":"demo","model":"demo-model","usage":{{"inputTokens":{},"outputTokens":50}}}}"#,
+                    seqs.join(","),
+                    shadowed.len() * 400,
+                    shadowed.len() * 400
+                ),
+            ),
+        ];
+        let mut sources = vec![first_seq, first_seq + 1];
+        sources.extend_from_slice(shadowed);
+        out.push(
+            EventInput::new("user/message", time, format!(r#"{{"content":[{{"type":"text","text":{summary}}}],"source":{{"kind":"user"}},"role":"user","id":"{id}-summary"}}"#))
+                .with_surface_op(SurfaceOp::Replace { start, end })
+                .with_sources(sources),
+        );
+        out.push(EventInput::new(
+            "compaction/end",
+            time,
+            format!(r#"{{"compactionId":"{id}","turn":{}}}"#, self.turn),
+        ));
+        Some(out)
+    }
+}
