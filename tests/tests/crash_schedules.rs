@@ -19,8 +19,8 @@ use rand::{Rng, RngCore, SeedableRng};
 use sessionlog_log::{Append, Durability, Error, Log, LogOptions, RecoveryMode, Seq, StreamId};
 use sessionlog_testkit::adapter::snapshot_sampled;
 use sessionlog_testkit::{
-    CrashPolicy, Fault, FaultError, ModelAppend, ModelRecord, OpKind, ReferenceModel, Restart,
-    SimConfig, SimStorage,
+    CrashPolicy, Fault, FaultError, LogSnapshot, ModelAppend, ModelRecord, OpKind, ReferenceModel,
+    Restart, SimConfig, SimStorage,
 };
 
 const DEFAULT_SCHEDULES: u64 = 20_000;
@@ -55,6 +55,8 @@ struct Coverage {
     footers_rebuilt: u64,
     multi_segment_logs: u64,
     interrupted_recoveries: u64,
+    strict_opens_refused: u64,
+    strict_opens_clean: u64,
 }
 
 impl Coverage {
@@ -70,6 +72,8 @@ impl Coverage {
         self.footers_rebuilt += other.footers_rebuilt;
         self.multi_segment_logs += other.multi_segment_logs;
         self.interrupted_recoveries += other.interrupted_recoveries;
+        self.strict_opens_refused += other.strict_opens_refused;
+        self.strict_opens_clean += other.strict_opens_clean;
     }
 }
 
@@ -455,6 +459,11 @@ impl Schedule {
         if self.rng.gen_bool(0.05) {
             self.recovery_with_a_read_error()?;
         }
+        let strict = if self.rng.gen_bool(0.2) {
+            self.strict_open_after_a_crash()?
+        } else {
+            None
+        };
         let log = self
             .open(&self.dir.clone())
             .map_err(|e| format!("recovery after a power loss failed: {e}"))?;
@@ -470,6 +479,11 @@ impl Schedule {
         self.coverage.multi_segment_logs += u64::from(report.segments > 1);
         let snap = snapshot_sampled(&log, POINT_READS)?;
         self.log = Some(log);
+        if strict.as_ref().is_some_and(|strict| *strict != snap) {
+            return Err(format!(
+                "the strict open saw {strict:?} but the default recovery then found {snap:?}"
+            ));
+        }
         let summary = self
             .model
             .check_recovered(&snap, Restart::PowerLoss)
@@ -478,6 +492,51 @@ impl Schedule {
         self.coverage.ops_lost += summary.lost as u64;
         self.coverage.unsynced_ops_kept += summary.kept_beyond_durable as u64;
         Ok(())
+    }
+
+    /// Opens with `AbsoluteConsistency`: it either finds no damage (and then sees what the
+    /// default mode will recover) or fails with a corruption error and changes no byte.
+    fn strict_open_after_a_crash(&mut self) -> Result<Option<LogSnapshot>, String> {
+        let files_before = self.file_images();
+        let strict = LogOptions {
+            recovery_mode: RecoveryMode::AbsoluteConsistency,
+            ..self.options.clone()
+        };
+        match Log::open_with(self.sim.as_storage(), &self.dir, strict) {
+            Ok(log) => {
+                self.note("strict open found no damage".into());
+                self.coverage.strict_opens_clean += 1;
+                let snap = snapshot_sampled(&log, POINT_READS)?;
+                log.close()
+                    .map_err(|e| format!("closing the strict open: {e}"))?;
+                Ok(Some(snap))
+            }
+            Err(Error::Corrupted {
+                segment, offset, ..
+            }) => {
+                self.note(format!(
+                    "strict open refused: segment {segment} offset {offset}"
+                ));
+                self.coverage.strict_opens_refused += 1;
+                if self.file_images() != files_before {
+                    return Err("a strict open that refused the store changed its files".into());
+                }
+                Ok(None)
+            }
+            Err(e) => Err(format!("strict open after a crash: unexpected error {e}")),
+        }
+    }
+
+    /// Every file with its current contents.
+    fn file_images(&self) -> Vec<(PathBuf, Option<Vec<u8>>)> {
+        self.sim
+            .file_paths()
+            .into_iter()
+            .map(|path| {
+                let contents = self.sim.file_contents(&path);
+                (path, contents)
+            })
+            .collect()
     }
 
     /// Recovery that hits a read error must fail with an I/O error and change nothing that
