@@ -1,0 +1,47 @@
+//! Raw bytes as a DeepSeek Harness `session.jsonl` into the importer (header, events, packed
+//! chunk rows, torn-tail scan). No input may panic. An imported session exports to a file that
+//! imports again to the same session and exports to the same bytes.
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use sessionlog_session::{export_jsonl, import_jsonl, Error, ImportOptions};
+
+fuzz_target!(|data: &[u8]| {
+    let repair = data.first().is_some_and(|b| b & 1 != 0);
+    let options = ImportOptions {
+        repair,
+        ..ImportOptions::default()
+    };
+    let Ok(imported) = import_jsonl(data, &options) else {
+        return;
+    };
+    let exported = export_jsonl(&imported.session);
+    let plain = ImportOptions {
+        repair: false,
+        ..ImportOptions::default()
+    };
+    let again = match import_jsonl(&exported, &plain) {
+        Ok(again) => again,
+        // Known bug, reported and pinned by tests/tests/fuzz_regressions.rs: a turn/start
+        // with turn 0 is accepted, and the closer repair writes for it (turn/end with turn 0)
+        // is refused on the next load. Skipped here so the fuzzer looks for other bugs.
+        Err(Error::Legacy { ref event_type, .. })
+            if event_type == "turn/end" && !imported.closers.is_empty() =>
+        {
+            return
+        }
+        Err(e) => panic!("an exported session does not import: {e}"),
+    };
+    assert!(again.tail.is_none(), "an exported session has a torn tail");
+    assert_eq!(
+        again.session.events(),
+        imported.session.events(),
+        "export and import changed the events"
+    );
+    assert_eq!(
+        export_jsonl(&again.session),
+        exported,
+        "export is not stable"
+    );
+});

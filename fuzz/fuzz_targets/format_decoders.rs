@@ -1,0 +1,191 @@
+//! Raw bytes into every decoder of the codec: segment header, batch header, batch frame,
+//! record, footer trailer, footer and its sparse index and catalog. No input may panic.
+//!
+//! Checksums would stop a byte-level fuzzer at the first CRC, so the first input byte picks a
+//! mode: decode the bytes as they are; fix the checksums of a batch frame first (so the
+//! structural checks behind them are reached); fix the checksum of a footer first; or encode
+//! arbitrary records and footers and check that decoding gives them back.
+
+#![no_main]
+
+use arbitrary::{Arbitrary, Unstructured};
+use libfuzzer_sys::fuzz_target;
+use sessionlog_format::{
+    decode_batch_header, decode_footer_trailer, decode_record_header, encode_footer, verify_batch,
+    verify_record, BatchEncoder, CatalogEntry, CatalogOp, FooterView, IndexEntry, RecordHeader,
+    SegmentHeader, StreamSummary,
+};
+use sessionlog_fuzz::{fix_batch_checksums, fix_footer_checksum};
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    let Some((&place, bytes)) = rest.split_first() else {
+        return;
+    };
+    // Small segment numbers and aligned offsets, as the engine uses them.
+    let segment_id = u64::from(place & 0x0F);
+    let offset = u64::from(place >> 4) * 8;
+    match mode % 4 {
+        0 => decode_everything(bytes, segment_id, offset),
+        1 => {
+            let mut frame = bytes.to_vec();
+            fix_batch_checksums(&mut frame, segment_id, offset);
+            decode_everything(&frame, segment_id, offset);
+        }
+        2 => {
+            let mut seg = bytes.to_vec();
+            fix_footer_checksum(&mut seg, segment_id);
+            decode_everything(&seg, segment_id, offset);
+        }
+        _ => round_trip(bytes, segment_id, offset),
+    }
+});
+
+fn decode_everything(bytes: &[u8], segment_id: u64, offset: u64) {
+    let _ = SegmentHeader::decode(bytes);
+    let _ = decode_batch_header(bytes, segment_id, offset);
+    let _ = decode_record_header(bytes);
+    if let Ok((header, payload)) = verify_record(bytes, segment_id, offset) {
+        assert_eq!(payload.len(), header.payload_len as usize);
+    }
+    if let Ok(batch) = verify_batch(bytes, segment_id, offset) {
+        assert!(batch.bytes().len() <= bytes.len());
+        assert_eq!(
+            batch.end_offset(),
+            offset + u64::from(batch.header.batch_len)
+        );
+        let mut count = 0u32;
+        for record in batch.records() {
+            let payload = batch.payload(&record);
+            assert_eq!(payload.len(), record.header.payload_len as usize);
+            count += 1;
+        }
+        assert_eq!(count, batch.header.record_count);
+    }
+    let _ = decode_footer_trailer(bytes, segment_id);
+    if let Ok(footer) = FooterView::decode(bytes, segment_id) {
+        for i in 0..footer.stream_count.min(1 << 12) {
+            if let Some(summary) = footer.stream(bytes, i) {
+                for j in 0..summary.index_count.min(1 << 12) {
+                    let _ = footer.index_entry(bytes, summary.index_start.wrapping_add(j));
+                }
+            }
+        }
+        let _ = footer.catalog(bytes);
+    }
+}
+
+#[derive(Debug, Arbitrary)]
+struct ArbRecord {
+    stream_id: u8,
+    seq: u16,
+    kind: u8,
+    flags: u8,
+    payload: Vec<u8>,
+}
+
+#[derive(Debug, Arbitrary)]
+struct ArbCatalog {
+    delete: bool,
+    stream_id: u8,
+    seq: u16,
+    name: Vec<u8>,
+}
+
+/// Encodes arbitrary records and a footer; decoding must give back exactly what went in.
+fn round_trip(bytes: &[u8], segment_id: u64, offset: u64) {
+    let mut u = Unstructured::new(bytes);
+    let Ok(records) = Vec::<ArbRecord>::arbitrary(&mut u) else {
+        return;
+    };
+    let synced_through = offset.min(u64::from(u.arbitrary::<u16>().unwrap_or(0)));
+    let mut buf = Vec::new();
+    let mut encoder = BatchEncoder::begin(&mut buf, segment_id, offset, synced_through);
+    let mut headers = Vec::new();
+    let mut last_offset = std::collections::BTreeMap::new();
+    for r in &records {
+        // prev_offset must name the stream's previous record (or 0), as the writer sets it.
+        let header = RecordHeader {
+            stream_id: u64::from(r.stream_id),
+            seq: u64::from(r.seq),
+            kind: r.kind,
+            flags: r.flags,
+            prev_offset: last_offset.get(&r.stream_id).copied().unwrap_or(0),
+            payload_len: r.payload.len() as u32,
+        };
+        let at = encoder.push(header, &r.payload);
+        last_offset.insert(r.stream_id, at as u32);
+        headers.push(header);
+    }
+    encoder.finish();
+    let batch = verify_batch(&buf, segment_id, offset).expect("an encoded batch verifies");
+    assert_eq!(batch.header.synced_through, synced_through);
+    let decoded: Vec<_> = batch.records().collect();
+    assert_eq!(decoded.len(), records.len());
+    for ((view, header), r) in decoded.iter().zip(&headers).zip(&records) {
+        assert_eq!(view.header, *header);
+        assert_eq!(batch.payload(view), &r.payload[..]);
+    }
+    assert!(verify_batch(&buf, segment_id ^ 1, offset).is_err());
+
+    // A footer over arbitrary summaries, index entries and catalog entries.
+    let Ok(catalog) = Vec::<ArbCatalog>::arbitrary(&mut u) else {
+        return;
+    };
+    let catalog: Vec<CatalogEntry> = catalog
+        .into_iter()
+        .map(|c| CatalogEntry {
+            op: if c.delete {
+                CatalogOp::Delete
+            } else {
+                CatalogOp::Create
+            },
+            stream_id: u64::from(c.stream_id),
+            seq: u64::from(c.seq),
+            name: if c.delete { Vec::new() } else { c.name },
+        })
+        .collect();
+    let streams_wanted = u.arbitrary::<u8>().unwrap_or(0) % 8;
+    let mut streams = Vec::new();
+    let mut index = Vec::new();
+    for s in 0..u64::from(streams_wanted) {
+        let first_seq = u64::from(u.arbitrary::<u16>().unwrap_or(0));
+        let count = u64::from(u.arbitrary::<u8>().unwrap_or(0)) + 1;
+        let entries = 1 + u.arbitrary::<u8>().unwrap_or(0) % 4;
+        let index_start = index.len() as u32;
+        for e in 0..entries {
+            index.push(IndexEntry {
+                seq: first_seq + u64::from(e),
+                offset: 64 + 8 * u32::from(e),
+            });
+        }
+        streams.push(StreamSummary {
+            stream_id: s + 1,
+            first_seq,
+            last_seq: first_seq + count - 1,
+            data_bytes: 40 * count,
+            first_offset: 64,
+            last_offset: 64 + 40 * (count as u32 - 1),
+            index_start,
+            index_count: u32::from(entries),
+        });
+    }
+    let mut seg = vec![0u8; offset as usize];
+    let written = encode_footer(&mut seg, segment_id, offset, &streams, &index, &catalog);
+    assert_eq!(seg.len(), offset as usize + written);
+    // Whether the codec accepts these summaries is its business; a decoded footer must
+    // give back exactly what was encoded.
+    if let Ok(footer) = FooterView::decode(&seg, segment_id) {
+        assert_eq!(footer.data_end, offset);
+        assert_eq!(footer.stream_count as usize, streams.len());
+        for (i, s) in streams.iter().enumerate() {
+            assert_eq!(footer.stream(&seg, i as u32), Some(*s));
+        }
+        for (i, e) in index.iter().enumerate() {
+            assert_eq!(footer.index_entry(&seg, i as u32), Some(*e));
+        }
+        assert_eq!(footer.catalog(&seg).expect("catalog decodes"), catalog);
+    }
+}
