@@ -11,6 +11,12 @@ use sessionlog_session::{
     Event, EventInput, FormatVersion, ImportOptions, Session, SessionHeader,
 };
 
+use sessionlog_session::compaction::{
+    self, CompactionContext, CompactionOutcome, CompactionPolicy, PruneOptions, Summarizer,
+};
+use sessionlog_session::tokens::{TokenCounter, TokenProjection};
+use sessionlog_session::Seq;
+
 use crate::cache::{self, CacheHeader, CacheMiss};
 use crate::error::{Error, Result};
 use crate::projection::{Projection, RequestProjection, SurfaceProjection};
@@ -117,7 +123,16 @@ pub struct ImportSummary {
 impl Store {
     /// Opens (creating if needed) the store in `dir`. Physical recovery of the log happens here.
     pub fn open(dir: impl AsRef<Path>, options: StoreOptions) -> Result<Store> {
-        let log = Log::open(dir, options.log.clone())?;
+        Self::open_with(Arc::new(sessionlog_log::RealStorage), dir.as_ref(), options)
+    }
+
+    /// Opens the store in `dir` with all I/O (log and cache) through `storage`.
+    pub fn open_with(
+        storage: Arc<dyn sessionlog_log::Storage>,
+        dir: &Path,
+        options: StoreOptions,
+    ) -> Result<Store> {
+        let log = Log::open_with(storage, dir, options.log.clone())?;
         Ok(Store {
             inner: Arc::new(Inner {
                 log,
@@ -226,11 +241,24 @@ impl Store {
         let stream = self.stream(name)?;
         let session = self.load_session(name)?;
         let mut handle = self.handle(name, stream, session)?;
-        let closers = handle.session.repair_closers()?;
-        let mut appended = Vec::with_capacity(closers.len());
-        for closer in closers {
-            appended.push(handle.append_event(closer)?.clone());
+        let first = handle.session.next_seq().get();
+        // Restart repair: close a final turn left open (DeepSeek Harness's closers), then an
+        // interrupted compaction (an orphaned lock gets an error end; a summary that never got
+        // its replacement stays unapplied). All closers go to the log as one atomic batch.
+        let mut closers: Vec<EventInput> = handle
+            .session
+            .repair_closers()?
+            .into_iter()
+            .map(event_input)
+            .collect();
+        if !closers.is_empty() {
+            handle.append_atomic(std::mem::take(&mut closers))?;
         }
+        let compaction = compaction::recover_compaction(&handle.session);
+        if !compaction.is_empty() {
+            handle.append_atomic(compaction)?;
+        }
+        let appended: Vec<Event> = handle.session.events()[first as usize..].to_vec();
         if !appended.is_empty() {
             handle.commit()?;
         }
@@ -638,6 +666,118 @@ impl SessionHandle {
         Ok(self.session.events().last().expect("just appended"))
     }
 
+    /// Validates and appends `inputs` in order, then writes them to the log as one atomic
+    /// batch: after a crash all of them are there or none. If one is refused, nothing reaches
+    /// the log; the handle is then unusable (the events before it were folded in memory) and
+    /// the session must be reopened.
+    pub fn append_atomic(&mut self, inputs: Vec<EventInput>) -> Result<Vec<Seq>> {
+        if let Some(cause) = &self.broken {
+            return Err(Error::HandleBroken(cause.clone()));
+        }
+        let max = self.store.inner.options.log.max_record_bytes;
+        let mut records: Vec<(u8, Vec<u8>)> = Vec::with_capacity(inputs.len());
+        let mut seqs = Vec::with_capacity(inputs.len());
+        let first = self.session.next_seq().get();
+        for (i, input) in inputs.into_iter().enumerate() {
+            let result = input
+                .into_event(first + i as u64)
+                .map_err(Error::from)
+                .and_then(|event| {
+                    let payload = encode_event(&event);
+                    if payload.len() > max {
+                        return Err(sessionlog_log::Error::RecordTooLarge {
+                            len: payload.len(),
+                            max,
+                        }
+                        .into());
+                    }
+                    records.push((kind_tag(&event), payload));
+                    seqs.push(event.seq());
+                    self.session
+                        .append_event(event)
+                        .map(|_| ())
+                        .map_err(Error::from)
+                });
+            if let Err(e) = result {
+                if i > 0 {
+                    self.broken =
+                        Some(format!("an atomic batch was refused at its event {i}: {e}"));
+                }
+                return Err(e);
+            }
+        }
+        let batch: Vec<Append<'_>> = records
+            .iter()
+            .enumerate()
+            .map(|(i, (kind, payload))| {
+                let mut a = Append::new(self.stream, *kind, payload);
+                a.expected_seq = Some(LogSeq(first + i as u64 + 1));
+                a
+            })
+            .collect();
+        if let Err(e) = self.store.inner.log.commit(&batch, Durability::Buffered) {
+            self.broken = Some(e.to_string());
+            return Err(e.into());
+        }
+        Ok(seqs)
+    }
+
+    /// Token measurement of the session: the exact usage ledger, per-node estimates by
+    /// `counter`, and the context pressure of the next request.
+    pub fn tokens(&self, counter: Arc<dyn TokenCounter>) -> Result<TokenProjection> {
+        Ok(TokenProjection::from_session(&self.session, counter)?)
+    }
+
+    /// Runs one summary compaction now (the caller decides when; see
+    /// [`CompactionPolicy::should_compact`]) and writes its events as one atomic batch,
+    /// durably. A failed summarizer leaves an error-ended lock and an unchanged surface.
+    pub fn compact(
+        &mut self,
+        policy: &CompactionPolicy,
+        summarizer: &mut dyn Summarizer,
+        counter: Arc<dyn TokenCounter>,
+        time: i64,
+    ) -> Result<CompactionOutcome> {
+        let projection = self.tokens(counter)?;
+        let id = format!("{}-{}", self.name, self.session.next_seq().get());
+        let outcome = compaction::compact(
+            &self.session,
+            &projection,
+            policy,
+            summarizer,
+            &CompactionContext::new(id, time),
+        )?;
+        let events = match &outcome {
+            CompactionOutcome::Compacted(report) => report.events.clone(),
+            CompactionOutcome::Failed { events, .. } => events.clone(),
+            _ => Vec::new(),
+        };
+        if !events.is_empty() {
+            self.append_atomic(events)?;
+            self.commit()?;
+        }
+        Ok(outcome)
+    }
+
+    /// Shortens every tool result over `options.threshold_bytes` with a single-node
+    /// replacement (the originals stay in the log), as one atomic batch, durably. Returns
+    /// the number of results pruned.
+    pub fn prune(
+        &mut self,
+        options: &PruneOptions,
+        counter: Arc<dyn TokenCounter>,
+        time: i64,
+    ) -> Result<usize> {
+        let projection = self.tokens(counter)?;
+        let events = compaction::prune_tool_results(&self.session, &projection, options, time)?;
+        let pruned = events.len() / 2;
+        if !events.is_empty() {
+            self.append_atomic(events)?;
+            self.commit()?;
+        }
+        Ok(pruned)
+    }
+
     /// Makes every event appended so far durable.
     pub fn commit(&self) -> Result<()> {
         Ok(self.store.inner.log.flush()?)
@@ -648,4 +788,16 @@ impl Drop for SessionHandle {
     fn drop(&mut self) {
         self.store.inner.writers.lock().remove(&self.stream);
     }
+}
+
+/// The input that re-creates a built event (used to write restart closers through the same
+/// atomic path as every other batch).
+fn event_input(event: Event) -> EventInput {
+    let data = event.stored_data().raw().to_owned();
+    let mut input = EventInput::new(event.stored_type(), event.time(), data);
+    input.surface_op = event.surface_op();
+    input.source_event_seqs = event.source_event_seqs().map(<[u64]>::to_vec);
+    input.ignorable = event.is_ignorable();
+    input.seq = Some(event.seq().get());
+    input
 }
