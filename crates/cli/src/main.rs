@@ -18,6 +18,7 @@ use sessionlog_log::{Append, Durability, Log, LogOptions, RealStorage, Seq};
 mod dump;
 mod migrate;
 mod sessions;
+mod tokens;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -150,6 +151,38 @@ enum Command {
         /// The session.
         #[arg(long)]
         session: String,
+    },
+    /// Token accounting of a session: exact provider usage (per request and cumulative),
+    /// estimates (labelled with their counter) and the context pressure of the next request.
+    Tokens {
+        /// The store directory.
+        #[arg(long)]
+        store: PathBuf,
+        /// The session.
+        #[arg(long)]
+        session: String,
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Compact a session now: summarize all but a recent tail into one replacement, and
+    /// optionally shorten oversized tool results. The originals stay in the log.
+    Compact {
+        /// The store directory.
+        #[arg(long)]
+        store: PathBuf,
+        /// The session.
+        #[arg(long)]
+        session: String,
+        /// Keep this many estimated tokens of recent surface unshadowed (default: a quarter).
+        #[arg(long)]
+        keep_tokens: Option<u64>,
+        /// Also shorten tool results larger than this many bytes.
+        #[arg(long)]
+        prune_over: Option<usize>,
+        /// Use this file's text as the summary instead of the built-in deterministic summarizer.
+        #[arg(long)]
+        summary_file: Option<PathBuf>,
     },
     /// Check or rebuild the projection cache.
     #[command(subcommand)]
@@ -308,6 +341,24 @@ fn run(command: Command) -> Result<u8, Failure> {
         Command::Verify { store, json } => verify(&store, json),
         Command::Stats { store, json } => stats(&store, json),
         Command::Dump { store, segment } => dump::dump(&store, segment),
+        Command::Tokens {
+            store,
+            session,
+            json,
+        } => tokens::tokens(&store, &session, json),
+        Command::Compact {
+            store,
+            session,
+            keep_tokens,
+            prune_over,
+            summary_file,
+        } => tokens::compact(
+            &store,
+            &session,
+            keep_tokens,
+            prune_over,
+            summary_file.as_deref(),
+        ),
         Command::Import {
             store,
             file,

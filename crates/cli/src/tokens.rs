@@ -1,0 +1,198 @@
+//! `tokens` and `compact`.
+
+use std::io::{self, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+use sessionlog::session::compaction::{
+    CompactionOutcome, CompactionPolicy, DeterministicSummarizer, KeepRecent, PruneOptions,
+    Summarizer, SummarizerError, Summary, SummaryRequest,
+};
+use sessionlog::session::tokens::{HeuristicCounter, Label, TokenCounter, TokenFigure};
+use sessionlog::{Store, StoreOptions};
+
+use crate::{out, Failure};
+
+fn open(dir: &Path) -> Result<Store, Failure> {
+    if !dir.is_dir() {
+        return Err(Failure::new(
+            2,
+            format!("{} is not a store directory", dir.display()),
+        ));
+    }
+    Ok(Store::open(dir, StoreOptions::default())?)
+}
+
+fn label(l: &Label) -> String {
+    match l {
+        Label::Exact => "exact".into(),
+        Label::Estimated { counter } => format!("estimated ({counter})"),
+    }
+}
+
+fn figure(f: &TokenFigure) -> serde_json::Value {
+    serde_json::json!({"tokens": f.tokens, "label": label(&f.label)})
+}
+
+pub(crate) fn tokens(dir: &Path, name: &str, json: bool) -> Result<u8, Failure> {
+    let store = open(dir)?;
+    let session = store.load_session(name)?;
+    let counter: Arc<dyn TokenCounter> = Arc::new(HeuristicCounter);
+    let projection = sessionlog::session::tokens::TokenProjection::from_session(&session, counter)
+        .map_err(sessionlog::Error::from)?;
+    let view = projection.view();
+    let ledger = projection.ledger();
+    let p = &view.pressure;
+    let mut w = io::stdout().lock();
+    if json {
+        let requests: Vec<serde_json::Value> = ledger
+            .requests()
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "seq": r.seq.get(), "kind": format!("{:?}", r.kind), "model": &*r.model,
+                    "input": r.usage.input, "output": r.usage.output, "cacheRead": r.usage.cache_read,
+                    "cacheWrite": r.usage.cache_write, "reasoning": r.usage.reasoning, "label": "exact",
+                })
+            })
+            .collect();
+        let cumulative = ledger.cumulative();
+        let v = serde_json::json!({
+            "session": name,
+            "requests": requests,
+            "cumulative": {"requests": cumulative.requests(), "prompt": figure(&cumulative.prompt_tokens()), "output": figure(&cumulative.output_tokens()), "total": figure(&cumulative.total_tokens())},
+            "surface": {"nodes": view.surface_nodes, "estimate": figure(&view.surface_estimate)},
+            "envelope": figure(&view.envelope_estimate),
+            "pressure": {
+                "estimatedPromptTokens": figure(&p.estimated_prompt_tokens),
+                "anchoredOnSeq": p.anchored_on.map(|s| s.get()),
+                "anchorPromptTokens": p.anchor_prompt_tokens.as_ref().map(figure),
+                "estimatedDeltaSinceAnchor": p.estimated_delta_since_anchor,
+                "contextWindow": p.context_window,
+                "ratio": p.ratio,
+            },
+        });
+        out(&mut w, format!("{v}\n").as_bytes())?;
+        return Ok(0);
+    }
+    let cumulative = ledger.cumulative();
+    let mut text = format!("session {name}\n");
+    text += &format!(
+        "exact usage: {} requests, prompt {} / output {} / total {} tokens (provider-reported)\n",
+        cumulative.requests(),
+        cumulative.prompt_tokens().tokens,
+        cumulative.output_tokens().tokens,
+        cumulative.total_tokens().tokens
+    );
+    if let Some(last) = &view.last_request {
+        text += &format!(
+            "last request (seq {}): prompt {} / output {} tokens (exact, per request)\n",
+            last.seq.get(),
+            last.usage.prompt_tokens(),
+            last.usage.output
+        );
+    }
+    text += &format!(
+        "surface: {} nodes, {} tokens {}\n",
+        view.surface_nodes,
+        view.surface_estimate.tokens,
+        label(&view.surface_estimate.label)
+    );
+    text += &format!(
+        "next request: ~{} prompt tokens {}",
+        p.estimated_prompt_tokens.tokens,
+        label(&p.estimated_prompt_tokens.label)
+    );
+    if let Some(seq) = p.anchored_on {
+        text += &format!(
+            ", anchored on the exact usage of seq {} {:+}",
+            seq.get(),
+            p.estimated_delta_since_anchor
+        );
+    }
+    text.push('\n');
+    match (p.context_window, p.ratio) {
+        (Some(window), Some(ratio)) => {
+            text += &format!(
+                "context window: {window} tokens, pressure {:.1}%\n",
+                ratio * 100.0
+            )
+        }
+        _ => text += "context window: unknown (no request/context)\n",
+    }
+    out(&mut w, text.as_bytes())?;
+    w.flush()?;
+    Ok(0)
+}
+
+/// A summarizer that returns the text of a file.
+struct FileSummarizer(String);
+
+impl Summarizer for FileSummarizer {
+    fn summarize(&mut self, _request: &SummaryRequest<'_>) -> Result<Summary, SummarizerError> {
+        Ok(Summary {
+            blocks: vec![self.0.clone()],
+            provider: "user".into(),
+            model: "summary-file".into(),
+            usage: None,
+            max_tokens: None,
+        })
+    }
+}
+
+pub(crate) fn compact(
+    dir: &Path,
+    name: &str,
+    keep_tokens: Option<u64>,
+    prune_over: Option<usize>,
+    summary_file: Option<&Path>,
+) -> Result<u8, Failure> {
+    let store = open(dir)?;
+    let (mut handle, _closers) = store.open_session(name)?;
+    let counter: Arc<dyn TokenCounter> = Arc::new(HeuristicCounter);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let mut w = io::stdout().lock();
+    if let Some(threshold) = prune_over {
+        let pruned = handle.prune(
+            &PruneOptions {
+                threshold_bytes: threshold,
+                ..PruneOptions::default()
+            },
+            counter.clone(),
+            now,
+        )?;
+        out(
+            &mut w,
+            format!("pruned {pruned} tool results over {threshold} bytes\n").as_bytes(),
+        )?;
+    }
+    let policy = CompactionPolicy {
+        keep_recent: keep_tokens.map_or(KeepRecent::Fraction(0.25), KeepRecent::Tokens),
+        ..CompactionPolicy::default()
+    };
+    let mut summarizer: Box<dyn Summarizer> = match summary_file {
+        Some(path) => Box::new(FileSummarizer(
+            std::fs::read_to_string(path)
+                .map_err(|e| Failure::new(2, format!("reading {}: {e}", path.display())))?,
+        )),
+        None => Box::new(DeterministicSummarizer::new()),
+    };
+    let line = match handle.compact(&policy, summarizer.as_mut(), counter, now)? {
+        CompactionOutcome::Compacted(r) => format!(
+            "compacted: {} surface nodes ({} estimated tokens) replaced by a summary of {} estimated tokens in {} attempt(s); originals kept in the log\n",
+            r.shadowed.len(),
+            r.shadowed_tokens,
+            r.summary_tokens,
+            r.attempts
+        ),
+        CompactionOutcome::Failed { error, attempts, .. } => {
+            out(&mut w, format!("compaction failed after {attempts} attempt(s): {error}; the surface is unchanged\n").as_bytes())?;
+            return Ok(1);
+        }
+        CompactionOutcome::Skipped(reason) => format!("nothing compacted: {reason:?}\n"),
+    };
+    out(&mut w, line.as_bytes())?;
+    Ok(0)
+}
