@@ -53,6 +53,11 @@ fn caches(store: &Store) -> Arc<SessionCache<Open>> {
         opened_in_nanos: log.recovery_report().duration.as_nanos(),
     };
     let mut all = lock(CACHES.get_or_init(Caches::default));
+    if let Some((known, cache)) = all.get(log.dir()) {
+        if *known == identity {
+            return cache.clone();
+        }
+    }
     let entry = all.entry(log.dir().to_path_buf()).or_insert_with(|| {
         (
             identity.clone(),
