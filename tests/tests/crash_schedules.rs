@@ -8,7 +8,7 @@
 //! prints its seed and the command that reproduces it.
 
 use std::panic::{self, AssertUnwindSafe};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
@@ -147,9 +147,7 @@ impl Schedule {
             "options {:?}, large payloads: {}",
             self.options, self.large_payloads
         ));
-        let log = self
-            .open(&self.dir.clone())
-            .map_err(|e| format!("open: {e}"))?;
+        let log = self.open().map_err(|e| format!("open: {e}"))?;
         self.log = Some(log);
         let ops = self.rng.gen_range(1..=20);
         self.random_ops(ops, true)?;
@@ -166,8 +164,8 @@ impl Schedule {
         }
     }
 
-    fn open(&self, dir: &Path) -> Result<Log, Error> {
-        Log::open_with(self.sim.as_storage(), dir, self.options.clone())
+    fn open(&self) -> Result<Log, Error> {
+        Log::open_with(self.sim.as_storage(), &self.dir, self.options.clone())
     }
 
     fn log(&self) -> &Log {
@@ -450,7 +448,7 @@ impl Schedule {
             let cut = self.rng.gen_range(0..40);
             self.sim.inject(Fault::power_cut_after(cut));
             self.note(format!("recovery with power cut after {cut} ops"));
-            if let Ok(log) = self.open(&self.dir.clone()) {
+            if let Ok(log) = self.open() {
                 self.log = Some(log);
             }
             self.coverage.interrupted_recoveries += 1;
@@ -465,7 +463,7 @@ impl Schedule {
             None
         };
         let log = self
-            .open(&self.dir.clone())
+            .open()
             .map_err(|e| format!("recovery after a power loss failed: {e}"))?;
         let report = log.recovery_report().clone();
         self.note(format!("recovered: {report:?}"));
@@ -544,7 +542,7 @@ impl Schedule {
     fn recovery_with_a_read_error(&mut self) -> Result<(), String> {
         let skip = self.rng.gen_range(0..4);
         self.sim.inject(Fault::on(OpKind::Read).after(skip));
-        let outcome = self.open(&self.dir.clone());
+        let outcome = self.open();
         let fired = self.sim.armed_faults() == 0;
         self.sim.clear_faults();
         self.note(format!(
