@@ -15,6 +15,7 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand, ValueEnum};
 use sessionlog_log::{Append, Durability, Log, LogOptions, RealStorage, Seq};
 
+mod demo;
 mod dump;
 mod migrate;
 mod sessions;
@@ -184,6 +185,39 @@ enum Command {
         #[arg(long)]
         summary_file: Option<PathBuf>,
     },
+    /// The main job: concurrent agent sessions with durable group commits, compaction, a
+    /// writer killed mid-turn and recovered, verification against what was acknowledged, and
+    /// a summary table. Runs on a fresh store in a temporary directory unless --dir is given.
+    Demo {
+        /// Store directory (must be empty or absent); default: a new temporary directory.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Concurrent agent sessions.
+        #[arg(long, default_value_t = 64)]
+        sessions: usize,
+        /// Turns per session.
+        #[arg(long, default_value_t = 24)]
+        turns: usize,
+        /// Sessions of the writer that is killed.
+        #[arg(long, default_value_t = 8)]
+        crash_sessions: usize,
+        /// Seed of the generated traffic.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// The demo's child writer (killed by the demo).
+    #[command(hide = true)]
+    DemoChild {
+        /// The store directory.
+        #[arg(long)]
+        store: PathBuf,
+        /// Sessions to write.
+        #[arg(long)]
+        sessions: usize,
+        /// Seed.
+        #[arg(long)]
+        seed: u64,
+    },
     /// Check or rebuild the projection cache.
     #[command(subcommand)]
     Cache(CacheCommand),
@@ -341,6 +375,24 @@ fn run(command: Command) -> Result<u8, Failure> {
         Command::Verify { store, json } => verify(&store, json),
         Command::Stats { store, json } => stats(&store, json),
         Command::Dump { store, segment } => dump::dump(&store, segment),
+        Command::Demo {
+            dir,
+            sessions,
+            turns,
+            crash_sessions,
+            seed,
+        } => demo::demo(demo::DemoArgs {
+            dir,
+            sessions,
+            turns,
+            crash_sessions,
+            seed,
+        }),
+        Command::DemoChild {
+            store,
+            sessions,
+            seed,
+        } => demo::demo_child(&store, sessions, seed),
         Command::Tokens {
             store,
             session,

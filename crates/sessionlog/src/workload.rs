@@ -21,6 +21,8 @@ pub struct WorkloadConfig {
     pub compact_every_turns: Option<u64>,
     /// Surface nodes a compaction leaves unshadowed at the end.
     pub keep_tail_nodes: usize,
+    /// Context window announced by the session's `request/context`.
+    pub context_window: u64,
 }
 
 impl Default for WorkloadConfig {
@@ -32,6 +34,7 @@ impl Default for WorkloadConfig {
             prompt_bytes: (40, 600),
             compact_every_turns: Some(8),
             keep_tail_nodes: 6,
+            context_window: 128_000,
         }
     }
 }

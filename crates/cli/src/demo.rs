@@ -1,0 +1,535 @@
+//! `sessionlog demo`: the whole engine at work on an embedded default.
+//!
+//! 1. Many concurrent agent sessions produce realistic traffic (request envelopes, prompts,
+//!    streamed settlements, tool calls and results of varied sizes, turn and step
+//!    boundaries) and commit durably at every step boundary: the commits of all sessions share
+//!    fsyncs (group commit).
+//! 2. A session whose context pressure crosses its threshold is compacted (summary
+//!    replacement; the originals stay in the log).
+//! 3. A child writer process is killed with SIGKILL in the middle of its turns; the store is
+//!    reopened (recovery), and opening each of its sessions closes the open turn with
+//!    `interrupted` closers.
+//! 4. Every session is verified against what was acknowledged, messages are derived, and a
+//!    summary table is printed. The exit code is non-zero when verification fails.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use sessionlog::session::compaction::{
+    CompactionOutcome, CompactionPolicy, DeterministicSummarizer,
+};
+use sessionlog::session::tokens::{HeuristicCounter, TokenCounter, TokenProjection};
+use sessionlog::session::{Session, SessionHeader};
+use sessionlog::workload::{Workload, WorkloadConfig};
+use sessionlog::{SessionHandle, Store, StoreOptions};
+
+use crate::{out, Failure};
+
+/// Settings of a demo run.
+#[derive(Debug, Clone)]
+pub(crate) struct DemoArgs {
+    pub dir: Option<PathBuf>,
+    pub sessions: usize,
+    pub turns: usize,
+    pub crash_sessions: usize,
+    pub seed: u64,
+}
+
+/// What was acknowledged of one session: events durable, and a checksum of their envelopes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Acked {
+    events: u64,
+    crc: u32,
+}
+
+fn envelope_crc(session: &Session, upto: u64) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    for e in &session.events()[..upto as usize] {
+        h.update(e.raw().as_bytes());
+        h.update(b"\n");
+    }
+    h.finalize()
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+fn workload_config() -> WorkloadConfig {
+    // A small context window so that sessions cross their compaction threshold in a demo.
+    WorkloadConfig {
+        compact_every_turns: None,
+        context_window: 24_000,
+        ..WorkloadConfig::default()
+    }
+}
+
+/// Appends one turn, committing durably at every step boundary. Returns commit latencies.
+fn drive_turn(
+    h: &mut SessionHandle,
+    w: &mut Workload,
+    acked: &mut Acked,
+    interrupt_after: Option<usize>,
+) -> Result<Vec<Duration>, Failure> {
+    let next = h.session().next_seq().get();
+    let mut latencies = Vec::new();
+    for e in w.turn(next, now_ms(), interrupt_after) {
+        let boundary = matches!(e.event_type.as_str(), "step/end" | "turn/end");
+        h.append(e)?;
+        if boundary {
+            let t = Instant::now();
+            h.commit()?;
+            latencies.push(t.elapsed());
+            let n = h.session().next_seq().get();
+            *acked = Acked {
+                events: n,
+                crc: envelope_crc(h.session(), n),
+            };
+        }
+    }
+    Ok(latencies)
+}
+
+/// Compacts when the estimated prompt of the next request reaches 80% of the window.
+fn maybe_compact(
+    h: &mut SessionHandle,
+    counter: &Arc<dyn TokenCounter>,
+    acked: &mut Acked,
+) -> Result<bool, Failure> {
+    let pressure = TokenProjection::from_session(h.session(), counter.clone())
+        .map_err(sessionlog::Error::from)?
+        .pressure();
+    let policy = CompactionPolicy::default();
+    if !policy.should_compact(&pressure) {
+        return Ok(false);
+    }
+    let outcome = h.compact(
+        &policy,
+        &mut DeterministicSummarizer::new(),
+        counter.clone(),
+        now_ms(),
+    )?;
+    let n = h.session().next_seq().get();
+    *acked = Acked {
+        events: n,
+        crc: envelope_crc(h.session(), n),
+    };
+    Ok(matches!(outcome, CompactionOutcome::Compacted(_)))
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            match e.metadata() {
+                Ok(m) if m.is_dir() => stack.push(e.path()),
+                // Allocated bytes, not the preallocated length.
+                Ok(m) => total += std::os::unix::fs::MetadataExt::blocks(&m) * 512,
+                Err(_) => {}
+            }
+        }
+    }
+    total
+}
+
+pub(crate) fn demo(args: DemoArgs) -> Result<u8, Failure> {
+    let dir = args.dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!(
+            "sessionlog-demo-{}-{}",
+            std::process::id(),
+            now_ms()
+        ))
+    });
+    if dir.exists()
+        && std::fs::read_dir(&dir)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(false)
+    {
+        return Err(Failure::new(
+            2,
+            format!(
+                "{} is not empty; give the demo a new directory",
+                dir.display()
+            ),
+        ));
+    }
+    println!("sessionlog demo: store {}", dir.display());
+    println!(
+        "{} concurrent sessions x {} turns, durable commit at every step boundary; then a writer killed mid-turn",
+        args.sessions, args.turns
+    );
+    let started = Instant::now();
+
+    // Phase 1 and 2: concurrent sessions with group commit and compaction.
+    let store = Store::open(&dir, StoreOptions::default())?;
+    let bar = ProgressBar::new((args.sessions * args.turns) as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{prefix:>10} [{bar:40}] {pos}/{len} turns {msg}")
+            .map_err(|e| Failure::new(2, e.to_string()))?
+            .progress_chars("=> "),
+    );
+    bar.set_prefix("agents");
+    let latencies = Arc::new(Mutex::new(Vec::new()));
+    let acked: Arc<Mutex<HashMap<String, Acked>>> = Arc::new(Mutex::new(HashMap::new()));
+    let compactions = Arc::new(AtomicU64::new(0));
+    let events = Arc::new(AtomicU64::new(0));
+    let phase = Instant::now();
+    let errors: Vec<Failure> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..args.sessions)
+            .map(|i| {
+                let (store, bar, latencies, acked, compactions, events) =
+                    (&store, &bar, &latencies, &acked, &compactions, &events);
+                let seed = args.seed.wrapping_add(i as u64);
+                scope.spawn(move || -> Result<(), Failure> {
+                    let name = format!("agent-{i:03}");
+                    let mut h = store.create_session(
+                        &name,
+                        SessionHeader::new(&name, now_ms() as u64, Some("/demo")),
+                    )?;
+                    let mut w = Workload::new(seed, workload_config());
+                    let counter: Arc<dyn TokenCounter> = Arc::new(HeuristicCounter);
+                    let mut mine = Acked::default();
+                    for e in w.session_start(now_ms()) {
+                        h.append(e)?;
+                    }
+                    let mut lat = Vec::new();
+                    for _ in 0..args.turns {
+                        lat.extend(drive_turn(&mut h, &mut w, &mut mine, None)?);
+                        if maybe_compact(&mut h, &counter, &mut mine)? {
+                            compactions.fetch_add(1, Ordering::Relaxed);
+                        }
+                        bar.inc(1);
+                    }
+                    events.fetch_add(h.session().next_seq().get(), Ordering::Relaxed);
+                    latencies
+                        .lock()
+                        .map_err(|_| Failure::new(2, "a demo thread panicked"))?
+                        .extend(lat);
+                    acked
+                        .lock()
+                        .map_err(|_| Failure::new(2, "a demo thread panicked"))?
+                        .insert(name, mine);
+                    Ok(())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .filter_map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Failure::new(2, "a demo thread panicked")))
+                    .err()
+            })
+            .collect()
+    });
+    if let Some(e) = errors.into_iter().next() {
+        return Err(e);
+    }
+    let write_time = phase.elapsed();
+    bar.finish_with_message("done");
+    let stats = store.log().stats();
+    drop(store);
+
+    // Phase 3: a writer killed mid-turn.
+    let crash_acked = run_and_kill_child(&dir, args.crash_sessions, args.seed ^ 0xC0FFEE)?;
+    let reopen = Instant::now();
+    let store = Store::open(&dir, StoreOptions::default())?;
+    let recovery_time = reopen.elapsed();
+    let report = store.log().recovery_report().clone();
+    let mut repaired = 0;
+    let mut closers = 0;
+    for name in crash_acked.keys() {
+        let (_h, c) = store.open_session(name)?;
+        if !c.is_empty() {
+            repaired += 1;
+            closers += c.len();
+        }
+    }
+
+    // Phase 4: verify against what was acknowledged, derive every session.
+    let verify_bar = ProgressBar::new((args.sessions + crash_acked.len()) as u64);
+    verify_bar.set_style(
+        ProgressStyle::with_template("{prefix:>10} [{bar:40}] {pos}/{len} sessions")
+            .map_err(|e| Failure::new(2, e.to_string()))?
+            .progress_chars("=> "),
+    );
+    verify_bar.set_prefix("verify");
+    let mut failures = Vec::new();
+    let all_acked: Vec<(String, Acked)> = acked
+        .lock()
+        .map_err(|_| Failure::new(2, "poisoned"))?
+        .clone()
+        .into_iter()
+        .chain(crash_acked)
+        .collect();
+    let mut derive_time = Duration::ZERO;
+    let mut messages = 0usize;
+    for (name, a) in &all_acked {
+        let session = store.load_session(name)?;
+        if session.next_seq().get() < a.events || envelope_crc(&session, a.events) != a.crc {
+            failures.push(format!(
+                "{name}: the {} acknowledged events are not all there, byte for byte",
+                a.events
+            ));
+        }
+        let derive_started = Instant::now();
+        let view = store.view(name)?;
+        derive_time += derive_started.elapsed();
+        if view.surface.derive_messages_json() != session.derive_messages_json() {
+            failures.push(format!("{name}: the cached view and a full fold disagree"));
+        }
+        messages += view.surface.derive_messages().len();
+        verify_bar.inc(1);
+    }
+    verify_bar.finish();
+    let stats_after = store.log().stats();
+    drop(store);
+    let integrity = sessionlog_log::verify_store(Arc::new(sessionlog_log::RealStorage), &dir)?;
+    if !integrity.is_intact() {
+        failures.extend(
+            integrity
+                .damages
+                .iter()
+                .map(|d| format!("segment {} offset {}: {}", d.segment.0, d.offset, d.what)),
+        );
+    }
+
+    let mut lat = latencies
+        .lock()
+        .map_err(|_| Failure::new(2, "poisoned"))?
+        .clone();
+    lat.sort();
+    let total_events = events.load(Ordering::Relaxed);
+    let rows = vec![
+        (
+            "sessions",
+            format!(
+                "{} agents + {} killed mid-turn",
+                args.sessions,
+                all_acked.len() - args.sessions
+            ),
+        ),
+        (
+            "events written",
+            format!(
+                "{total_events} ({:.0} events/s with durable commits)",
+                total_events as f64 / write_time.as_secs_f64()
+            ),
+        ),
+        (
+            "durable commits",
+            format!(
+                "{} ({} fdatasyncs: {:.1} commits per sync)",
+                lat.len(),
+                stats.syncs,
+                lat.len() as f64 / stats.syncs.max(1) as f64
+            ),
+        ),
+        (
+            "commit latency",
+            format!(
+                "p50 {:.2?}  p99 {:.2?}",
+                percentile(&lat, 0.5),
+                percentile(&lat, 0.99)
+            ),
+        ),
+        (
+            "compactions",
+            format!("{}", compactions.load(Ordering::Relaxed)),
+        ),
+        (
+            "recovery (reopen)",
+            format!(
+                "{recovery_time:.2?}; tail cut: {}",
+                report.tail_cut.as_ref().map_or(
+                    "none (a killed process loses no written bytes)".to_owned(),
+                    |c| format!("{} bytes at offset {}", c.bytes, c.offset)
+                )
+            ),
+        ),
+        (
+            "sessions repaired",
+            format!("{repaired} ({closers} closers appended: turns ended `interrupted`)"),
+        ),
+        (
+            "derive messages",
+            format!(
+                "{messages} messages of {} sessions in {derive_time:.2?} (cold cache: full folds)",
+                all_acked.len()
+            ),
+        ),
+        (
+            "bytes on disk",
+            format!(
+                "{:.1} MiB of log data in {} segments ({:.0} bytes per event); {} MiB allocated",
+                stats_after.bytes as f64 / (1 << 20) as f64,
+                integrity.segments.len(),
+                stats_after.bytes as f64 / stats_after.records.max(1) as f64,
+                dir_bytes(&dir) >> 20
+            ),
+        ),
+        (
+            "verification",
+            if failures.is_empty() {
+                "PASS: every acknowledged event present, checksums intact".to_owned()
+            } else {
+                format!("FAIL: {} problems", failures.len())
+            },
+        ),
+        ("total time", format!("{:.1?}", started.elapsed())),
+    ];
+    let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    let mut w = std::io::stdout().lock();
+    let mut table = String::from("\n");
+    for (k, v) in &rows {
+        table += &format!("  {k:<width$}  {v}\n");
+    }
+    for f in failures.iter().take(20) {
+        table += &format!("  problem: {f}\n");
+    }
+    out(&mut w, table.as_bytes())?;
+    Ok(if failures.is_empty() { 0 } else { 1 })
+}
+
+/// Runs a child writer on `dir`, kills it with SIGKILL mid-turn, and returns what it had
+/// acknowledged per session.
+fn run_and_kill_child(
+    dir: &Path,
+    sessions: usize,
+    seed: u64,
+) -> Result<HashMap<String, Acked>, Failure> {
+    let exe = std::env::current_exe()
+        .map_err(|e| Failure::new(2, format!("locating the sessionlog binary: {e}")))?;
+    let mut child = Command::new(exe)
+        .arg("demo-child")
+        .arg("--store")
+        .arg(dir)
+        .args([
+            "--sessions",
+            &sessions.to_string(),
+            "--seed",
+            &seed.to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| Failure::new(2, format!("starting the child writer: {e}")))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| Failure::new(2, "no child stdout"))?;
+    let mut acked = HashMap::new();
+    let mut lines = BufReader::new(stdout).lines();
+    // Kill after a varying number of acknowledgements, so the kill lands mid-turn.
+    let kill_after = 40 + (seed % 60) as usize;
+    let mut seen = 0;
+    for line in lines.by_ref() {
+        let line = line.map_err(|e| Failure::new(2, e.to_string()))?;
+        let mut parts = line.split(' ');
+        if let (Some("ack"), Some(name), Some(n), Some(crc)) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        {
+            let parse = |s: &str| {
+                s.parse::<u64>()
+                    .map_err(|e| Failure::new(2, format!("child ack {line:?}: {e}")))
+            };
+            acked.insert(
+                name.to_owned(),
+                Acked {
+                    events: parse(n)?,
+                    crc: parse(crc)? as u32,
+                },
+            );
+            seen += 1;
+            if seen >= kill_after {
+                break;
+            }
+        }
+    }
+    child
+        .kill()
+        .map_err(|e| Failure::new(2, format!("killing the child writer: {e}")))?;
+    let _ = child.wait();
+    // Acknowledgements printed before the kill but not yet read still count.
+    for line in lines.map_while(Result::ok) {
+        let mut parts = line.split(' ');
+        if let (Some("ack"), Some(name), Some(n), Some(crc)) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        {
+            if let (Ok(n), Ok(crc)) = (n.parse::<u64>(), crc.parse::<u64>()) {
+                acked.insert(
+                    name.to_owned(),
+                    Acked {
+                        events: n,
+                        crc: crc as u32,
+                    },
+                );
+            }
+        }
+    }
+    Ok(acked)
+}
+
+/// The child writer: round-robin turns over its sessions, printing `ack NAME EVENTS CRC` after
+/// each durable commit, until it is killed.
+pub(crate) fn demo_child(dir: &Path, sessions: usize, seed: u64) -> Result<u8, Failure> {
+    let store = Store::open(dir, StoreOptions::default())?;
+    let mut all: Vec<(SessionHandle, Workload, Acked)> = Vec::new();
+    for i in 0..sessions {
+        let name = format!("killed-{i:02}");
+        let mut h = store.create_session(
+            &name,
+            SessionHeader::new(&name, now_ms() as u64, Some("/demo")),
+        )?;
+        let mut w = Workload::new(seed.wrapping_add(i as u64), workload_config());
+        for e in w.session_start(now_ms()) {
+            h.append(e)?;
+        }
+        all.push((h, w, Acked::default()));
+    }
+    let mut stdout = std::io::stdout().lock();
+    // Round-robin over the sessions one commit span at a time (up to the next step boundary),
+    // so at any moment nearly every session is in the middle of a turn.
+    let mut pending: Vec<std::collections::VecDeque<sessionlog::session::EventInput>> =
+        vec![Default::default(); all.len()];
+    loop {
+        for (i, (h, w, acked)) in all.iter_mut().enumerate() {
+            if pending[i].is_empty() {
+                let next = h.session().next_seq().get();
+                pending[i].extend(w.turn(next, now_ms(), None));
+            }
+            while let Some(e) = pending[i].pop_front() {
+                let boundary = matches!(e.event_type.as_str(), "step/end" | "turn/end");
+                h.append(e)?;
+                if boundary {
+                    break;
+                }
+            }
+            h.commit()?;
+            let n = h.session().next_seq().get();
+            *acked = Acked {
+                events: n,
+                crc: envelope_crc(h.session(), n),
+            };
+            writeln!(stdout, "ack {} {} {}", h.name(), acked.events, acked.crc)
+                .map_err(|e| Failure::new(2, e.to_string()))?;
+            stdout.flush().map_err(|e| Failure::new(2, e.to_string()))?;
+        }
+    }
+}
