@@ -27,3 +27,8 @@ pub use store::{
     CacheUse, ImportSummary, SessionHandle, SessionInfo, SessionView, Store, StoreOptions,
     KIND_SESSION_HEADER,
 };
+
+/// The README's example, compiled and run as a doctest so it cannot rot.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
