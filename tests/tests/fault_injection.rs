@@ -225,15 +225,15 @@ impl Harness {
     }
 }
 
-/// How a scenario provokes its fault once it is armed.
+/// The commit that provokes a scenario's fault once it is armed.
 #[derive(Debug, Clone, Copy)]
 enum Trigger {
     /// A synced commit of a batch with several records.
-    SyncCommit,
+    Sync,
     /// A buffered commit large enough to be written at once (over the write buffer size).
-    LargeBufferedCommit,
+    LargeBuffered,
     /// A synced commit that does not fit the active segment, so the log rolls first.
-    RollingCommit,
+    Rolling,
 }
 
 struct Case {
@@ -252,21 +252,21 @@ fn cases() -> Vec<Case> {
         Case {
             name: "EIO on write",
             fault: Fault::on(OpKind::Write),
-            trigger: Trigger::SyncCommit,
+            trigger: Trigger::Sync,
             cause: "writing segment",
             leaves_unsynced_footer: false,
         },
         Case {
             name: "EIO on fdatasync",
             fault: Fault::on(OpKind::SyncData),
-            trigger: Trigger::SyncCommit,
+            trigger: Trigger::Sync,
             cause: "syncing segment",
             leaves_unsynced_footer: false,
         },
         Case {
             name: "EIO on every fdatasync from now on",
             fault: Fault::on(OpKind::SyncData).sticky(),
-            trigger: Trigger::SyncCommit,
+            trigger: Trigger::Sync,
             cause: "syncing segment",
             leaves_unsynced_footer: false,
         },
@@ -275,7 +275,7 @@ fn cases() -> Vec<Case> {
             fault: Fault::on(OpKind::Write)
                 .with_error(FaultError::NoSpace)
                 .short_write(),
-            trigger: Trigger::SyncCommit,
+            trigger: Trigger::Sync,
             cause: "No space left on device",
             leaves_unsynced_footer: false,
         },
@@ -284,28 +284,28 @@ fn cases() -> Vec<Case> {
             fault: Fault::on(OpKind::Write)
                 .with_error(FaultError::NoSpace)
                 .short_write(),
-            trigger: Trigger::LargeBufferedCommit,
+            trigger: Trigger::LargeBuffered,
             cause: "No space left on device",
             leaves_unsynced_footer: false,
         },
         Case {
             name: "short write with EIO",
             fault: Fault::on(OpKind::Write).short_write(),
-            trigger: Trigger::SyncCommit,
+            trigger: Trigger::Sync,
             cause: "Input/output error",
             leaves_unsynced_footer: false,
         },
         Case {
             name: "roll: writing the last buffered batch before sealing",
             fault: Fault::on(OpKind::Write),
-            trigger: Trigger::RollingCommit,
+            trigger: Trigger::Rolling,
             cause: "sealing segment 1: writing /store",
             leaves_unsynced_footer: false,
         },
         Case {
             name: "roll: writing the footer",
             fault: Fault::on(OpKind::Write).after(1),
-            trigger: Trigger::RollingCommit,
+            trigger: Trigger::Rolling,
             cause: "writing the footer",
             leaves_unsynced_footer: false,
         },
@@ -315,63 +315,63 @@ fn cases() -> Vec<Case> {
                 .after(1)
                 .with_error(FaultError::NoSpace)
                 .short_write(),
-            trigger: Trigger::RollingCommit,
+            trigger: Trigger::Rolling,
             cause: "writing the footer",
             leaves_unsynced_footer: false,
         },
         Case {
             name: "roll: syncing the data before the footer",
             fault: Fault::on(OpKind::SyncData),
-            trigger: Trigger::RollingCommit,
+            trigger: Trigger::Rolling,
             cause: "sealing segment",
             leaves_unsynced_footer: false,
         },
         Case {
             name: "roll: truncating after the footer",
             fault: Fault::on(OpKind::Resize),
-            trigger: Trigger::RollingCommit,
+            trigger: Trigger::Rolling,
             cause: "truncating",
             leaves_unsynced_footer: true,
         },
         Case {
             name: "roll: fsync of the footer",
             fault: Fault::on(OpKind::SyncAll),
-            trigger: Trigger::RollingCommit,
+            trigger: Trigger::Rolling,
             cause: "sealing segment",
             leaves_unsynced_footer: true,
         },
         Case {
             name: "roll: reading the footer back",
             fault: Fault::on(OpKind::Read),
-            trigger: Trigger::RollingCommit,
+            trigger: Trigger::Rolling,
             cause: "mapping",
             leaves_unsynced_footer: false,
         },
         Case {
             name: "roll: creating the next segment",
             fault: Fault::on(OpKind::Namespace),
-            trigger: Trigger::RollingCommit,
+            trigger: Trigger::Rolling,
             cause: "creating",
             leaves_unsynced_footer: false,
         },
         Case {
             name: "roll: writing the next segment's header",
             fault: Fault::on(OpKind::Write).after(2),
-            trigger: Trigger::RollingCommit,
+            trigger: Trigger::Rolling,
             cause: "writing the header",
             leaves_unsynced_footer: false,
         },
         Case {
             name: "roll: fsync of the next segment's header",
             fault: Fault::on(OpKind::SyncAll).after(1),
-            trigger: Trigger::RollingCommit,
+            trigger: Trigger::Rolling,
             cause: "sealing segment",
             leaves_unsynced_footer: false,
         },
         Case {
             name: "roll: directory fsync",
             fault: Fault::on(OpKind::SyncDir),
-            trigger: Trigger::RollingCommit,
+            trigger: Trigger::Rolling,
             cause: "syncing directory",
             leaves_unsynced_footer: false,
         },
@@ -382,7 +382,7 @@ fn cases() -> Vec<Case> {
 /// failure recorded in the model.
 fn provoke(case: &Case, seed: u64) -> Harness {
     let mut h = Harness::new(seed);
-    if matches!(case.trigger, Trigger::RollingCommit) {
+    if matches!(case.trigger, Trigger::Rolling) {
         h.fill_until_roll(4000);
     }
     // Buffered, acknowledged, not yet durable: may be lost, never torn or reordered.
@@ -390,9 +390,9 @@ fn provoke(case: &Case, seed: u64) -> Harness {
         .expect("healthy buffered commit");
     h.sim.inject(case.fault.clone());
     let result = match case.trigger {
-        Trigger::SyncCommit => h.commit(&[("a", 700), ("b", 900), ("a", 20)], Durability::Sync),
-        Trigger::LargeBufferedCommit => h.commit(&[("a", 20_000)], Durability::Buffered),
-        Trigger::RollingCommit => h.commit(&[("a", 4000)], Durability::Sync),
+        Trigger::Sync => h.commit(&[("a", 700), ("b", 900), ("a", 20)], Durability::Sync),
+        Trigger::LargeBuffered => h.commit(&[("a", 20_000)], Durability::Buffered),
+        Trigger::Rolling => h.commit(&[("a", 4000)], Durability::Sync),
     };
     match result {
         Err(Error::Poisoned { cause }) => assert!(
