@@ -134,11 +134,11 @@ pub struct FooterTrailer {
     pub segment_id: u64,
 }
 
-/// Decodes the trailer at the end of `segment_bytes`, without verifying the footer.
-pub fn decode_footer_trailer(
+/// The trailer at the end of `bytes` and where it starts, checked for magic and segment only.
+fn trailer_fields(
     segment_bytes: &[u8],
     segment_id: u64,
-) -> Result<FooterTrailer, FormatError> {
+) -> Result<(FooterTrailer, usize), FormatError> {
     const S: Structure = Structure::FooterTrailer;
     let at = segment_bytes
         .len()
@@ -175,6 +175,16 @@ pub fn decode_footer_trailer(
             ),
         ));
     }
+    Ok((trailer, at))
+}
+
+/// Decodes the trailer at the end of `segment_bytes`, without verifying the footer.
+pub fn decode_footer_trailer(
+    segment_bytes: &[u8],
+    segment_id: u64,
+) -> Result<FooterTrailer, FormatError> {
+    const S: Structure = Structure::FooterTrailer;
+    let (trailer, at) = trailer_fields(segment_bytes, segment_id)?;
     if trailer.footer_offset.checked_add(trailer.footer_len) != Some(at as u64) {
         return Err(FormatError::invalid(
             S,
@@ -286,10 +296,35 @@ pub struct FooterView {
 impl FooterView {
     /// Verifies the footer of a sealed segment whose complete bytes are `segment_bytes`.
     pub fn decode(segment_bytes: &[u8], segment_id: u64) -> Result<FooterView, FormatError> {
-        const S: Structure = Structure::Footer;
         let trailer = decode_footer_trailer(segment_bytes, segment_id)?;
         let footer_at = usize::try_from(trailer.footer_offset)
-            .map_err(|_| FormatError::invalid(S, "footer_offset", "too large"))?;
+            .map_err(|_| FormatError::invalid(Structure::Footer, "footer_offset", "too large"))?;
+        Self::decode_body(segment_bytes, segment_id, trailer, footer_at)
+    }
+
+    /// Verifies a footer kept apart from its segment (the clean-close file of the active
+    /// segment): `bytes` is exactly a footer and its trailer, as [`encode_footer`] appends them
+    /// for a footer at `data_end`. Accessors then take `bytes`, not the segment's bytes.
+    /// spec: recovery.md#clean-close
+    pub fn decode_detached(bytes: &[u8], segment_id: u64) -> Result<FooterView, FormatError> {
+        let (trailer, at) = trailer_fields(bytes, segment_id)?;
+        if trailer.footer_len != at as u64 {
+            return Err(FormatError::invalid(
+                Structure::FooterTrailer,
+                "footer_len",
+                "a detached footer must fill the bytes before its trailer",
+            ));
+        }
+        Self::decode_body(bytes, segment_id, trailer, 0)
+    }
+
+    fn decode_body(
+        segment_bytes: &[u8],
+        segment_id: u64,
+        trailer: FooterTrailer,
+        footer_at: usize,
+    ) -> Result<FooterView, FormatError> {
+        const S: Structure = Structure::Footer;
         let footer_len = usize::try_from(trailer.footer_len)
             .map_err(|_| FormatError::invalid(S, "footer_len", "too large"))?;
         let footer = slice_at(segment_bytes, footer_at, footer_len, S)?;

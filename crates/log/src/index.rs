@@ -38,6 +38,23 @@ impl ActiveStreamIndex {
         }
     }
 
+    /// The index a footer summary and its entries describe (a clean-close file).
+    pub fn from_summary(s: &StreamSummary, entries: &[IndexEntry]) -> Option<Self> {
+        let (first, later) = entries.split_first()?;
+        if first.seq != s.first_seq || first.offset != s.first_offset {
+            return None;
+        }
+        Some(ActiveStreamIndex {
+            first_seq: s.first_seq,
+            last_seq: s.last_seq,
+            first_offset: s.first_offset,
+            last_offset: s.last_offset,
+            data_bytes: u32::try_from(s.data_bytes).ok()?,
+            bytes_since_entry: 0,
+            later_entries: later.to_vec(),
+        })
+    }
+
     /// Records the next record of the stream.
     pub fn push(&mut self, seq: u64, offset: u32, record_bytes: u64, interval: u32) {
         debug_assert_eq!(seq, self.last_seq + 1);

@@ -8,6 +8,7 @@
 //! I/O goes through [`Storage`], so tests can simulate power loss. The byte layout is
 //! specified in `format-spec/`.
 
+mod clean;
 mod error;
 mod ids;
 mod index;

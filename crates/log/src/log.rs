@@ -92,6 +92,8 @@ pub struct RecoveryReport {
     pub tail_cut: Option<TailCut>,
     /// A last segment whose creation was torn by a crash, removed.
     pub discarded_segment: Option<SegmentId>,
+    /// Whether the active segment was described by a clean-close file instead of scanned.
+    pub clean_close: bool,
     /// Whether the store was created by this open.
     pub created: bool,
     /// Records found by scanning the active segment.
@@ -307,7 +309,16 @@ impl Log {
     /// this log fail with [`Error::Closed`] afterwards.
     pub fn close(self) -> Result<()> {
         let result = self.inner.flush();
-        self.inner.state.lock().closed = true;
+        let mut st = self.inner.state.lock();
+        if result.is_ok() && !st.closed {
+            // With everything durable, describe the active segment for a fast next open.
+            // Best effort: without the file the next open scans the segment instead.
+            self.inner.wait_idle(&mut st);
+            if st.buf.is_empty() && st.synced == crate::ids::Lsn::new(st.active.id, st.end) {
+                let _ = crate::clean::write(&*self.inner.storage, &self.inner.dir, &st);
+            }
+        }
+        st.closed = true;
         result
     }
 }
@@ -325,7 +336,9 @@ impl Drop for Inner {
             }
             st.buf.clear();
         }
-        let _ = st.active.file.sync_data();
+        if st.active.file.sync_data().is_ok() && !st.io_busy {
+            let _ = crate::clean::write(&*self.storage, &self.dir, st);
+        }
     }
 }
 

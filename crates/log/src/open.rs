@@ -115,14 +115,20 @@ pub(crate) fn open(storage: Arc<dyn Storage>, dir: &Path, options: LogOptions) -
                 sealed.insert(id, seg);
             }
             SegmentDecision::ScanActive => {
-                let scan = scan_segment(
-                    &bytes,
-                    id,
-                    RoleFact::Active,
-                    options.recovery_mode,
-                    &mut catalog,
-                    options.index_interval_bytes,
-                )?;
+                let scan = match crate::clean::read(&*storage, dir, id, &bytes, &mut catalog)? {
+                    Some(scan) => {
+                        report.clean_close = true;
+                        scan
+                    }
+                    None => scan_segment(
+                        &bytes,
+                        id,
+                        RoleFact::Active,
+                        options.recovery_mode,
+                        &mut catalog,
+                        options.index_interval_bytes,
+                    )?,
+                };
                 report.active_records = scan.records;
                 active = Some((
                     ActiveSegment {
@@ -157,6 +163,24 @@ pub(crate) fn open(storage: Arc<dyn Storage>, dir: &Path, options: LogOptions) -
         }
     }
 
+    // A clean-close file describes the active segment only until something is appended:
+    // remove every one, durably, before the log accepts a write.
+    let names = storage.list_dir(dir).map_err(io_err("listing", dir))?;
+    let stale: Vec<&String> = names
+        .iter()
+        .filter(|n| crate::clean::is_clean_file(n))
+        .collect();
+    for name in &stale {
+        let path = dir.join(name);
+        storage
+            .remove_file(&path)
+            .map_err(io_err("removing", &path))?;
+    }
+    if !stale.is_empty() {
+        storage
+            .sync_dir(dir)
+            .map_err(io_err("syncing directory", dir))?;
+    }
     let store_id = match store_id {
         Some(s) => s,
         None => {

@@ -14,7 +14,7 @@ use crate::segment::{catalog_entry, SealedSegment, StreamBook};
 use crate::storage::StorageFile;
 
 /// One stream.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct StreamState {
     pub name: String,
     pub next_seq: u64,
@@ -26,7 +26,7 @@ pub(crate) struct StreamState {
 }
 
 /// Streams and names; the catalog stream is tracked by `catalog_next_seq`.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Catalog {
     pub streams: IdMap<StreamState>,
     /// Ordered, so listing pages by name is a range query.

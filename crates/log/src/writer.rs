@@ -447,7 +447,7 @@ pub(crate) const MAX_STREAM_NAME_BYTES: usize = 4096;
 const MAX_SEGMENT_ID: u64 = u32::MAX as u64;
 
 /// The footer of the active segment as it stands.
-fn build_footer(st: &State, id: SegmentId) -> Vec<u8> {
+pub(crate) fn build_footer(st: &State, id: SegmentId) -> Vec<u8> {
     let mut streams: Vec<(u64, &ActiveStreamIndex)> = st
         .catalog
         .streams

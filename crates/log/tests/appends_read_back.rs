@@ -180,3 +180,60 @@ fn deleted_streams_stay_deleted_and_free_their_name() {
     assert_eq!(log.stream_info(s).expect("info").next_seq, Seq(0));
     assert_eq!(log.streams().len(), 1);
 }
+
+#[test]
+fn a_clean_close_lets_the_next_open_skip_the_scan_and_only_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = small_segments();
+    {
+        let log = Log::open(dir.path(), opts.clone()).expect("open");
+        let s = log.create_stream("a").expect("create");
+        for i in 0..50u64 {
+            log.commit(&[Append::new(s, 1, &payload(1, i))], Durability::Buffered)
+                .expect("commit");
+        }
+        log.close().expect("close");
+    }
+    let log = Log::open(dir.path(), opts.clone()).expect("reopen");
+    assert!(
+        log.recovery_report().clean_close,
+        "the clean-close file is used"
+    );
+    let s = log.stream_id("a").expect("a");
+    assert_eq!(log.stream_info(s).expect("info").next_seq, Seq(50));
+    for i in 0..50 {
+        assert_eq!(
+            &log.read(s, Seq(i)).expect("read").payload[..],
+            &payload(1, i)[..]
+        );
+    }
+    // The file is gone once the log is open: appends after it must not be hidden by it.
+    assert!(!std::fs::read_dir(dir.path()).expect("dir").any(|e| e
+        .expect("e")
+        .file_name()
+        .to_string_lossy()
+        .ends_with(".clean")));
+    log.commit(
+        &[Append::new(s, 1, b"after the clean open")],
+        Durability::Sync,
+    )
+    .expect("commit");
+    // A crash now: copy the store as it is on disk while the log is still open.
+    let crashed = tempfile::tempdir().expect("tempdir");
+    for e in std::fs::read_dir(dir.path()).expect("dir") {
+        let e = e.expect("entry");
+        if e.file_name() != "LOCK" {
+            std::fs::copy(e.path(), crashed.path().join(e.file_name())).expect("copy");
+        }
+    }
+    drop(log);
+    let log = Log::open(crashed.path(), opts).expect("reopen after a crash");
+    assert!(
+        !log.recovery_report().clean_close,
+        "a crash leaves no clean-close file: the segment is scanned"
+    );
+    assert_eq!(
+        &log.read(s, Seq(50)).expect("read").payload[..],
+        b"after the clean open"
+    );
+}
