@@ -13,8 +13,11 @@ struct Vector {
 }
 
 fn vectors() -> Vec<Vector> {
-    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../format-spec/events.md"))
-        .expect("format-spec/events.md");
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../format-spec/events.md"
+    ))
+    .expect("format-spec/events.md");
     let mut out = Vec::new();
     let mut current: Option<Vector> = None;
     let mut in_hex = false;
