@@ -333,7 +333,6 @@ fn a_tool_result_without_a_call_is_accepted_as_the_interop_spec_allows() {
 /// `Session::try_append` does this; `SessionHandle::append` (crates/sessionlog/src/store.rs)
 /// ignores `EventInput::seq` and appends at the next seq whatever the input says.
 #[test]
-#[ignore = "bug: SessionHandle::append ignores EventInput::seq, so a seq gap is accepted (crates/sessionlog/src/store.rs)"]
 fn an_event_stating_a_seq_gap_is_refused() {
     let (_dir, store, mut handle) = store_with_session();
     let export_before = store.export_dsh("s1").expect("export");

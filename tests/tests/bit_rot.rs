@@ -367,7 +367,6 @@ fn every_single_bit_flip_is_detected_and_never_read_back_as_data() {
 /// its `debug_assert_eq!(seq, self.last_seq + 1)` (crates/log/src/index.rs) panics in debug
 /// builds. Release builds build a wrong index for the comparison against the footer instead.
 #[test]
-#[ignore = "bug: verify_store panics (debug_assert in ActiveStreamIndex::push via verify::note) when it resynchronises after a damaged batch"]
 fn verify_store_never_panics_on_a_flipped_bit() {
     flip_everywhere(true);
 }

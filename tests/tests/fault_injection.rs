@@ -546,7 +546,6 @@ fn enospc_on_preallocation_of_the_next_segment_poisons_and_recovers() {
 /// segment survives, and the store no longer opens ("sealed data must be valid up to its
 /// footer"): every acknowledged record is on disk, yet the store is unavailable.
 #[test]
-#[ignore = "bug: open() does not fsync a last segment it uses as sealed before creating the next segment (crates/log/src/open.rs)"]
 fn a_sealed_last_segment_is_synced_before_the_next_segment_is_created() {
     for case in cases().into_iter().filter(|c| c.leaves_unsynced_footer) {
         for seed in POWER_LOSS_SEEDS {

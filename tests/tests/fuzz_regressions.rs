@@ -12,7 +12,7 @@ const TURN_ZERO_LEFT_OPEN: &[u8] = b"{\"type\":\"session\",\"id\":\"\"}\n\
 {\"type\":\"turn/start\",\"seq\":1,\"time\":0,\"data\":{\"turn\":0}}\n";
 
 #[test]
-#[ignore = "bug: repair closes a turn numbered 0 with a turn/end that the session then refuses to load (crates/session: repair.rs vs upgrade.rs upgrade_turn_end)"]
+
 fn a_repaired_session_exports_to_a_file_that_imports_again() {
     let repaired = import_jsonl(TURN_ZERO_LEFT_OPEN, &ImportOptions::default())
         .expect("the file imports with repair");
@@ -30,7 +30,7 @@ fn a_repaired_session_exports_to_a_file_that_imports_again() {
 /// The same through the store: importing, then opening the session (which appends the
 /// closers) must leave a session that still loads.
 #[test]
-#[ignore = "bug: repair closes a turn numbered 0 with a turn/end that the session then refuses to load (crates/session: repair.rs vs upgrade.rs upgrade_turn_end)"]
+
 fn a_session_whose_turn_zero_was_closed_by_repair_still_loads() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path(), StoreOptions::default()).expect("open");

@@ -90,6 +90,11 @@ pub(crate) fn open(storage: Arc<dyn Storage>, dir: &Path, options: LogOptions) -
         match row.decision {
             SegmentDecision::UseSealed => {
                 let view = footer.map_err(|e| corrupted(id, 0, "footer", Some(e)))?;
+                if last {
+                    // The crash may have come between writing this footer and syncing it;
+                    // make it durable before a next segment exists (spec: recovery.md#ordering).
+                    file.sync_all().map_err(io_err("syncing", &path))?;
+                }
                 let seg = Arc::new(SealedSegment {
                     id,
                     bytes,

@@ -45,35 +45,41 @@ impl Inner {
         if seq.0 >= s.next_seq {
             return Err(Error::NoSuchRecord { stream, seq });
         }
-        if let Some(a) = s.active.as_ref().filter(|a| seq.0 >= a.first_seq) {
-            let last_offset = u64::from(a.last_offset);
-            // Records still in the write buffer are handed to the OS before being read.
-            while st.buf_offset <= last_offset {
-                if st.io_busy {
-                    self.wait_idle(&mut st);
-                } else {
-                    self.io_cycle(&mut st, false)?;
-                }
-            }
-            let anchor = match st
+        // Records of the active segment are read from the file, so wait until every record
+        // of the stream there has been written (not just taken by a write in flight). The
+        // state is looked at afresh after each wait: a roll may seal the segment meanwhile.
+        loop {
+            let s = st
                 .catalog
                 .streams
                 .get(&stream.0)
-                .and_then(|s| s.active.as_ref())
-            {
-                Some(a) if seq.0 >= a.first_seq => a.anchor(anchor_seq.min(a.last_seq)),
-                // A roll sealed the segment while we waited; look again.
-                _ => {
-                    drop(st);
-                    return self.locate(stream, seq, anchor_seq);
-                }
+                .filter(|s| !s.deleted)
+                .ok_or_else(|| unknown(stream))?;
+            let Some(a) = s.active.as_ref().filter(|a| seq.0 >= a.first_seq) else {
+                break;
             };
-            return Ok(Location::Active {
-                file: st.active.file.clone(),
-                segment: st.active.id,
-                anchor,
-            });
+            let written = st.written.segment() == st.active.id
+                && st.written.offset() > u64::from(a.last_offset);
+            if written {
+                let anchor = a.anchor(anchor_seq.min(a.last_seq));
+                return Ok(Location::Active {
+                    file: st.active.file.clone(),
+                    segment: st.active.id,
+                    anchor,
+                });
+            }
+            if st.io_busy {
+                self.wait_idle(&mut st);
+            } else {
+                self.io_cycle(&mut st, false)?;
+            }
+            Self::check_usable(&st)?;
         }
+        let s = st
+            .catalog
+            .streams
+            .get(&stream.0)
+            .ok_or_else(|| unknown(stream))?;
         let i = s.sealed.partition_point(|e| e.first_seq <= seq.0);
         let extent = i.checked_sub(1).and_then(|i| s.sealed.get(i)).copied();
         let found = extent.and_then(|e| {

@@ -230,6 +230,11 @@ fn note(found: &mut BTreeMap<u64, ActiveStreamIndex>, h: &RecordHeader, offset: 
     let bytes = (sessionlog_format::RECORD_HEADER_LEN
         + sessionlog_format::padded_len(h.payload_len as usize)) as u64;
     match found.get_mut(&h.stream_id) {
+        // After damage the walk resynchronises past lost records; the gap is reported
+        // elsewhere, and the stream's summary is restarted so it never claims them.
+        Some(ix) if h.seq != ix.last_seq + 1 => {
+            *ix = ActiveStreamIndex::new(h.seq, offset as u32, bytes)
+        }
         Some(ix) => ix.push(h.seq, offset as u32, bytes, u32::MAX),
         None => {
             found.insert(

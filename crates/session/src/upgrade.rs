@@ -227,7 +227,7 @@ fn upgrade_turn_end(data: JsonRef<'_>) -> Result<Option<String>, &'static str> {
     let (Some(reason), Some(kind)) = (reason, kind) else {
         return Err("expected {turn, reason{kind}}");
     };
-    if !safe_at_least(data.get("turn"), 1) || !data.has_exact_keys(&["turn", "reason"]) {
+    if !safe_at_least(data.get("turn"), 0) || !data.has_exact_keys(&["turn", "reason"]) {
         return Err("expected {turn, reason{kind}}");
     }
     let only_kind = reason.has_exact_keys(&["kind"]);

@@ -154,16 +154,19 @@ impl Store {
             .log
             .streams()
             .into_iter()
+            .filter(|s| s.next_seq.0 > 0)
             .map(|s| s.name)
             .collect();
         names.sort();
         names
     }
 
+    /// The stream of a session that exists: one whose header record is written (a session
+    /// being created by another thread has a stream but no header yet, and does not exist).
     fn stream(&self, name: &str) -> Result<StreamId> {
-        self.inner
-            .log
-            .stream_id(name)
+        let log = &self.inner.log;
+        log.stream_id(name)
+            .filter(|&id| log.stream_info(id).is_some_and(|i| i.next_seq.0 > 0))
             .ok_or_else(|| Error::NoSuchSession(name.to_owned()))
     }
 
@@ -634,6 +637,15 @@ impl SessionHandle {
     /// changes nothing.
     pub fn append(&mut self, input: EventInput) -> Result<&Event> {
         let seq = self.session.next_seq().get();
+        if let Some(given) = input.seq {
+            if given != seq {
+                return Err(sessionlog_session::Error::SeqMismatch {
+                    expected: seq,
+                    got: given,
+                }
+                .into());
+            }
+        }
         let event = input.into_event(seq)?;
         self.append_event(event)
     }
