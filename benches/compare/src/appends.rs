@@ -27,6 +27,37 @@ pub struct AppendResult {
     pub latency: Percentiles,
 }
 
+/// One slice of a cell: what one store did in one measured window.
+#[derive(Debug, Default)]
+pub struct Slice {
+    /// Commits in the window.
+    pub commits: u64,
+    /// Length of the window, seconds.
+    pub secs: f64,
+    /// Commit latencies, nanoseconds.
+    pub samples: Vec<u64>,
+}
+
+impl Slice {
+    /// Adds `other` to this one.
+    pub fn add(&mut self, other: Slice) {
+        self.commits += other.commits;
+        self.secs += other.secs;
+        self.samples.extend(other.samples);
+    }
+
+    /// The result of all slices added.
+    pub fn finish(mut self, kind: Kind, sessions: usize) -> AppendResult {
+        AppendResult {
+            kind,
+            sessions,
+            commits: self.commits,
+            per_sec: self.commits as f64 / self.secs.max(1e-9),
+            latency: Percentiles::of(&mut self.samples),
+        }
+    }
+}
+
 /// Runs `kind` with `sessions` writers in a fresh `dir`: `warmup`, then `window` measured.
 pub fn run(
     kind: Kind,
@@ -34,7 +65,7 @@ pub fn run(
     sessions: usize,
     warmup: Duration,
     window: Duration,
-) -> io::Result<AppendResult> {
+) -> io::Result<Slice> {
     let _ = std::fs::remove_dir_all(dir);
     let store = Store::create(kind, dir, sessions, WalRetention::Defaults)?;
     let writers = (0..sessions)
@@ -79,15 +110,10 @@ pub fn run(
         end = end.max(last);
     }
     drop(store);
-    let commits = all.len() as u64;
-    let secs = (end - (start + warmup)).as_secs_f64().max(1e-9);
-    let latency = Percentiles::of(&mut all);
     let _ = std::fs::remove_dir_all(dir);
-    Ok(AppendResult {
-        kind,
-        sessions,
-        commits,
-        per_sec: commits as f64 / secs,
-        latency,
+    Ok(Slice {
+        commits: all.len() as u64,
+        secs: (end - (start + warmup)).as_secs_f64().max(1e-9),
+        samples: all,
     })
 }

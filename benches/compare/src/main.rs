@@ -167,18 +167,20 @@ fn run(args: &Args) -> std::io::Result<()> {
     let load_start = loadavg();
     std::fs::create_dir_all(&args.dir)?;
     std::fs::create_dir_all(&args.out)?;
-    let (warmup, window, replay_events, replay_reps, crash_per_session) = if args.quick {
+    let (warmup, window, rounds, replay_events, replay_reps, crash_per_session) = if args.quick {
         (
-            Duration::from_millis(250),
+            Duration::from_millis(150),
             Duration::from_millis(1000),
+            2u32,
             100_000,
             2,
             300,
         )
     } else {
         (
-            Duration::from_millis(500),
+            Duration::from_millis(250),
             Duration::from_millis(4000),
+            4u32,
             1_000_000,
             2,
             1_600,
@@ -201,11 +203,29 @@ fn run(args: &Args) -> std::io::Result<()> {
         for (li, &sessions) in args.levels.iter().enumerate() {
             let floor = probe::floor_now(&args.dir, 100)?;
             floors.push((sessions, floor.p50_ns, floor.p99_ns));
-            // Rotate the order per level, so a disk that changes speed does not always
-            // favour the same store.
-            for k in 0..args.stores.len() {
-                let kind = args.stores[(k + li) % args.stores.len()];
-                let r = appends::run(kind, &args.dir.join("appends"), sessions, warmup, window)?;
+            // The window is cut into slices run round-robin over the stores (a fresh store
+            // each slice), so a disk that changes speed within the run weighs on every
+            // store alike rather than on whichever ran at that moment.
+            let mut cells: Vec<appends::Slice> = args
+                .stores
+                .iter()
+                .map(|_| appends::Slice::default())
+                .collect();
+            for round in 0..rounds {
+                for k in 0..args.stores.len() {
+                    let i = (k + li + round as usize) % args.stores.len();
+                    let slice = appends::run(
+                        args.stores[i],
+                        &args.dir.join("appends"),
+                        sessions,
+                        warmup,
+                        window / rounds,
+                    )?;
+                    cells[i].add(slice);
+                }
+            }
+            for (kind, cell) in args.stores.iter().zip(cells) {
+                let r = cell.finish(*kind, sessions);
                 println!(
                     "appends {:>3} sessions  {:<18} {:>9} events/s ({:>7} commits)  p50 {:>9}  p99 {:>9}",
                     sessions,
@@ -269,6 +289,7 @@ fn run(args: &Args) -> std::io::Result<()> {
         ),
         quick: args.quick,
         window_secs: window.as_secs_f64(),
+        rounds,
         probe,
         floors,
         appends,

@@ -29,6 +29,8 @@ pub struct Report {
     pub quick: bool,
     /// Seconds measured per store and concurrency (after warm-up).
     pub window_secs: f64,
+    /// Slices the window is cut into, run round-robin over the stores.
+    pub rounds: u32,
     /// The machine probe, at the start.
     pub probe: Probe,
     /// The fdatasync floor (p50, p99 ns) measured right before each concurrency level.
@@ -133,9 +135,10 @@ impl Report {
         let _ = writeln!(
             s,
             "## Durable appends of 1 KiB events\n\nOne thread per session, one event per \
-             commit, each commit durable before the next; {:.1} s measured per cell after a \
-             warm-up.\n",
-            self.window_secs
+             commit, each commit durable before the next. {:.1} s measured per cell, in {} \
+             slices run round-robin over the stores (each slice on a fresh store, after a \
+             warm-up), so a change of disk speed weighs on every store alike.\n",
+            self.window_secs, self.rounds
         );
         let levels: Vec<usize> = {
             let mut l: Vec<usize> = self.appends.iter().map(|a| a.sessions).collect();
