@@ -38,4 +38,5 @@ pub use repair::{TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN};
 pub use session::{derive_message, Session};
 pub use store_trait::{NewEvent, SessionStore, StoreError, StoreResult};
 pub use surface::Surface;
+pub use upgrade::needs_upgrade;
 pub use version::{FormatVersion, MessageLocation, MessageRule, SurfaceType, DSH_V0_KNOWN_TYPES};

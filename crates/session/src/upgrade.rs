@@ -50,6 +50,14 @@ fn message_id(event: &Event) -> Option<String> {
     message?.get("id")?.as_str().map(|s| s.into_owned())
 }
 
+/// Whether loading would upgrade `event` from an older in-file shape (spec §9), or refuse it as
+/// a malformed one. Projections that fold single events without the rest of the session use
+/// this to fall back to a full fold for sessions written in older shapes.
+pub fn needs_upgrade(event: &Event) -> bool {
+    let mut one = [event.clone()];
+    upgrade_event(&mut one, 0, "").map_or(true, |()| one[0].is_upgraded())
+}
+
 /// Upgrades `events[index]` given the already-upgraded events before it.
 pub(crate) fn upgrade_event(
     events: &mut [Event],

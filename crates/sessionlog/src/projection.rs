@@ -8,7 +8,13 @@
 use std::collections::HashMap;
 
 use sessionlog_session::codec::kind;
-use sessionlog_session::{derive_message, is_surface_kind, Event, FormatVersion, SurfaceOp};
+use sessionlog_session::{
+    derive_message, is_surface_kind, needs_upgrade, Event, FormatVersion, Session, SurfaceOp,
+};
+
+/// What a projection's `apply` says about an event written in an older in-file shape: the
+/// caller folds the whole session instead (which upgrades legacy shapes in context).
+pub const LEGACY_SHAPE: &str = "an event in an older in-file shape needs the full fold";
 
 /// A fold over a session's events whose state can be saved and restored.
 pub trait Projection: Send + Sync + std::fmt::Debug {
@@ -42,6 +48,29 @@ impl SurfaceProjection {
         SurfaceProjection {
             version,
             ..Default::default()
+        }
+    }
+
+    /// The surface of a fully folded session (legacy shapes upgraded in context).
+    pub fn from_session(session: &Session) -> Self {
+        let nodes = session.surface();
+        let messages = nodes
+            .iter()
+            .map(|&seq| {
+                (
+                    seq,
+                    session
+                        .event(sessionlog_session::Seq(seq))
+                        .and_then(|e| derive_message(session.version(), e))
+                        .map(str::to_owned),
+                )
+            })
+            .collect();
+        SurfaceProjection {
+            version: session.version().clone(),
+            nodes,
+            generation: session.replace_generation(),
+            messages,
         }
     }
 
@@ -97,6 +126,9 @@ impl Projection for SurfaceProjection {
     }
 
     fn apply(&mut self, event: &Event) -> Result<(), String> {
+        if needs_upgrade(event) {
+            return Err(LEGACY_SHAPE.to_owned());
+        }
         let seq = event.seq().get();
         let message = derive_message(&self.version, event).map(str::to_owned);
         match event.surface_op() {

@@ -463,10 +463,33 @@ impl Store {
                 continue;
             }
             let event = decode_event(&r.payload).map_err(|e| bad(r.seq.0, e.to_string()))?;
+            let mut legacy = false;
             for p in [&mut surface as &mut dyn Projection, &mut request] {
                 if p.wants(r.kind) {
-                    p.apply(&event).map_err(|e| bad(r.seq.0, e))?;
+                    match p.apply(&event) {
+                        Ok(()) => {}
+                        Err(e) if e == crate::projection::LEGACY_SHAPE => legacy = true,
+                        Err(e) => return Err(bad(r.seq.0, e)),
+                    }
                 }
+            }
+            if legacy {
+                // Older shapes are upgraded in the context of the whole session: fold it all.
+                let session = self.load_session(name)?;
+                surface = SurfaceProjection::from_session(&session);
+                request = RequestProjection::default();
+                for e in session.events() {
+                    if request.wants(kind_tag(e)) {
+                        request.apply(e).map_err(|m| bad(e.seq().get() + 1, m))?;
+                    }
+                }
+                if let CacheUse::Hit { .. } = outcome {
+                    outcome =
+                        CacheUse::Rebuilt(CacheMiss::Incompatible("events in older shapes".into()));
+                }
+                folded = next.saturating_sub(start);
+                last_crc = cache::record_crc(&log.read(stream, LogSeq(next - 1))?.payload);
+                break;
             }
         }
         if let CacheUse::Hit { folded: f } = &mut outcome {

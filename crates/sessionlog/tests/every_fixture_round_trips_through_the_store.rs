@@ -159,6 +159,16 @@ fn every_fixture_round_trips_through_the_store() {
             problems.push(format!("{}: derived messages differ", rel.display()));
         }
         drop(handle);
+        // The projection fold (which skips structural records) derives the same messages.
+        let view = store.view(&name).expect("view");
+        let view_messages: Value =
+            serde_json::from_str(&view.surface.derive_messages_json()).expect("view json");
+        if view_messages != golden["messages"] || view.surface.nodes() != &surface[..] {
+            problems.push(format!(
+                "{}: the projection view differs from DSH's messages or surface",
+                rel.display()
+            ));
+        }
         // A reopened session (from the log, closers included) still derives the same.
         let reloaded = store.load_session(&name).expect("reload");
         if reloaded.surface() != surface {
