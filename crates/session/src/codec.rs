@@ -117,6 +117,16 @@ pub fn decode_event(bytes: &[u8]) -> Result<Event, Error> {
     })
 }
 
+/// Decodes an event record read back from the log (checksum-verified, validated when it was
+/// appended): the envelope is parsed without repeating the full lossless-JSON scan.
+pub fn decode_stored_event(bytes: &[u8]) -> Result<Event, Error> {
+    let text = versioned_text(bytes, "event")?;
+    Event::parse_stored(text, 0).map_err(|e| Error::Decode {
+        what: "event",
+        detail: e.to_string(),
+    })
+}
+
 /// Encodes a session header record: the version byte, then the header JSON as stored.
 pub fn encode_header(header: &SessionHeader) -> Vec<u8> {
     let raw = header.raw().as_bytes();

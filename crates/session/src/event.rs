@@ -106,20 +106,33 @@ impl Event {
     /// Parses and checks one envelope (lossless JSON plus the envelope rules of spec §3).
     /// `seq_hint` names the event in errors when its own seq is unreadable.
     pub fn parse(raw: &str, seq_hint: u64) -> Result<Event, Error> {
+        Self::parse_checked(raw, seq_hint, true)
+    }
+
+    /// Parses an envelope that was validated when it was appended and comes back from a
+    /// checksum-verified log record: the envelope rules are checked, the lossless-JSON scan of
+    /// the whole text is not repeated. Never panics on any text (the navigator is bounds-checked).
+    pub fn parse_stored(raw: &str, seq_hint: u64) -> Result<Event, Error> {
+        Self::parse_checked(raw, seq_hint, false)
+    }
+
+    fn parse_checked(raw: &str, seq_hint: u64, lossless_scan: bool) -> Result<Event, Error> {
         let type_hint = || {
             JsonRef::new(raw)
                 .get("type")
                 .and_then(|t| t.as_str().map(|s| s.into_owned()))
                 .unwrap_or_else(|| "?".to_owned())
         };
-        json::validate_str(raw).map_err(|e| {
-            Error::invalid(
-                seq_hint,
-                &type_hint(),
-                Rule::LosslessJson,
-                format!("byte {}: {}", e.offset, e.kind),
-            )
-        })?;
+        if lossless_scan {
+            json::validate_str(raw).map_err(|e| {
+                Error::invalid(
+                    seq_hint,
+                    &type_hint(),
+                    Rule::LosslessJson,
+                    format!("byte {}: {}", e.offset, e.kind),
+                )
+            })?;
+        }
         let root = JsonRef::new(raw);
         let bad = |rule: Rule, detail: &str| Error::invalid(seq_hint, &type_hint(), rule, detail);
         if !root.is_object() {

@@ -28,7 +28,8 @@ mod validate;
 mod version;
 
 pub use codec::{
-    decode_event, decode_header, encode_event, encode_header, is_surface_kind, kind_tag,
+    decode_event, decode_header, decode_stored_event, encode_event, encode_header, is_surface_kind,
+    kind_tag,
 };
 pub use dsh::{export_jsonl, import_jsonl, DshImport, ImportOptions, TailCut};
 pub use error::{Error, Rule, ValidationError};

@@ -54,8 +54,31 @@ fn message_id(event: &Event) -> Option<String> {
 /// a malformed one. Projections that fold single events without the rest of the session use
 /// this to fall back to a full fold for sessions written in older shapes.
 pub fn needs_upgrade(event: &Event) -> bool {
-    let mut one = [event.clone()];
-    upgrade_event(&mut one, 0, "").map_or(true, |()| one[0].is_upgraded())
+    let data = event.stored_data();
+    match event.stored_type() {
+        "steering/message" => true,
+        t @ ("user/message" | "assistant/message" | "tool/result") => legacy_message_shape(t, data),
+        // Rare and small: ask the upgrade itself.
+        "turn/start" | "turn/end" => {
+            let mut one = [event.clone()];
+            upgrade_event(&mut one, 0, "").map_or(true, |()| one[0].is_upgraded())
+        }
+        _ => false,
+    }
+}
+
+/// Whether the payload of a message event has a shape from before message ids (spec §9).
+fn legacy_message_shape(event_type: &str, data: JsonRef<'_>) -> bool {
+    let has = |key: &str| data.get(key).is_some();
+    data.is_object()
+        && !has("message")
+        && has("content")
+        && match event_type {
+            "user/message" => !has("id") && !has("role") && has("source"),
+            "assistant/message" => has("provenance"),
+            "tool/result" => has("callId") && has("isError"),
+            _ => false,
+        }
 }
 
 /// Upgrades `events[index]` given the already-upgraded events before it.
@@ -130,16 +153,8 @@ pub(crate) fn upgrade_event(
         }
         None => data,
     };
-    let has = |key: &str| data.get(key).is_some();
     match current_type.as_str() {
-        "user/message"
-            if data.is_object()
-                && !has("id")
-                && !has("role")
-                && !has("message")
-                && has("content")
-                && has("source") =>
-        {
+        "user/message" if legacy_message_shape("user/message", data) => {
             let out = spread(ObjectWriter::new(), data, &[], &[]);
             new_data = Some(
                 out.string("id", &legacy_id(session_id, seq))
@@ -147,9 +162,7 @@ pub(crate) fn upgrade_event(
                     .finish(),
             );
         }
-        "assistant/message"
-            if data.is_object() && !has("message") && has("content") && has("provenance") =>
-        {
+        "assistant/message" if legacy_message_shape("assistant/message", data) => {
             let provenance = data.get("provenance").filter(|p| p.is_object());
             let mut source = ObjectWriter::new();
             let mut has_kind = false;
@@ -173,13 +186,7 @@ pub(crate) fn upgrade_event(
             let out = spread(ObjectWriter::new(), data, &["content", "provenance"], &[]);
             new_data = Some(out.raw("message", &message).finish());
         }
-        "tool/result"
-            if data.is_object()
-                && !has("message")
-                && has("callId")
-                && has("content")
-                && has("isError") =>
-        {
+        "tool/result" if legacy_message_shape("tool/result", data) => {
             let call_id = data.get("callId").map_or("null", |c| c.raw());
             let id = match event.surface_op() {
                 Some(SurfaceOp::Replace { start, .. }) => usize::try_from(start)

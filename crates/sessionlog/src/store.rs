@@ -462,7 +462,9 @@ impl Store {
             if !wanted {
                 continue;
             }
-            let event = decode_event(&r.payload).map_err(|e| bad(r.seq.0, e.to_string()))?;
+            // Checksum-verified and validated when appended: no second lossless-JSON scan.
+            let event = sessionlog_session::decode_stored_event(&r.payload)
+                .map_err(|e| bad(r.seq.0, e.to_string()))?;
             let mut legacy = false;
             for p in [&mut surface as &mut dyn Projection, &mut request] {
                 if p.wants(r.kind) {
