@@ -146,7 +146,17 @@ struct Opened {
     index_memory_bytes: u64,
 }
 
-fn measure(c: &mut Criterion, name: &str, dir: &Path) -> Option<Opened> {
+/// Removes the clean-close file a previous open left behind, so the next open is a crash
+/// restart (it scans the active segment) rather than a clean one.
+fn forget_clean_close(dir: &Path) {
+    for e in std::fs::read_dir(dir).expect("store dir").flatten() {
+        if e.file_name().to_string_lossy().ends_with(".clean") {
+            std::fs::remove_file(e.path()).expect("removing the clean-close file");
+        }
+    }
+}
+
+fn measure(c: &mut Criterion, name: &str, dir: &Path, crash: bool) -> Option<Opened> {
     let mut calls = Calls::default();
     let mut report_ms = 0.0;
     let mut group = c.benchmark_group("open");
@@ -154,6 +164,9 @@ fn measure(c: &mut Criterion, name: &str, dir: &Path) -> Option<Opened> {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
+                if crash {
+                    forget_clean_close(dir);
+                }
                 let t = Instant::now();
                 let log = Log::open(dir, LogOptions::default()).expect("open");
                 let e = t.elapsed();
@@ -175,6 +188,9 @@ fn measure(c: &mut Criterion, name: &str, dir: &Path) -> Option<Opened> {
     let mut stats = None;
     let mut active_records = 0;
     for _ in 0..COLD_OPENS {
+        if crash {
+            forget_clean_close(dir);
+        }
         evict_dir_from_page_cache(dir).expect("evicting");
         let t = Instant::now();
         let log = Log::open(dir, LogOptions::default()).expect("open");
@@ -258,6 +274,7 @@ fn main() {
         &mut c,
         "crash_restart_full_64MiB_active_10k_streams",
         &crash,
+        true,
     );
     results.extend(o.map(|o| print("crash restart, full 64 MiB active", &o, Some(250.0), &probe)));
     let _ = std::fs::remove_dir_all(&crash);
@@ -269,12 +286,12 @@ fn main() {
         .expect("create")
         .close()
         .expect("close");
-    let o = measure(&mut c, "empty_store_new_64MiB_active", &empty);
+    let o = measure(&mut c, "empty_store_new_64MiB_active", &empty, false);
     results.extend(o.map(|o| print("open, empty store", &o, None, &probe)));
     let _ = std::fs::remove_dir_all(&empty);
 
     let sealed = sealed_store();
-    let o = measure(&mut c, "clean_open_2GiB_sealed_10k_streams", &sealed);
+    let o = measure(&mut c, "clean_open_2GiB_sealed_10k_streams", &sealed, false);
     results.extend(o.map(|o| print("clean open, >= 2 GiB sealed", &o, Some(50.0), &probe)));
 
     write_json(
