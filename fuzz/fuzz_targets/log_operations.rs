@@ -308,6 +308,8 @@ impl Run {
                     "{name}#{seq} is missing"
                 );
             }
+            // A failed read changes nothing on disk, so it does not poison the log.
+            Err(Error::Io { .. }) if !self.failed => {}
             Err(e) => self.note_failure("read", &e),
         }
     }
