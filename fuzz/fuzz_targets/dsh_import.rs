@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sessionlog_session::{export_jsonl, import_jsonl, Error, ImportOptions};
+use sessionlog_session::{export_jsonl, import_jsonl, ImportOptions};
 
 fuzz_target!(|data: &[u8]| {
     let repair = data.first().is_some_and(|b| b & 1 != 0);
@@ -23,14 +23,6 @@ fuzz_target!(|data: &[u8]| {
     };
     let again = match import_jsonl(&exported, &plain) {
         Ok(again) => again,
-        // Known bug, reported and pinned by tests/tests/fuzz_regressions.rs: a turn/start
-        // with turn 0 is accepted, and the closer repair writes for it (turn/end with turn 0)
-        // is refused on the next load. Skipped here so the fuzzer looks for other bugs.
-        Err(Error::Legacy { ref event_type, .. })
-            if event_type == "turn/end" && !imported.closers.is_empty() =>
-        {
-            return
-        }
         Err(e) => panic!("an exported session does not import: {e}"),
     };
     assert!(again.tail.is_none(), "an exported session has a torn tail");
