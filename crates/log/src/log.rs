@@ -139,7 +139,7 @@ pub(crate) struct Inner {
     pub store_id: [u8; 16],
     pub state: Mutex<State>,
     /// Committers of each group (by parity) wait here until their group is durable.
-    pub group: [Condvar; 2],
+    pub group: [Condvar; crate::writer::GROUPS as usize],
     /// Threads that need no I/O cycle to be running (roll, readers) wait here.
     pub idle: Condvar,
     pub report: RecoveryReport,
@@ -336,7 +336,7 @@ impl Drop for Inner {
             }
             st.buf.clear();
         }
-        if st.active.file.sync_data().is_ok() && !st.io_busy {
+        if st.active.file.sync_data().is_ok() && !st.writing && st.syncs_in_flight == 0 {
             let _ = crate::clean::write(&*self.storage, &self.dir, st);
         }
     }

@@ -38,9 +38,13 @@ pub struct LogOptions {
     pub write_buffer_bytes: usize,
     /// What `open` tolerates.
     pub recovery_mode: RecoveryMode,
-    /// Preallocate each new segment to its full size, so appends change no allocation
-    /// metadata and each sync is a plain `fdatasync`.
+    /// Preallocate each new segment to its full size, so appends never grow the file block by
+    /// block.
     pub preallocate: bool,
+    /// Syncs of successive commit groups that may run at once (1 to 4). With 1, the next
+    /// group is written only after the previous sync returns; more lets its write and sync
+    /// start while earlier syncs run, which helps on devices that serve syncs in parallel.
+    pub max_concurrent_syncs: u32,
 }
 
 impl Default for LogOptions {
@@ -52,6 +56,7 @@ impl Default for LogOptions {
             write_buffer_bytes: 1 << 20,
             recovery_mode: RecoveryMode::TolerateTornTail,
             preallocate: true,
+            max_concurrent_syncs: 1,
         }
     }
 }
@@ -68,6 +73,12 @@ impl LogOptions {
             return Err(format!(
                 "max_record_bytes {} is outside 1 ..= 1 GiB",
                 self.max_record_bytes
+            ));
+        }
+        if !(1..=4).contains(&self.max_concurrent_syncs) {
+            return Err(format!(
+                "max_concurrent_syncs {} is outside 1 ..= 4",
+                self.max_concurrent_syncs
             ));
         }
         if self.index_interval_bytes < 64 {

@@ -68,8 +68,8 @@ impl Inner {
                     anchor,
                 });
             }
-            if st.io_busy {
-                self.wait_idle(&mut st);
+            if st.writing {
+                self.wait_write_idle(&mut st);
             } else {
                 self.io_cycle(&mut st, false)?;
             }

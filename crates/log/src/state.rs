@@ -152,13 +152,19 @@ pub(crate) struct State {
     pub end: u64,
     pub written: Lsn,
     pub synced: Lsn,
-    /// An I/O cycle (write, and sync for a group) is running unlocked.
-    pub io_busy: bool,
+    /// A write of the buffer is running unlocked (writes are serialised).
+    pub writing: bool,
+    /// Syncs running unlocked.
+    pub syncs_in_flight: u32,
+    /// End of the data the latest started sync covers.
+    pub sync_started: Lsn,
+    /// Groups below this number have been woken as durable.
+    pub notified_epoch: u64,
     /// Number of the group that batches encoded now belong to; a sync cycle takes the
     /// forming group and the next one starts forming.
     pub forming: u64,
     /// Committers waiting on each group's condition variable (by group parity).
-    pub waiters: [u32; 2],
+    pub waiters: [u32; crate::writer::GROUPS as usize],
     pub poisoned: Option<Arc<str>>,
     pub closed: bool,
     pub counters: Counters,

@@ -51,8 +51,9 @@ impl Inner {
 
     /// Wakes every waiter: after a roll (which syncs everything) or a poisoning.
     fn wake_all(&self) {
-        self.group[0].notify_all();
-        self.group[1].notify_all();
+        for g in &self.group {
+            g.notify_all();
+        }
         self.idle.notify_all();
     }
 
@@ -105,7 +106,7 @@ impl Inner {
         match durability {
             Durability::Sync => self.wait_durable(&mut st, end)?,
             Durability::Buffered => {
-                if st.buf.len() >= self.options.write_buffer_bytes && !st.io_busy {
+                if st.buf.len() >= self.options.write_buffer_bytes && !st.writing {
                     self.io_cycle(&mut st, false)?;
                 }
             }
@@ -224,6 +225,7 @@ impl Inner {
         file.sync_data().map_err(io_err("syncing", &path))?;
         st.written = Lsn::new(id, st.end);
         st.synced = st.written;
+        st.sync_started = st.synced;
 
         let footer = build_footer(st, id);
         file.write_all_at(&footer, st.end)
@@ -267,20 +269,25 @@ impl Inner {
         st.buf_offset = st.end;
         st.written = Lsn::new(next, st.end);
         st.synced = st.written;
+        st.sync_started = st.synced;
         Ok(())
     }
 
-    /// One I/O cycle, run by whichever thread finds no I/O in flight: hand the whole buffer
-    /// to the operating system and, when `sync`, make everything written durable with one
-    /// `fdatasync`. While it runs unlocked, new commits keep encoding into the buffer: they
-    /// form the next group. Wakes exactly the committers it made durable, and one committer
-    /// of the next group to lead the next cycle.
+    /// One I/O cycle, run by a committer that finds no write in flight (and, for a sync, a free
+    /// sync slot): hand the whole buffer to the operating system and, when `sync`, make
+    /// everything written so far durable with one `fdatasync`. Writes are serialised, so a
+    /// sync covers every byte written before it began; up to `max_concurrent_syncs` syncs may
+    /// overlap, so the next group can be written and its sync started while the previous sync
+    /// is still running. New commits keep encoding into the buffer meanwhile: they form the
+    /// next group. Wakes exactly the committers it made durable, and one committer of the
+    /// next group to lead the next cycle.
     pub(crate) fn io_cycle(&self, st: &mut MutexGuard<'_, State>, sync: bool) -> Result<()> {
-        debug_assert!(!st.io_busy);
-        st.io_busy = true;
+        debug_assert!(!st.writing);
+        st.writing = true;
         let epoch = st.forming;
         if sync {
             st.forming += 1;
+            st.syncs_in_flight += 1;
         }
         let data = std::mem::take(&mut st.buf);
         let at = st.buf_offset;
@@ -288,53 +295,69 @@ impl Inner {
         let file = st.active.file.clone();
         let seg = st.active.id;
         let end = Lsn::new(seg, at + data.len() as u64);
-        let result = MutexGuard::unlocked(st, || {
-            if !data.is_empty() {
-                file.write_all_at(&data, at)
-                    .map_err(|e| format!("writing segment {seg} at offset {at}: {e}"))?;
+        let written = MutexGuard::unlocked(st, || {
+            if data.is_empty() {
+                return Ok(());
             }
-            if sync {
-                file.sync_data()
-                    .map_err(|e| format!("syncing segment {seg}: {e}"))?;
-            }
-            Ok::<(), String>(())
+            file.write_all_at(&data, at)
+                .map_err(|e| format!("writing segment {seg} at offset {at}: {e}"))
         });
-        st.io_busy = false;
+        st.writing = false;
         st.counters.writes += u64::from(!data.is_empty());
-        st.counters.syncs += u64::from(sync);
-        if let Err(what) = result {
+        if let Err(what) = written {
+            st.syncs_in_flight -= u32::from(sync);
             return Err(self.poison(st, what));
         }
         st.written = st.written.max(end);
-        if sync {
-            st.synced = st.synced.max(end);
-        }
         if st.buf.is_empty() {
             // Keep the allocation for the next group.
             let mut data = data;
             data.clear();
             st.buf = data;
         }
+        self.idle.notify_all();
         if sync {
-            self.group[(epoch % 2) as usize].notify_all();
+            st.sync_started = st.sync_started.max(end);
+            // The next group may start its own write and sync while this one syncs.
+            self.elect(st);
+            let synced = MutexGuard::unlocked(st, || {
+                file.sync_data()
+                    .map_err(|e| format!("syncing segment {seg}: {e}"))
+            });
+            st.syncs_in_flight -= 1;
+            st.counters.syncs += 1;
+            if let Err(what) = synced {
+                return Err(self.poison(st, what));
+            }
+            st.synced = st.synced.max(end);
+            // Every group up to this one is durable now (an earlier sync may still be
+            // running, but this one covered its bytes too).
+            while st.notified_epoch <= epoch {
+                self.group[(st.notified_epoch % GROUPS) as usize].notify_all();
+                st.notified_epoch += 1;
+            }
         }
         self.elect(st);
         self.idle.notify_all();
         Ok(())
     }
 
-    /// Wakes one committer of the forming group, if any waits, to run the next cycle.
+    fn can_start_sync(&self, st: &State) -> bool {
+        !st.writing && st.syncs_in_flight < self.options.max_concurrent_syncs.max(1)
+    }
+
+    /// Wakes one committer of the forming group, if any waits and a cycle could start.
     fn elect(&self, st: &State) {
-        let forming = (st.forming % 2) as usize;
-        if !st.io_busy && st.waiters[forming] > 0 {
+        let forming = (st.forming % GROUPS) as usize;
+        if self.can_start_sync(st) && st.waiters[forming] > 0 {
             self.group[forming].notify_one();
         }
     }
 
     /// Returns once everything up to `target` is durable. The caller's batch is in the
-    /// forming group; if no cycle is running, the caller runs one for its whole group.
+    /// forming group; if a cycle can start, the caller runs one for its whole group.
     pub(crate) fn wait_durable(&self, st: &mut MutexGuard<'_, State>, target: Lsn) -> Result<()> {
-        let group = (st.forming % 2) as usize;
+        let group = (st.forming % GROUPS) as usize;
         loop {
             Self::check_usable(st)?;
             if st.synced >= target {
@@ -342,7 +365,8 @@ impl Inner {
                 self.elect(st);
                 return Ok(());
             }
-            if !st.io_busy {
+            // Start a cycle unless a sync already started covers this batch.
+            if self.can_start_sync(st) && st.sync_started < target {
                 self.io_cycle(st, true)?;
                 continue;
             }
@@ -352,9 +376,16 @@ impl Inner {
         }
     }
 
-    /// Waits until no I/O cycle runs (the mutex is held on return).
+    /// Waits until no write and no sync is running (the mutex is held on return).
     pub(crate) fn wait_idle(&self, st: &mut MutexGuard<'_, State>) {
-        while st.io_busy {
+        while st.writing || st.syncs_in_flight > 0 {
+            self.idle.wait(st);
+        }
+    }
+
+    /// Waits until no write is running (syncs may be).
+    pub(crate) fn wait_write_idle(&self, st: &mut MutexGuard<'_, State>) {
+        while st.writing {
             self.idle.wait(st);
         }
     }
@@ -439,6 +470,10 @@ impl Inner {
         Ok(())
     }
 }
+
+/// Condition variables for waiting groups, indexed by group number modulo this; more than
+/// the groups that can be in flight at once (`max_concurrent_syncs` ≤ 4, plus the forming one).
+pub(crate) const GROUPS: u64 = 8;
 
 /// Longest stream name, in bytes. spec: segment.md#streams-and-the-catalog
 pub(crate) const MAX_STREAM_NAME_BYTES: usize = 4096;
