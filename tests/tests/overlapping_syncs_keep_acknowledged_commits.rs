@@ -7,6 +7,9 @@ use std::sync::{Arc, Mutex};
 use sessionlog_log::{Append, Durability, Log, LogOptions, Seq};
 use sessionlog_testkit::{CrashPolicy, SimStorage};
 
+/// What a commit returned: stream index, seq, payload.
+type Acked = Arc<Mutex<Vec<(usize, u64, Vec<u8>)>>>;
+
 #[test]
 fn acknowledged_commits_survive_with_overlapping_syncs() {
     for seed in 0..40u64 {
@@ -21,7 +24,7 @@ fn acknowledged_commits_survive_with_overlapping_syncs() {
         let streams: Vec<_> = (0..6)
             .map(|i| log.create_stream(&format!("s{i}")).expect("create"))
             .collect();
-        let acked: Arc<Mutex<Vec<(usize, u64, Vec<u8>)>>> = Arc::default();
+        let acked: Acked = Arc::default();
         std::thread::scope(|scope| {
             for (i, &s) in streams.iter().enumerate() {
                 let (log, acked) = (log.clone(), acked.clone());
