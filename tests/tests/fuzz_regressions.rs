@@ -45,3 +45,20 @@ fn a_session_whose_turn_zero_was_closed_by_repair_still_loads() {
             .unwrap_or_else(|e| panic!("the session no longer loads after repair: {e}"));
     }
 }
+
+/// Found by the `dsh_import` smoke run: a `turn/start` whose turn is a string is accepted, and
+/// the `turn/end` that restart repair writes for it (same turn value) must load again.
+#[test]
+fn a_turn_closed_by_repair_loads_again_whatever_its_turn_value() {
+    let file = b"{\"type\":\"session\",\"id\":\"c\"}\n\
+{\"type\":\"turn/start\",\"seq\":0,\"time\":0,\"data\":{\"turn\":\"next-turn\"}}\n";
+    let repaired = import_jsonl(file, &ImportOptions::default()).expect("imports with repair");
+    assert!(!repaired.closers.is_empty(), "the open turn got closers");
+    let plain = ImportOptions {
+        repair: false,
+        ..ImportOptions::default()
+    };
+    let again = import_jsonl(&export_jsonl(&repaired.session), &plain)
+        .unwrap_or_else(|e| panic!("the repaired session does not import again: {e}"));
+    assert_eq!(again.session.events(), repaired.session.events());
+}
