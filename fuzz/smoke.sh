@@ -4,6 +4,7 @@
 #
 #   fuzz/smoke.sh            # 20 s per target
 #   FUZZ_SECONDS=60 fuzz/smoke.sh
+#   FUZZ_SEED=7 fuzz/smoke.sh  # libFuzzer seed (default 1, so CI runs are repeatable)
 set -euo pipefail
 cd "$(dirname "$0")"
 seconds="${FUZZ_SECONDS:-20}"
@@ -17,7 +18,7 @@ for target in $targets; do
     log="target/smoke-$target.log"
     status=0
     cargo +nightly fuzz run -O "$target" "corpus/$target" "seeds/$target" -- \
-        -max_total_time="$seconds" -print_final_stats=1 >"$log" 2>&1 || status=$?
+        -max_total_time="$seconds" -seed="${FUZZ_SEED:-1}" -print_final_stats=1 >"$log" 2>&1 || status=$?
     grep -E '^stat::number_of_executed_units|panicked at|SUMMARY' "$log" || true
     if [ "$status" -ne 0 ]; then
         grep -A12 'panicked at' "$log" >&2 || tail -30 "$log" >&2
