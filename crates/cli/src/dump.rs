@@ -89,13 +89,8 @@ fn dump_segment(w: &mut impl Write, id: u64, seg: &[u8]) -> Result<(), Failure> 
                 } else {
                     out(w, format!("  no valid batch at @{at}: {e}\n").as_bytes())?;
                 }
-                at = (at + RECORD_ALIGN).next_multiple_of(RECORD_ALIGN);
-                while at < end
-                    && !(seg[at..].starts_with(&sessionlog_format::BATCH_MAGIC.to_le_bytes())
-                        && verify_batch(&seg[at..end], id, at as u64).is_ok())
-                {
-                    at += RECORD_ALIGN;
-                }
+                at = sessionlog_log::recovery::next_valid_batch(&seg[..end], id, at + RECORD_ALIGN)
+                    .map_or(end, |b| b.offset() as usize);
             }
         }
     }

@@ -304,6 +304,11 @@ impl<'a> BatchView<'a> {
         self.frame
     }
 
+    /// Segment offset of the batch header.
+    pub fn offset(&self) -> u64 {
+        self.batch_offset
+    }
+
     /// Segment offset just past the trailer, where the next batch starts.
     pub fn end_offset(&self) -> u64 {
         self.batch_offset + self.frame.len() as u64

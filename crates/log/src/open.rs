@@ -41,7 +41,10 @@ pub(crate) fn open(storage: Arc<dyn Storage>, dir: &Path, options: LogOptions) -
         .ok_or_else(|| Error::Locked {
             dir: dir.to_owned(),
         })?;
-    let ids = list_segments(&*storage, dir)?;
+    // One listing serves open: segment files, and clean-close files to remove (open itself
+    // creates or removes segments, never clean-close files, before it removes those).
+    let names = storage.list_dir(dir).map_err(io_err("listing", dir))?;
+    let ids = segment_ids(&names)?;
     let mut report = RecoveryReport {
         segments: ids.len(),
         ..Default::default()
@@ -170,7 +173,6 @@ pub(crate) fn open(storage: Arc<dyn Storage>, dir: &Path, options: LogOptions) -
 
     // A clean-close file describes the active segment only until something is appended:
     // remove every one, durably, before the log accepts a write.
-    let names = storage.list_dir(dir).map_err(io_err("listing", dir))?;
     let stale: Vec<&String> = names
         .iter()
         .filter(|n| crate::clean::is_clean_file(n))
@@ -249,10 +251,8 @@ pub(crate) fn open(storage: Arc<dyn Storage>, dir: &Path, options: LogOptions) -
     })
 }
 
-fn list_segments(storage: &dyn Storage, dir: &Path) -> Result<Vec<SegmentId>> {
-    let mut ids: Vec<SegmentId> = storage
-        .list_dir(dir)
-        .map_err(io_err("listing", dir))?
+fn segment_ids(names: &[String]) -> Result<Vec<SegmentId>> {
+    let mut ids: Vec<SegmentId> = names
         .iter()
         .filter_map(|n| parse_segment_file_name(n))
         .map(SegmentId)

@@ -6,7 +6,9 @@
 //! lies after it, is the segment sealed, which mode). `tests::every_case_matches_exactly_one_row`
 //! enumerates every combination.
 
-use sessionlog_format::{verify_batch, BATCH_HEADER_LEN, BATCH_MAGIC, FOOTER_MAGIC, RECORD_ALIGN};
+use sessionlog_format::{
+    verify_batch, BatchView, BATCH_HEADER_LEN, BATCH_MAGIC, FOOTER_MAGIC, RECORD_ALIGN,
+};
 
 use crate::options::RecoveryMode;
 
@@ -394,36 +396,48 @@ pub fn after_fact(seg: &[u8], segment_id: u64, at: usize) -> AfterFact {
     if is_zero(seg.get(start..).unwrap_or(&[])) {
         return AfterFact::OnlyZeros;
     }
-    let mut q = start;
-    let mut found = None;
-    while q + BATCH_HEADER_LEN <= seg.len() {
-        if seg[q..q + 4] == BATCH_MAGIC.to_le_bytes() {
-            if let Ok(batch) = verify_batch(&seg[q..], segment_id, q as u64) {
-                if batch.header.synced_through > at as u64 {
-                    return AfterFact::AttestedBatch;
-                }
-                found = Some(AfterFact::UnattestedBatch);
-                q = batch.end_offset() as usize;
-                continue;
-            }
+    let mut found = AfterFact::NoValidBatch;
+    for batch in valid_batches_from(seg, segment_id, start) {
+        if batch.header.synced_through > at as u64 {
+            return AfterFact::AttestedBatch;
         }
-        q += RECORD_ALIGN;
+        found = AfterFact::UnattestedBatch;
     }
-    found.unwrap_or(AfterFact::NoValidBatch)
+    found
 }
 
 /// Whether any valid batch starts anywhere at or after `from`.
 pub fn any_valid_batch(seg: &[u8], segment_id: u64, from: usize) -> bool {
+    next_valid_batch(seg, segment_id, from).is_some()
+}
+
+/// The first valid batch at or after `from` (rounded up to the alignment), found by trying
+/// every aligned position: the one search behind every resynchronisation after damage.
+pub fn next_valid_batch(seg: &[u8], segment_id: u64, from: usize) -> Option<BatchView<'_>> {
     let mut q = from.next_multiple_of(RECORD_ALIGN);
     while q + BATCH_HEADER_LEN <= seg.len() {
-        if seg[q..q + 4] == BATCH_MAGIC.to_le_bytes()
-            && verify_batch(&seg[q..], segment_id, q as u64).is_ok()
-        {
-            return true;
+        if seg[q..q + 4] == BATCH_MAGIC.to_le_bytes() {
+            if let Ok(batch) = verify_batch(&seg[q..], segment_id, q as u64) {
+                return Some(batch);
+            }
         }
         q += RECORD_ALIGN;
     }
-    false
+    None
+}
+
+/// Every valid batch at or after `from`, each search resuming after the previous batch.
+pub fn valid_batches_from(
+    seg: &[u8],
+    segment_id: u64,
+    from: usize,
+) -> impl Iterator<Item = BatchView<'_>> {
+    let mut next = Some(from);
+    std::iter::from_fn(move || {
+        let batch = next_valid_batch(seg, segment_id, next?)?;
+        next = Some(batch.end_offset() as usize);
+        Some(batch)
+    })
 }
 
 #[cfg(test)]

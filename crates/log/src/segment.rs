@@ -63,10 +63,9 @@ impl SealedSegment {
     pub fn record_at(&self, offset: u64) -> Result<Record> {
         let at = offset as usize;
         let tail = self.bytes.get(at..).unwrap_or(&[]);
-        let (h, payload) = verify_record(tail, self.id.0, offset)
+        let (h, _) = verify_record(tail, self.id.0, offset)
             .map_err(|e| corrupted(self.id, offset, "record fails verification", Some(e)))?;
         let start = at + RECORD_HEADER_LEN;
-        let _ = payload;
         Ok(Record::new(
             h,
             self.bytes.slice(start..start + h.payload_len as usize),
@@ -265,17 +264,7 @@ pub(crate) fn catalog_entry(h: &RecordHeader, payload: &[u8]) -> Option<CatalogE
 }
 
 fn count_valid_records_after(seg: &[u8], id: u64, from: usize) -> u64 {
-    let mut n = 0u64;
-    let mut q = from + sessionlog_format::RECORD_ALIGN;
-    while q + sessionlog_format::BATCH_HEADER_LEN <= seg.len() {
-        if seg[q..q + 4] == sessionlog_format::BATCH_MAGIC.to_le_bytes() {
-            if let Ok(b) = verify_batch(&seg[q..], id, q as u64) {
-                n += u64::from(b.header.record_count);
-                q = b.end_offset() as usize;
-                continue;
-            }
-        }
-        q += sessionlog_format::RECORD_ALIGN;
-    }
-    n
+    crate::recovery::valid_batches_from(seg, id, from + sessionlog_format::RECORD_ALIGN)
+        .map(|b| u64::from(b.header.record_count))
+        .sum()
 }

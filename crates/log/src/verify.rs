@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use sessionlog_format::{
     verify_batch, CatalogEntry, FooterView, RecordHeader, SegmentHeader, StreamSummary,
-    BATCH_MAGIC, CATALOG_STREAM, RECORD_ALIGN, SEGMENT_HEADER_LEN,
+    CATALOG_STREAM, RECORD_ALIGN, SEGMENT_HEADER_LEN,
 };
 
 use crate::error::{io_err, Error, Result};
@@ -200,8 +200,8 @@ fn verify_segment(
                     format!("damaged batch: {e}")
                 };
                 damage(at as u64, what);
-                match next_batch(seg, id.0, at + RECORD_ALIGN, data_end) {
-                    Some(next) => at = next,
+                match crate::recovery::next_valid_batch(&seg[..data_end], id.0, at + RECORD_ALIGN) {
+                    Some(next) => at = next.offset() as usize,
                     None => break,
                 }
             }
@@ -211,19 +211,6 @@ fn verify_segment(
         compare_footer(seg, &f, &found, &catalog, &mut damage, &mut check);
     }
     check
-}
-
-fn next_batch(seg: &[u8], id: u64, from: usize, end: usize) -> Option<usize> {
-    let mut q = from.next_multiple_of(RECORD_ALIGN);
-    while q + 4 <= end {
-        if seg[q..q + 4] == BATCH_MAGIC.to_le_bytes()
-            && verify_batch(&seg[q..end], id, q as u64).is_ok()
-        {
-            return Some(q);
-        }
-        q += RECORD_ALIGN;
-    }
-    None
 }
 
 fn note(found: &mut BTreeMap<u64, ActiveStreamIndex>, h: &RecordHeader, offset: u64) {
