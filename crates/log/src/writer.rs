@@ -117,15 +117,25 @@ impl Inner {
     /// Validates a batch against the streams and returns the seq each record gets.
     fn check_batch(st: &State, records: &[Append<'_>]) -> Result<Vec<Seq>> {
         let mut seqs = Vec::with_capacity(records.len());
-        for (i, r) in records.iter().enumerate() {
-            let s = st
-                .catalog
-                .streams
-                .get(&r.stream.0)
-                .filter(|s| !s.deleted && r.stream.0 != CATALOG_STREAM)
-                .ok_or_else(|| Error::UnknownStream(r.stream.to_string()))?;
-            let earlier = records[..i].iter().filter(|p| p.stream == r.stream).count() as u64;
-            let seq = Seq(s.next_seq + earlier);
+        // Next seq of each stream the batch touches: one catalog lookup per stream, and a
+        // batch of one stream's records stays linear.
+        let mut next: Vec<(StreamId, u64)> = Vec::new();
+        for r in records {
+            let slot = match next.iter().position(|(s, _)| *s == r.stream) {
+                Some(i) => i,
+                None => {
+                    let s = st
+                        .catalog
+                        .streams
+                        .get(&r.stream.0)
+                        .filter(|s| !s.deleted && r.stream.0 != CATALOG_STREAM)
+                        .ok_or_else(|| Error::UnknownStream(r.stream.to_string()))?;
+                    next.push((r.stream, s.next_seq));
+                    next.len() - 1
+                }
+            };
+            let seq = Seq(next[slot].1);
+            next[slot].1 += 1;
             if let Some(expected) = r.expected_seq {
                 if expected != seq {
                     return Err(Error::SeqMismatch {
