@@ -15,11 +15,9 @@ const EVENTS: u64 = 300_000;
 fn events() -> Vec<EventInput> {
     let mut w = Workload::new(
         9,
-        WorkloadConfig {
-            compact_every_turns: None,
-            tool_result_bytes: (64, 4096),
-            ..WorkloadConfig::default()
-        },
+        WorkloadConfig::default()
+            .with_compact_every_turns(None)
+            .with_tool_result_bytes((64, 4096)),
     );
     let mut out = w.session_start(1);
     while (out.len() as u64) < EVENTS {

@@ -19,10 +19,7 @@ const MARKER: &str = "long-session-v1";
 const RUNS: usize = 3;
 
 fn options(cache: bool) -> StoreOptions {
-    StoreOptions {
-        projection_cache: cache,
-        ..StoreOptions::default()
-    }
+    StoreOptions::default().with_projection_cache(cache)
 }
 
 /// Builds (once; reused while the marker is there) a store with one session of at least
@@ -39,11 +36,9 @@ fn long_session(dir: &Path) {
         .expect("create");
     let mut w = Workload::new(
         42,
-        WorkloadConfig {
-            compact_every_turns: Some(50),
-            keep_tail_nodes: 40,
-            ..WorkloadConfig::default()
-        },
+        WorkloadConfig::default()
+            .with_compact_every_turns(Some(50))
+            .with_keep_tail_nodes(40),
     );
     for e in w.session_start(1) {
         h.append(e).expect("append");

@@ -16,14 +16,8 @@ const DEPTHS: [u32; 3] = [1, 2, 4];
 
 fn round(depth: u32) -> f64 {
     let dir = fresh_dir(&format!("sync-depth-{depth}"));
-    let log = Log::open(
-        &dir,
-        LogOptions {
-            max_concurrent_syncs: depth,
-            ..LogOptions::default()
-        },
-    )
-    .expect("open");
+    let log =
+        Log::open(&dir, LogOptions::default().with_max_concurrent_syncs(depth)).expect("open");
     let streams: Vec<_> = (0..WRITERS)
         .map(|i| log.create_stream(&format!("w{i}")).expect("create"))
         .collect();

@@ -9,18 +9,12 @@ use sessionlog_session::{export_jsonl, import_jsonl, ImportOptions};
 
 fuzz_target!(|data: &[u8]| {
     let repair = data.first().is_some_and(|b| b & 1 != 0);
-    let options = ImportOptions {
-        repair,
-        ..ImportOptions::default()
-    };
+    let options = ImportOptions::default().with_repair(repair);
     let Ok(imported) = import_jsonl(data, &options) else {
         return;
     };
     let exported = export_jsonl(&imported.session);
-    let plain = ImportOptions {
-        repair: false,
-        ..ImportOptions::default()
-    };
+    let plain = ImportOptions::default().with_repair(false);
     let again = match import_jsonl(&exported, &plain) {
         Ok(again) => again,
         Err(e) => panic!("an exported session does not import: {e}"),

@@ -98,14 +98,12 @@ impl Model {
 const OPTIONS_SEGMENT_BYTES: u64 = 64 << 10;
 
 fn options() -> LogOptions {
-    LogOptions {
-        segment_size_bytes: OPTIONS_SEGMENT_BYTES,
-        index_interval_bytes: 256,
-        write_buffer_bytes: 8 << 10,
-        max_record_bytes: 16 << 10,
-        preallocate: false,
-        ..LogOptions::default()
-    }
+    LogOptions::default()
+        .with_segment_size_bytes(OPTIONS_SEGMENT_BYTES)
+        .with_index_interval_bytes(256)
+        .with_write_buffer_bytes(8 << 10)
+        .with_max_record_bytes(16 << 10)
+        .with_preallocate(false)
 }
 
 fn payload(stream: &str, seq: usize, len: u8, salt: usize) -> Vec<u8> {

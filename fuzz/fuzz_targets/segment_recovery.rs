@@ -70,13 +70,11 @@ fuzz_target!(|data: &[u8]| {
     } else {
         RecoveryMode::TolerateTornTail
     };
-    let options = LogOptions {
-        segment_size_bytes: 64 << 10,
-        index_interval_bytes: 64,
-        preallocate: mode & 8 != 0,
-        recovery_mode,
-        ..LogOptions::default()
-    };
+    let options = LogOptions::default()
+        .with_segment_size_bytes(64 << 10)
+        .with_index_interval_bytes(64)
+        .with_preallocate(mode & 8 != 0)
+        .with_recovery_mode(recovery_mode);
     let dir = Path::new("/store");
     let sim = SimStorage::new(u64::from(mode));
     sim.put_file(&dir.join(segment_file_name(segment_id)), seg);

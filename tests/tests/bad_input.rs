@@ -45,15 +45,12 @@ fn replacing(input: EventInput, start: u64, end: u64, sources: &[u64]) -> EventI
 /// (1) and an assistant message (2) on the surface. Everything committed.
 fn store_with_session() -> (tempfile::TempDir, Store, SessionHandle) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let options = StoreOptions {
-        log: LogOptions {
-            segment_size_bytes: 64 << 10,
-            max_record_bytes: MAX_RECORD_BYTES,
-            preallocate: false,
-            ..LogOptions::default()
-        },
-        ..StoreOptions::default()
-    };
+    let options = StoreOptions::default().with_log(
+        LogOptions::default()
+            .with_segment_size_bytes(64 << 10)
+            .with_max_record_bytes(MAX_RECORD_BYTES)
+            .with_preallocate(false),
+    );
     let store = Store::open(dir.path(), options).expect("open store");
     let mut handle = store
         .create_session("s1", SessionHeader::new("s1", 1000, Some("/work")))

@@ -27,12 +27,10 @@ fn dir() -> &'static Path {
 }
 
 fn options() -> LogOptions {
-    LogOptions {
-        segment_size_bytes: SEGMENT_BYTES,
-        index_interval_bytes: 1024,
-        preallocate: true,
-        ..LogOptions::default()
-    }
+    LogOptions::default()
+        .with_segment_size_bytes(SEGMENT_BYTES)
+        .with_index_interval_bytes(1024)
+        .with_preallocate(true)
 }
 
 /// Which part of a segment file a byte belongs to.

@@ -24,14 +24,11 @@ const RUN_FOR: Duration = Duration::from_secs(6);
 /// Small segments make the writers roll often (see
 /// `a_reader_never_sees_a_record_before_its_write_lands`); big ones never roll in a run.
 fn options_with_segments(segment_size_bytes: u64) -> StoreOptions {
-    StoreOptions {
-        log: LogOptions {
-            segment_size_bytes,
-            preallocate: false,
-            ..LogOptions::default()
-        },
-        ..StoreOptions::default()
-    }
+    StoreOptions::default().with_log(
+        LogOptions::default()
+            .with_segment_size_bytes(segment_size_bytes)
+            .with_preallocate(false),
+    )
 }
 
 fn options() -> StoreOptions {
@@ -164,14 +161,8 @@ fn reader(store: Store, stop: Arc<AtomicBool>, reads: Arc<AtomicU64>, strict: bo
             }
             Err(e) => panic!("exporting {name} while it is written: {e:?}"),
         };
-        let reimported = import_jsonl(
-            &exported,
-            &ImportOptions {
-                repair: false,
-                ..ImportOptions::default()
-            },
-        )
-        .expect("an export imports");
+        let reimported = import_jsonl(&exported, &ImportOptions::default().with_repair(false))
+            .expect("an export imports");
         assert!(reimported.session.events().len() >= session.events().len());
         let listed = store.list_sessions(None, None, usize::MAX);
         assert!(

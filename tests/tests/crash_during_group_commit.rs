@@ -146,11 +146,9 @@ fn check(log: &Log, ids: &[StreamId], outcomes: &[ThreadOutcome]) -> Result<(), 
 fn run(seed: u64) -> Result<bool, String> {
     let sim = SimStorage::new(seed);
     let dir = Path::new("/store");
-    let options = LogOptions {
-        segment_size_bytes: 64 << 10,
-        write_buffer_bytes: 2048,
-        ..LogOptions::default()
-    };
+    let options = LogOptions::default()
+        .with_segment_size_bytes(64 << 10)
+        .with_write_buffer_bytes(2048);
     let log = Log::open_with(sim.as_storage(), dir, options.clone()).map_err(|e| e.to_string())?;
     let ids: Vec<StreamId> = (0..THREADS)
         .map(|t| log.create_stream(&format!("thread-{t}")).expect("create"))

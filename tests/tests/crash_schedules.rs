@@ -106,13 +106,11 @@ struct Schedule {
 impl Schedule {
     fn new(seed: u64) -> Schedule {
         let mut rng = StdRng::seed_from_u64(seed);
-        let options = LogOptions {
-            segment_size_bytes: 64 << 10,
-            write_buffer_bytes: [0, 256, 4096, 1 << 20][rng.gen_range(0..4)],
-            index_interval_bytes: [64, 512, 4096][rng.gen_range(0..3)],
-            preallocate: rng.gen_bool(0.5),
-            ..LogOptions::default()
-        };
+        let options = LogOptions::default()
+            .with_segment_size_bytes(64 << 10)
+            .with_write_buffer_bytes([0, 256, 4096, 1 << 20][rng.gen_range(0..4)])
+            .with_index_interval_bytes([64, 512, 4096][rng.gen_range(0..3)])
+            .with_preallocate(rng.gen_bool(0.5));
         Schedule {
             large_payloads: rng.gen_bool(0.12),
             sim: SimStorage::with_config(
@@ -404,10 +402,10 @@ impl Schedule {
         }
         let faults_armed = self.sim.armed_faults() > 0;
         // After a clean close nothing is damaged, so even the strictest mode must open it.
-        let strict = LogOptions {
-            recovery_mode: RecoveryMode::AbsoluteConsistency,
-            ..self.options.clone()
-        };
+        let strict = self
+            .options
+            .clone()
+            .with_recovery_mode(RecoveryMode::AbsoluteConsistency);
         let log = match Log::open_with(self.sim.as_storage(), &self.dir, strict) {
             Ok(log) => log,
             Err(e) if faults_armed && is_storage_failure(&e) => {
@@ -496,10 +494,10 @@ impl Schedule {
     /// default mode will recover) or fails with a corruption error and changes no byte.
     fn strict_open_after_a_crash(&mut self) -> Result<Option<LogSnapshot>, String> {
         let files_before = self.file_images();
-        let strict = LogOptions {
-            recovery_mode: RecoveryMode::AbsoluteConsistency,
-            ..self.options.clone()
-        };
+        let strict = self
+            .options
+            .clone()
+            .with_recovery_mode(RecoveryMode::AbsoluteConsistency);
         match Log::open_with(self.sim.as_storage(), &self.dir, strict) {
             Ok(log) => {
                 self.note("strict open found no damage".into());

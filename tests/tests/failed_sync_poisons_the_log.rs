@@ -8,10 +8,7 @@ use sessionlog_log::{Append, Durability, Error, Log, LogOptions, Seq};
 use sessionlog_testkit::{Fault, FaultError, OpKind, SimStorage};
 
 fn options() -> LogOptions {
-    LogOptions {
-        segment_size_bytes: 64 << 10,
-        ..LogOptions::default()
-    }
+    LogOptions::default().with_segment_size_bytes(64 << 10)
 }
 
 fn open(sim: &SimStorage) -> Log {

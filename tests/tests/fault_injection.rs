@@ -29,13 +29,11 @@ const SEGMENT_BYTES: u64 = 64 << 10;
 const POWER_LOSS_SEEDS: [u64; 4] = [1, 2, 3, 0xDEAD_BEEF];
 
 fn options() -> LogOptions {
-    LogOptions {
-        segment_size_bytes: SEGMENT_BYTES,
-        index_interval_bytes: 256,
-        write_buffer_bytes: 16 << 10,
-        preallocate: false,
-        ..LogOptions::default()
-    }
+    LogOptions::default()
+        .with_segment_size_bytes(SEGMENT_BYTES)
+        .with_index_interval_bytes(256)
+        .with_write_buffer_bytes(16 << 10)
+        .with_preallocate(false)
 }
 
 fn dir() -> &'static Path {
@@ -495,10 +493,7 @@ fn eio_while_opening_is_an_error_and_the_next_open_recovers() {
 #[test]
 fn enospc_on_preallocation_of_the_next_segment_poisons_and_recovers() {
     let sim = SimStorage::new(5);
-    let opts = LogOptions {
-        preallocate: true,
-        ..options()
-    };
+    let opts = options().with_preallocate(true);
     let log = Log::open_with(sim.as_storage(), dir(), opts.clone()).expect("open");
     let a = log.create_stream("a").expect("create");
     let payload = vec![7u8; 8000];

@@ -18,10 +18,7 @@ fn a_repaired_session_exports_to_a_file_that_imports_again() {
         .expect("the file imports with repair");
     assert!(!repaired.closers.is_empty(), "the open turn got closers");
     let exported = export_jsonl(&repaired.session);
-    let plain = ImportOptions {
-        repair: false,
-        ..ImportOptions::default()
-    };
+    let plain = ImportOptions::default().with_repair(false);
     let again = import_jsonl(&exported, &plain)
         .unwrap_or_else(|e| panic!("the repaired session does not import again: {e}"));
     assert_eq!(again.session.events(), repaired.session.events());
@@ -54,10 +51,7 @@ fn a_turn_closed_by_repair_loads_again_whatever_its_turn_value() {
 {\"type\":\"turn/start\",\"seq\":0,\"time\":0,\"data\":{\"turn\":\"next-turn\"}}\n";
     let repaired = import_jsonl(file, &ImportOptions::default()).expect("imports with repair");
     assert!(!repaired.closers.is_empty(), "the open turn got closers");
-    let plain = ImportOptions {
-        repair: false,
-        ..ImportOptions::default()
-    };
+    let plain = ImportOptions::default().with_repair(false);
     let again = import_jsonl(&export_jsonl(&repaired.session), &plain)
         .unwrap_or_else(|e| panic!("the repaired session does not import again: {e}"));
     assert_eq!(again.session.events(), repaired.session.events());

@@ -65,12 +65,10 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn options() -> LogOptions {
-    LogOptions {
-        segment_size_bytes: 64 << 10,
-        index_interval_bytes: 64,
-        write_buffer_bytes: 4096,
-        ..LogOptions::default()
-    }
+    LogOptions::default()
+        .with_segment_size_bytes(64 << 10)
+        .with_index_interval_bytes(64)
+        .with_write_buffer_bytes(4096)
 }
 
 /// A log under test with its model.

@@ -14,12 +14,10 @@ type Acked = Arc<Mutex<Vec<(usize, u64, Vec<u8>)>>>;
 fn acknowledged_commits_survive_with_overlapping_syncs() {
     for seed in 0..40u64 {
         let sim = SimStorage::new(seed);
-        let opts = LogOptions {
-            max_concurrent_syncs: 1 + (seed % 4) as u32,
-            segment_size_bytes: 64 << 10,
-            preallocate: seed % 2 == 0,
-            ..LogOptions::default()
-        };
+        let opts = LogOptions::default()
+            .with_max_concurrent_syncs(1 + (seed % 4) as u32)
+            .with_segment_size_bytes(64 << 10)
+            .with_preallocate(seed % 2 == 0);
         let log = Log::open_with(sim.as_storage(), Path::new("/s"), opts.clone()).expect("open");
         let streams: Vec<_> = (0..6)
             .map(|i| log.create_stream(&format!("s{i}")).expect("create"))

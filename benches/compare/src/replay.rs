@@ -60,10 +60,7 @@ pub fn run(dir: &Path, events: u64, reps: usize) -> io::Result<Replay> {
     std::fs::create_dir_all(db_path.parent().expect("has a parent"))?;
 
     let built = Instant::now();
-    let store_options = StoreOptions {
-        log: log_options(),
-        ..StoreOptions::default()
-    };
+    let store_options = StoreOptions::default().with_log(log_options());
     let payload_bytes;
     let stored;
     {

@@ -163,11 +163,10 @@ impl DshDirStore {
             }
             Err(e) => return Err(io(e)),
         };
-        let options = ImportOptions {
-            version: self.version.clone(),
-            repair: false,
-            strict_header: false,
-        };
+        let options = ImportOptions::default()
+            .with_version(self.version.clone())
+            .with_repair(false)
+            .with_strict_header(false);
         let imported = import_jsonl(&bytes, &options).map_err(|e| StoreError::Corrupt {
             session: name.to_owned(),
             detail: format!("{}: {e}", path.display()),

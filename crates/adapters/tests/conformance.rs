@@ -107,13 +107,8 @@ fn active_segment(dir: &Path) -> PathBuf {
 
 impl Subject for Engine {
     fn open(&mut self) -> Box<dyn SessionStore> {
-        let options = StoreOptions {
-            log: LogOptions {
-                preallocate: false,
-                ..LogOptions::default()
-            },
-            ..StoreOptions::default()
-        };
+        let options =
+            StoreOptions::default().with_log(LogOptions::default().with_preallocate(false));
         Box::new(Store::open(self.0.path(), options).expect("open store"))
     }
     fn tear_tail(&mut self, _session: &str) -> bool {

@@ -65,11 +65,9 @@ fn now_ms() -> i64 {
 
 fn workload_config() -> WorkloadConfig {
     // A small context window so that sessions cross their compaction threshold in a demo.
-    WorkloadConfig {
-        compact_every_turns: None,
-        context_window: 24_000,
-        ..WorkloadConfig::default()
-    }
+    WorkloadConfig::default()
+        .with_compact_every_turns(None)
+        .with_context_window(24_000)
 }
 
 /// Appends one turn, committing durably at every step boundary. Returns commit latencies.

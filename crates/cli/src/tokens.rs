@@ -156,10 +156,7 @@ pub(crate) fn compact(
     let mut w = io::stdout().lock();
     if let Some(threshold) = prune_over {
         let pruned = handle.prune(
-            &PruneOptions {
-                threshold_bytes: threshold,
-                ..PruneOptions::default()
-            },
+            &PruneOptions::default().with_threshold_bytes(threshold),
             counter.clone(),
             now,
         )?;
@@ -168,10 +165,8 @@ pub(crate) fn compact(
             format!("pruned {pruned} tool results over {threshold} bytes\n").as_bytes(),
         )?;
     }
-    let policy = CompactionPolicy {
-        keep_recent: keep_tokens.map_or(KeepRecent::Fraction(0.25), KeepRecent::Tokens),
-        ..CompactionPolicy::default()
-    };
+    let policy = CompactionPolicy::default()
+        .with_keep_recent(keep_tokens.map_or(KeepRecent::Fraction(0.25), KeepRecent::Tokens));
     let mut summarizer: Box<dyn Summarizer> = match summary_file {
         Some(path) => Box::new(FileSummarizer(
             std::fs::read_to_string(path)

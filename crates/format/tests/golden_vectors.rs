@@ -708,11 +708,9 @@ mod generate {
     fn engine_segment() -> Vec<u8> {
         let dir = std::env::temp_dir().join(format!("sessionlog-vectors-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let options = LogOptions {
-            segment_size_bytes: 64 << 10,
-            preallocate: false,
-            ..LogOptions::default()
-        };
+        let options = LogOptions::default()
+            .with_segment_size_bytes(64 << 10)
+            .with_preallocate(false);
         assert_eq!(
             u64::from(options.index_interval_bytes),
             ENGINE_INDEX_INTERVAL_BYTES

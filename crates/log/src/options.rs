@@ -25,6 +25,7 @@ pub enum Durability {
 
 /// Options for [`crate::Log::open`].
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct LogOptions {
     /// Target size of a segment file in bytes; the active segment is sealed and a new one
     /// started when the next batch would not fit. Between 64 KiB and 1 GiB.
@@ -58,6 +59,59 @@ impl Default for LogOptions {
             preallocate: true,
             max_concurrent_syncs: 1,
         }
+    }
+}
+
+/// Builders, so code outside this crate can set fields although the struct is
+/// `#[non_exhaustive]`: `LogOptions::default().with_...(...)`.
+impl LogOptions {
+    /// Sets [`segment_size_bytes`](Self::segment_size_bytes).
+    #[must_use]
+    pub fn with_segment_size_bytes(mut self, segment_size_bytes: u64) -> Self {
+        self.segment_size_bytes = segment_size_bytes;
+        self
+    }
+
+    /// Sets [`max_record_bytes`](Self::max_record_bytes).
+    #[must_use]
+    pub fn with_max_record_bytes(mut self, max_record_bytes: usize) -> Self {
+        self.max_record_bytes = max_record_bytes;
+        self
+    }
+
+    /// Sets [`index_interval_bytes`](Self::index_interval_bytes).
+    #[must_use]
+    pub fn with_index_interval_bytes(mut self, index_interval_bytes: u32) -> Self {
+        self.index_interval_bytes = index_interval_bytes;
+        self
+    }
+
+    /// Sets [`write_buffer_bytes`](Self::write_buffer_bytes).
+    #[must_use]
+    pub fn with_write_buffer_bytes(mut self, write_buffer_bytes: usize) -> Self {
+        self.write_buffer_bytes = write_buffer_bytes;
+        self
+    }
+
+    /// Sets [`recovery_mode`](Self::recovery_mode).
+    #[must_use]
+    pub fn with_recovery_mode(mut self, recovery_mode: RecoveryMode) -> Self {
+        self.recovery_mode = recovery_mode;
+        self
+    }
+
+    /// Sets [`preallocate`](Self::preallocate).
+    #[must_use]
+    pub fn with_preallocate(mut self, preallocate: bool) -> Self {
+        self.preallocate = preallocate;
+        self
+    }
+
+    /// Sets [`max_concurrent_syncs`](Self::max_concurrent_syncs).
+    #[must_use]
+    pub fn with_max_concurrent_syncs(mut self, max_concurrent_syncs: u32) -> Self {
+        self.max_concurrent_syncs = max_concurrent_syncs;
+        self
     }
 }
 

@@ -4,11 +4,9 @@
 use sessionlog_log::{Append, Durability, Error, Log, LogOptions, Seq};
 
 fn small_segments() -> LogOptions {
-    LogOptions {
-        segment_size_bytes: 64 << 10,
-        preallocate: false,
-        ..LogOptions::default()
-    }
+    LogOptions::default()
+        .with_segment_size_bytes(64 << 10)
+        .with_preallocate(false)
 }
 
 fn payload(stream: u64, seq: u64) -> Vec<u8> {
@@ -125,10 +123,7 @@ fn a_stale_writer_is_rejected() {
 #[test]
 fn oversized_records_are_refused_and_leave_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let opts = LogOptions {
-        max_record_bytes: 1000,
-        ..LogOptions::default()
-    };
+    let opts = LogOptions::default().with_max_record_bytes(1000);
     let log = Log::open(dir.path(), opts).expect("open");
     let s = log.create_stream("a").expect("create");
     let big = vec![7u8; 1001];

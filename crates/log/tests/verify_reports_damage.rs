@@ -11,11 +11,9 @@ use sessionlog_log::{
 };
 
 fn opts() -> LogOptions {
-    LogOptions {
-        segment_size_bytes: 64 << 10,
-        preallocate: false,
-        ..LogOptions::default()
-    }
+    LogOptions::default()
+        .with_segment_size_bytes(64 << 10)
+        .with_preallocate(false)
 }
 
 fn build(dir: &Path) -> u64 {
@@ -126,10 +124,7 @@ fn garbage_after_the_last_batch_is_cut_as_a_torn_tail() {
     let f = OpenOptions::new().write(true).open(&path).expect("open");
     f.write_all_at(&[0xEE; 100], len).expect("append garbage");
     drop(f);
-    let strict = LogOptions {
-        recovery_mode: RecoveryMode::AbsoluteConsistency,
-        ..opts()
-    };
+    let strict = opts().with_recovery_mode(RecoveryMode::AbsoluteConsistency);
     assert!(matches!(
         Log::open(dir.path(), strict),
         Err(Error::Corrupted { .. })

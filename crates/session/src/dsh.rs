@@ -16,6 +16,7 @@ use crate::version::FormatVersion;
 
 /// How to import.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ImportOptions {
     /// The format version (vocabulary and surface table).
     pub version: FormatVersion,
@@ -32,6 +33,31 @@ impl Default for ImportOptions {
             repair: true,
             strict_header: false,
         }
+    }
+}
+
+/// Builders, so code outside this crate can set fields although the struct is
+/// `#[non_exhaustive]`: `ImportOptions::default().with_...(...)`.
+impl ImportOptions {
+    /// Sets [`version`](Self::version).
+    #[must_use]
+    pub fn with_version(mut self, version: FormatVersion) -> Self {
+        self.version = version;
+        self
+    }
+
+    /// Sets [`repair`](Self::repair).
+    #[must_use]
+    pub fn with_repair(mut self, repair: bool) -> Self {
+        self.repair = repair;
+        self
+    }
+
+    /// Sets [`strict_header`](Self::strict_header).
+    #[must_use]
+    pub fn with_strict_header(mut self, strict_header: bool) -> Self {
+        self.strict_header = strict_header;
+        self
     }
 }
 

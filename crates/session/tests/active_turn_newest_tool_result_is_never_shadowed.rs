@@ -39,10 +39,7 @@ fn active_turn_newest_tool_result_is_never_shadowed() {
 
     let projection =
         TokenProjection::from_session(&session, Arc::new(HeuristicCounter)).expect("folds");
-    let policy = CompactionPolicy {
-        keep_recent: KeepRecent::Tokens(0),
-        ..CompactionPolicy::default()
-    };
+    let policy = CompactionPolicy::default().with_keep_recent(KeepRecent::Tokens(0));
     let outcome = compact(
         &session,
         &projection,
@@ -61,11 +58,10 @@ fn active_turn_newest_tool_result_is_never_shadowed() {
     );
     assert!(report.events[0].data.contains("\"turn\":1"));
 
-    let options = PruneOptions {
-        threshold_bytes: 500,
-        head_bytes: 100,
-        tail_bytes: 100,
-    };
+    let options = PruneOptions::default()
+        .with_threshold_bytes(500)
+        .with_head_bytes(100)
+        .with_tail_bytes(100);
     let prunes = prune_tool_results(&session, &projection, &options, 1).expect("plans");
     assert_eq!(prunes.len(), 2, "only the older result is pruned");
     assert!(prunes[0].data.contains("\"shadowedSeqs\":[4]"));

@@ -34,10 +34,7 @@ fn crash_at_every_point_of_a_compaction_derives_before_or_after() {
     }
     let projection =
         TokenProjection::from_session(&session, Arc::new(HeuristicCounter)).expect("folds");
-    let policy = CompactionPolicy {
-        keep_recent: KeepRecent::Fraction(0.2),
-        ..CompactionPolicy::default()
-    };
+    let policy = CompactionPolicy::default().with_keep_recent(KeepRecent::Fraction(0.2));
     let outcome = compact(
         &session,
         &projection,

@@ -119,14 +119,8 @@ fn check_log(root: &std::path::Path, log: &std::path::Path) -> Vec<String> {
         ));
     }
     if !tail_discarded {
-        let plain = import_jsonl(
-            &bytes,
-            &ImportOptions {
-                repair: false,
-                ..ImportOptions::default()
-            },
-        )
-        .expect("imports without repair too");
+        let plain = import_jsonl(&bytes, &ImportOptions::default().with_repair(false))
+            .expect("imports without repair too");
         let exported = export_jsonl(&plain.session);
         if exported != bytes {
             let at = exported

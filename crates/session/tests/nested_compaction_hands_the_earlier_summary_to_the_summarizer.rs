@@ -41,10 +41,7 @@ fn grow(session: &mut Session, from: usize) {
 fn compact_once(session: &mut Session, summarizer: &mut Recording, id: &str) -> Vec<u64> {
     let projection =
         TokenProjection::from_session(session, Arc::new(HeuristicCounter)).expect("folds");
-    let policy = CompactionPolicy {
-        keep_recent: KeepRecent::Fraction(0.2),
-        ..CompactionPolicy::default()
-    };
+    let policy = CompactionPolicy::default().with_keep_recent(KeepRecent::Fraction(0.2));
     let outcome = compact(
         session,
         &projection,

@@ -23,11 +23,10 @@ fn pruned_tool_result_keeps_head_marker_and_tail() {
         TokenProjection::from_session(&session, Arc::new(HeuristicCounter)).expect("folds");
     let before = projection.surface_tokens();
 
-    let options = PruneOptions {
-        threshold_bytes: 4096,
-        head_bytes: 200,
-        tail_bytes: 100,
-    };
+    let options = PruneOptions::default()
+        .with_threshold_bytes(4096)
+        .with_head_bytes(200)
+        .with_tail_bytes(100);
     let events = prune_tool_results(&session, &projection, &options, 9).expect("plans");
     assert_eq!(events.len(), 2);
     assert_eq!(events[0].event_type, "compaction/prune");

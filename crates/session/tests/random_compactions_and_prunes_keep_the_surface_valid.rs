@@ -121,10 +121,8 @@ fn run(ops: Vec<Op>) {
                 }
             }
             Op::Compact { keep_percent } => {
-                let policy = CompactionPolicy {
-                    keep_recent: KeepRecent::Fraction(f64::from(keep_percent) / 100.0),
-                    ..CompactionPolicy::default()
-                };
+                let policy = CompactionPolicy::default()
+                    .with_keep_recent(KeepRecent::Fraction(f64::from(keep_percent) / 100.0));
                 let context = CompactionContext::new(format!("cmp-{step}"), 1000);
                 let outcome = compact(
                     &world.session,
@@ -157,11 +155,10 @@ fn run(ops: Vec<Op>) {
                 }
             }
             Op::Prune { threshold } => {
-                let options = PruneOptions {
-                    threshold_bytes: threshold,
-                    head_bytes: 60,
-                    tail_bytes: 40,
-                };
+                let options = PruneOptions::default()
+                    .with_threshold_bytes(threshold)
+                    .with_head_bytes(60)
+                    .with_tail_bytes(40);
                 let events = prune_tool_results(&world.session, &world.projection, &options, 1000)
                     .expect("plans");
                 for event in events {

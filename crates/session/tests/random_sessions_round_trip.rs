@@ -157,14 +157,8 @@ fn round_trip(session: &Session) {
     let stored = Session::from_events(header, FormatVersion::dsh_v0(), events).expect("reopens");
     assert_eq!(&stored, session);
     let exported = export_jsonl(&stored);
-    let imported = import_jsonl(
-        &exported,
-        &ImportOptions {
-            repair: false,
-            ..ImportOptions::default()
-        },
-    )
-    .expect("imports");
+    let imported =
+        import_jsonl(&exported, &ImportOptions::default().with_repair(false)).expect("imports");
     assert!(imported.tail.is_none());
     assert_eq!(&imported.session, session);
     assert_eq!(export_jsonl(&imported.session), exported);

@@ -42,10 +42,7 @@ fn summary_not_smaller_than_what_it_shadows_is_refused_after_one_retry() {
     }
     let projection =
         TokenProjection::from_session(&session, Arc::new(HeuristicCounter)).expect("folds");
-    let policy = CompactionPolicy {
-        keep_recent: KeepRecent::Tokens(0),
-        ..CompactionPolicy::default()
-    };
+    let policy = CompactionPolicy::default().with_keep_recent(KeepRecent::Tokens(0));
     let mut summarizer = Verbose { calls: Vec::new() };
     let before = session.surface();
     let outcome = compact(

@@ -19,10 +19,7 @@ fn closed_turn_file() -> Vec<u8> {
 }
 
 fn no_repair() -> ImportOptions {
-    ImportOptions {
-        repair: false,
-        ..ImportOptions::default()
-    }
+    ImportOptions::default().with_repair(false)
 }
 
 #[test]

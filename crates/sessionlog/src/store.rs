@@ -30,6 +30,7 @@ const IMPORT_BATCH_RECORDS: usize = 512;
 
 /// Options for [`Store::open`].
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct StoreOptions {
     /// The log underneath.
     pub log: LogOptions,
@@ -50,6 +51,38 @@ impl Default for StoreOptions {
             projection_cache: true,
             cache_refresh_events: 1024,
         }
+    }
+}
+
+/// Builders, so code outside this crate can set fields although the struct is
+/// `#[non_exhaustive]`: `StoreOptions::default().with_...(...)`.
+impl StoreOptions {
+    /// Sets [`log`](Self::log).
+    #[must_use]
+    pub fn with_log(mut self, log: LogOptions) -> Self {
+        self.log = log;
+        self
+    }
+
+    /// Sets [`version`](Self::version).
+    #[must_use]
+    pub fn with_version(mut self, version: FormatVersion) -> Self {
+        self.version = version;
+        self
+    }
+
+    /// Sets [`projection_cache`](Self::projection_cache).
+    #[must_use]
+    pub fn with_projection_cache(mut self, projection_cache: bool) -> Self {
+        self.projection_cache = projection_cache;
+        self
+    }
+
+    /// Sets [`cache_refresh_events`](Self::cache_refresh_events).
+    #[must_use]
+    pub fn with_cache_refresh_events(mut self, cache_refresh_events: u64) -> Self {
+        self.cache_refresh_events = cache_refresh_events;
+        self
     }
 }
 
@@ -273,10 +306,7 @@ impl Store {
     /// the store unchanged. Events are stored as they are in the file; restart repair is left
     /// to [`Store::open_session`], so exporting reproduces the file.
     pub fn import_dsh(&self, file: &[u8], name: Option<&str>) -> Result<ImportSummary> {
-        let options = ImportOptions {
-            repair: false,
-            ..ImportOptions::default()
-        };
+        let options = ImportOptions::default().with_repair(false);
         let imported = import_jsonl(file, &options)?;
         let session = imported.session;
         let name = name.unwrap_or(session.header().id()).to_owned();
@@ -575,10 +605,7 @@ impl Store {
         let fresh_store = Store {
             inner: Arc::new(Inner {
                 log: self.inner.log.clone(),
-                options: StoreOptions {
-                    projection_cache: false,
-                    ..self.inner.options.clone()
-                },
+                options: self.inner.options.clone().with_projection_cache(false),
                 writers: Mutex::new(HashSet::new()),
             }),
         };

@@ -8,6 +8,7 @@ use sessionlog_session::{EventInput, SurfaceOp};
 
 /// Shape of the generated traffic.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct WorkloadConfig {
     /// Steps (model calls) per turn, inclusive range.
     pub steps_per_turn: (u32, u32),
@@ -36,6 +37,59 @@ impl Default for WorkloadConfig {
             keep_tail_nodes: 6,
             context_window: 128_000,
         }
+    }
+}
+
+/// Builders, so code outside this crate can set fields although the struct is
+/// `#[non_exhaustive]`: `WorkloadConfig::default().with_...(...)`.
+impl WorkloadConfig {
+    /// Sets [`steps_per_turn`](Self::steps_per_turn).
+    #[must_use]
+    pub fn with_steps_per_turn(mut self, steps_per_turn: (u32, u32)) -> Self {
+        self.steps_per_turn = steps_per_turn;
+        self
+    }
+
+    /// Sets [`chunks_per_message`](Self::chunks_per_message).
+    #[must_use]
+    pub fn with_chunks_per_message(mut self, chunks_per_message: (u32, u32)) -> Self {
+        self.chunks_per_message = chunks_per_message;
+        self
+    }
+
+    /// Sets [`tool_result_bytes`](Self::tool_result_bytes).
+    #[must_use]
+    pub fn with_tool_result_bytes(mut self, tool_result_bytes: (usize, usize)) -> Self {
+        self.tool_result_bytes = tool_result_bytes;
+        self
+    }
+
+    /// Sets [`prompt_bytes`](Self::prompt_bytes).
+    #[must_use]
+    pub fn with_prompt_bytes(mut self, prompt_bytes: (usize, usize)) -> Self {
+        self.prompt_bytes = prompt_bytes;
+        self
+    }
+
+    /// Sets [`compact_every_turns`](Self::compact_every_turns).
+    #[must_use]
+    pub fn with_compact_every_turns(mut self, compact_every_turns: Option<u64>) -> Self {
+        self.compact_every_turns = compact_every_turns;
+        self
+    }
+
+    /// Sets [`keep_tail_nodes`](Self::keep_tail_nodes).
+    #[must_use]
+    pub fn with_keep_tail_nodes(mut self, keep_tail_nodes: usize) -> Self {
+        self.keep_tail_nodes = keep_tail_nodes;
+        self
+    }
+
+    /// Sets [`context_window`](Self::context_window).
+    #[must_use]
+    pub fn with_context_window(mut self, context_window: u64) -> Self {
+        self.context_window = context_window;
+        self
     }
 }
 

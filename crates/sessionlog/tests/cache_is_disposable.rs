@@ -55,16 +55,14 @@ fn fixtures() -> &'static Vec<Vec<u8>> {
 }
 
 fn opts(cache: bool) -> StoreOptions {
-    StoreOptions {
-        log: sessionlog::LogOptions {
-            preallocate: false,
-            segment_size_bytes: 256 << 10,
-            ..Default::default()
-        },
-        projection_cache: cache,
-        cache_refresh_events: 8,
-        ..Default::default()
-    }
+    StoreOptions::default()
+        .with_log(
+            sessionlog::LogOptions::default()
+                .with_preallocate(false)
+                .with_segment_size_bytes(256 << 10),
+        )
+        .with_projection_cache(cache)
+        .with_cache_refresh_events(8)
 }
 
 fn cache_file(dir: &Path) -> PathBuf {

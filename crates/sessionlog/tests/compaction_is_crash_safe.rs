@@ -16,14 +16,11 @@ use sessionlog::{Store, StoreOptions};
 use sessionlog_testkit::{Fault, SimStorage};
 
 fn opts() -> StoreOptions {
-    StoreOptions {
-        log: sessionlog::LogOptions {
-            preallocate: false,
-            segment_size_bytes: 64 << 10,
-            ..Default::default()
-        },
-        ..Default::default()
-    }
+    StoreOptions::default().with_log(
+        sessionlog::LogOptions::default()
+            .with_preallocate(false)
+            .with_segment_size_bytes(64 << 10),
+    )
 }
 
 /// Builds a durable session on `sim`; returns the derived messages.
@@ -34,11 +31,9 @@ fn build(sim: &SimStorage) -> String {
         .expect("create");
     let mut w = Workload::new(
         11,
-        WorkloadConfig {
-            compact_every_turns: None,
-            tool_result_bytes: (64, 900),
-            ..Default::default()
-        },
+        WorkloadConfig::default()
+            .with_compact_every_turns(None)
+            .with_tool_result_bytes((64, 900)),
     );
     for e in w.session_start(1) {
         h.append(e).expect("start");
@@ -54,10 +49,7 @@ fn build(sim: &SimStorage) -> String {
 }
 
 fn compact(h: &mut sessionlog::SessionHandle) -> sessionlog::Result<CompactionOutcome> {
-    let policy = CompactionPolicy {
-        keep_recent: KeepRecent::Fraction(0.3),
-        ..Default::default()
-    };
+    let policy = CompactionPolicy::default().with_keep_recent(KeepRecent::Fraction(0.3));
     h.compact(
         &policy,
         &mut DeterministicSummarizer::new(),

@@ -56,13 +56,8 @@ fn every_fixture_round_trips_through_the_store() {
         files.len()
     );
     let dir = tempfile::tempdir().expect("tempdir");
-    let options = StoreOptions {
-        log: sessionlog::LogOptions {
-            preallocate: false,
-            ..Default::default()
-        },
-        ..Default::default()
-    };
+    let options =
+        StoreOptions::default().with_log(sessionlog::LogOptions::default().with_preallocate(false));
     let store = Store::open(dir.path(), options).expect("store");
     let mut problems = Vec::new();
     let (mut accepted, mut refused) = (0, 0);

@@ -8,23 +8,15 @@ use sessionlog_session::SessionHeader;
 #[test]
 fn generated_sessions_validate_compact_and_repair() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let options = StoreOptions {
-        log: sessionlog::LogOptions {
-            preallocate: false,
-            ..Default::default()
-        },
-        ..Default::default()
-    };
+    let options =
+        StoreOptions::default().with_log(sessionlog::LogOptions::default().with_preallocate(false));
     let store = Store::open(dir.path(), options).expect("store");
     let mut h = store
         .create_session("g", SessionHeader::new("g", 1, None))
         .expect("create");
     let mut w = Workload::new(
         7,
-        WorkloadConfig {
-            compact_every_turns: Some(3),
-            ..Default::default()
-        },
+        WorkloadConfig::default().with_compact_every_turns(Some(3)),
     );
     for e in w.session_start(1) {
         h.append(e).expect("start");

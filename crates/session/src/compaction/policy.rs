@@ -19,6 +19,7 @@ pub enum KeepRecent {
 
 /// The compaction policy.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct CompactionPolicy {
     /// Compact when the estimated prompt reaches this fraction of the context window.
     pub trigger_fraction: f64,
@@ -36,6 +37,31 @@ impl Default for CompactionPolicy {
             keep_recent: KeepRecent::Fraction(0.25),
             max_attempts: 2,
         }
+    }
+}
+
+/// Builders, so code outside this crate can set fields although the struct is
+/// `#[non_exhaustive]`: `CompactionPolicy::default().with_...(...)`.
+impl CompactionPolicy {
+    /// Sets [`trigger_fraction`](Self::trigger_fraction).
+    #[must_use]
+    pub fn with_trigger_fraction(mut self, trigger_fraction: f64) -> Self {
+        self.trigger_fraction = trigger_fraction;
+        self
+    }
+
+    /// Sets [`keep_recent`](Self::keep_recent).
+    #[must_use]
+    pub fn with_keep_recent(mut self, keep_recent: KeepRecent) -> Self {
+        self.keep_recent = keep_recent;
+        self
+    }
+
+    /// Sets [`max_attempts`](Self::max_attempts).
+    #[must_use]
+    pub fn with_max_attempts(mut self, max_attempts: u32) -> Self {
+        self.max_attempts = max_attempts;
+        self
     }
 }
 

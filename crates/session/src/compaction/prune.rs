@@ -17,6 +17,7 @@ use crate::tokens::{visible_text, TokenProjection};
 
 /// What the pruner shortens and how much it keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PruneOptions {
     /// Results whose text exceeds this many bytes are shortened.
     pub threshold_bytes: usize,
@@ -33,6 +34,31 @@ impl Default for PruneOptions {
             head_bytes: 2 * 1024,
             tail_bytes: 1024,
         }
+    }
+}
+
+/// Builders, so code outside this crate can set fields although the struct is
+/// `#[non_exhaustive]`: `PruneOptions::default().with_...(...)`.
+impl PruneOptions {
+    /// Sets [`threshold_bytes`](Self::threshold_bytes).
+    #[must_use]
+    pub fn with_threshold_bytes(mut self, threshold_bytes: usize) -> Self {
+        self.threshold_bytes = threshold_bytes;
+        self
+    }
+
+    /// Sets [`head_bytes`](Self::head_bytes).
+    #[must_use]
+    pub fn with_head_bytes(mut self, head_bytes: usize) -> Self {
+        self.head_bytes = head_bytes;
+        self
+    }
+
+    /// Sets [`tail_bytes`](Self::tail_bytes).
+    #[must_use]
+    pub fn with_tail_bytes(mut self, tail_bytes: usize) -> Self {
+        self.tail_bytes = tail_bytes;
+        self
     }
 }
 
