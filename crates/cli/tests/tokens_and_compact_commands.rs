@@ -1,7 +1,6 @@
 //! `tokens` labels every figure exact or estimated; `compact` shrinks what the model sees
 //! while every original event stays in the log.
 
-use std::path::Path;
 use std::process::Command;
 
 fn run(args: &[&str]) -> (i32, String) {
@@ -17,11 +16,12 @@ fn run(args: &[&str]) -> (i32, String) {
 
 #[test]
 fn compact_shrinks_the_surface_and_keeps_every_event() {
-    let shared = std::env::var("SESSIONLOG_SHARED_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
-    let file =
-        shared.join("fixtures/dsh/logs/apps/web/tests/snapshots/approval-composer/session.jsonl");
+    let Some(corpus) =
+        sessionlog_testkit::dsh_corpus("compact_shrinks_the_surface_and_keeps_every_event")
+    else {
+        return;
+    };
+    let file = corpus.join("logs/apps/web/tests/snapshots/approval-composer/session.jsonl");
     let dir = tempfile::tempdir().expect("tempdir");
     let store = dir.path().join("s");
     let (s, f) = (store.to_str().expect("utf8"), file.to_str().expect("utf8"));

@@ -10,7 +10,9 @@ use sessionlog_session::{
 
 #[test]
 fn every_prefix_repair_case_gets_golden_closers() {
-    let root = dsh_fixture_dir();
+    let Some(root) = dsh_fixture_dir("every_prefix_repair_case_gets_golden_closers") else {
+        return;
+    };
     let cases_files = files_under(&root.join("prefix-repair"), ".prefix-repair.json");
     assert!(
         cases_files.len() >= 100,

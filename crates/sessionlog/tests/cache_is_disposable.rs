@@ -8,17 +8,13 @@ use std::sync::OnceLock;
 use proptest::prelude::*;
 use sessionlog::{CacheUse, Store, StoreOptions};
 
-fn shared_dir() -> PathBuf {
-    std::env::var("SESSIONLOG_SHARED_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"))
-}
-
-/// Accepted fixture logs (their goldens have no error), the largest first.
-fn fixtures() -> &'static Vec<Vec<u8>> {
-    static F: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
+/// Accepted fixture logs (their goldens have no error), the largest first; `None` when the
+/// DSH corpus is absent (every test here is then skipped, said once).
+fn fixtures() -> Option<&'static Vec<Vec<u8>>> {
+    static F: OnceLock<Option<Vec<Vec<u8>>>> = OnceLock::new();
     F.get_or_init(|| {
-        let root = shared_dir().join("fixtures/dsh");
+        let root =
+            sessionlog_testkit::dsh_corpus("crates/sessionlog/tests/cache_is_disposable.rs")?;
         let mut out = Vec::new();
         let mut stack = vec![root.join("logs")];
         while let Some(dir) = stack.pop() {
@@ -47,11 +43,13 @@ fn fixtures() -> &'static Vec<Vec<u8>> {
         out.sort_by_key(|b| std::cmp::Reverse(b.len()));
         assert!(
             out.len() > 50,
-            "the DSH corpus must be present under {}",
-            root.display()
+            "the DSH corpus under {} holds only {} accepted logs",
+            root.display(),
+            out.len()
         );
-        out
+        Some(out)
     })
+    .as_ref()
 }
 
 fn opts(cache: bool) -> StoreOptions {
@@ -118,7 +116,7 @@ proptest! {
 
     #[test]
     fn a_damaged_cache_gives_the_same_view_as_a_fresh_fold(which in any::<prop::sample::Index>(), d in damage()) {
-        let all = fixtures();
+        let Some(all) = fixtures() else { return Ok(()) };
         let file = &all[which.index(all.len().min(24))];
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::open(dir.path(), opts(true)).expect("store");
@@ -169,8 +167,11 @@ proptest! {
 
 #[test]
 fn a_cache_survives_reopening_the_store_and_a_log_cut_under_it_forces_a_rebuild() {
+    let Some(all) = fixtures() else {
+        return;
+    };
     let dir = tempfile::tempdir().expect("tempdir");
-    let file = &fixtures()[0];
+    let file = &all[0];
     {
         let store = Store::open(dir.path(), opts(true)).expect("store");
         store.import_dsh(file, Some("s")).expect("import");
@@ -192,9 +193,7 @@ fn a_cache_survives_reopening_the_store_and_a_log_cut_under_it_forces_a_rebuild(
         .all(|(_, v)| v.is_none()));
     // The session is deleted and recreated under the same name: the old cache must not apply.
     store.delete_session("s").expect("delete");
-    store
-        .import_dsh(&fixtures()[1], Some("s"))
-        .expect("import again");
+    store.import_dsh(&all[1], Some("s")).expect("import again");
     assert!(matches!(
         assert_equal_to_fresh_folds(&store, dir.path(), "s"),
         CacheUse::Rebuilt(_)

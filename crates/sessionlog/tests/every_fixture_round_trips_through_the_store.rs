@@ -7,13 +7,6 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use sessionlog::{Store, StoreOptions};
 
-fn shared_dir() -> PathBuf {
-    if let Ok(dir) = std::env::var("SESSIONLOG_SHARED_DIR") {
-        return PathBuf::from(dir);
-    }
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared")
-}
-
 fn logs(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("fixture dir") {
         let path = entry.expect("entry").path();
@@ -45,7 +38,10 @@ fn without_text(mut v: Value) -> Value {
 
 #[test]
 fn every_fixture_round_trips_through_the_store() {
-    let root = shared_dir().join("fixtures/dsh");
+    let Some(root) = sessionlog_testkit::dsh_corpus("every_fixture_round_trips_through_the_store")
+    else {
+        return;
+    };
     let mut files = Vec::new();
     logs(&root.join("logs"), &mut files);
     files.sort();

@@ -11,6 +11,7 @@
 
 pub mod adapter;
 pub mod conformance;
+pub mod corpus;
 pub mod crash;
 pub mod fault;
 pub mod model;
@@ -20,6 +21,7 @@ mod sim;
 #[cfg(test)]
 mod sim_tests;
 
+pub use corpus::dsh_corpus;
 pub use crash::{CrashPolicy, CrashReport, FileOutcome, Survival, Tear};
 pub use fault::{Fault, FaultError, OpKind, Persistence};
 pub use model::{

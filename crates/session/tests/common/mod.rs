@@ -5,21 +5,13 @@
 
 use std::path::{Path, PathBuf};
 
-/// `shared/` beside the repository: `SESSIONLOG_SHARED_DIR`, else `<manifest>/../../../shared`.
-/// Panics (failing the test) when the fixtures are missing: a conformance test that
-/// silently skips would prove nothing.
-pub fn dsh_fixture_dir() -> PathBuf {
-    let shared = match std::env::var_os("SESSIONLOG_SHARED_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
-    };
-    let dir = shared.join("fixtures/dsh");
-    assert!(
-        dir.join("logs").is_dir(),
-        "DSH fixtures not found at {}; set SESSIONLOG_SHARED_DIR to the shared/ directory",
-        dir.display()
-    );
-    dir
+#[path = "../../../testkit/src/corpus.rs"]
+mod corpus;
+
+/// The DSH fixture corpus, or `None` (after one line saying `test` is skipped) when this
+/// checkout has no `shared/` beside it; see `crates/testkit/src/corpus.rs`.
+pub fn dsh_fixture_dir(test: &str) -> Option<PathBuf> {
+    corpus::dsh_corpus(test)
 }
 
 /// Every file under `dir` whose name ends with `suffix`, sorted.
