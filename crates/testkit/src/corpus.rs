@@ -24,8 +24,15 @@ pub fn shared_dir() -> PathBuf {
     match std::env::var_os(SHARED_DIR_VAR) {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir),
         // Every crate that compiles this file has its manifest two levels below the
-        // repository root (crates/NAME), so `shared` is three levels up.
-        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
+        // repository root (crates/NAME), so `shared` sits beside the directory three up.
+        _ => {
+            let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+            manifest
+                .ancestors()
+                .nth(3)
+                .unwrap_or(manifest)
+                .join("shared")
+        }
     }
 }
 
