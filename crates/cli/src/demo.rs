@@ -39,6 +39,104 @@ pub(crate) struct DemoArgs {
     pub turns: usize,
     pub crash_sessions: usize,
     pub seed: u64,
+    /// Keep the default temporary store after the run (a `--dir` store is always kept).
+    pub keep: bool,
+}
+
+/// Where the demo's store is and whether it outlives the run.
+struct StorePlace {
+    dir: PathBuf,
+    /// Removed at the end (the default temporary store without `--keep`).
+    remove_at_end: bool,
+}
+
+impl StorePlace {
+    fn choose(args: &DemoArgs) -> StorePlace {
+        match &args.dir {
+            Some(dir) => StorePlace {
+                dir: dir.clone(),
+                remove_at_end: false,
+            },
+            None => StorePlace {
+                dir: std::env::temp_dir().join(format!(
+                    "sessionlog-demo-{}-{}",
+                    std::process::id(),
+                    now_ms()
+                )),
+                remove_at_end: !args.keep,
+            },
+        }
+    }
+
+    fn fate(&self) -> &'static str {
+        if self.remove_at_end {
+            "a temporary directory, removed at the end; --keep keeps it"
+        } else {
+            "kept after the run"
+        }
+    }
+
+    /// Removes the store if it is temporary and the run passed (a failed run keeps it for
+    /// inspection); returns the line that says what happened to it.
+    fn finish(&self, passed: bool) -> String {
+        let size = dir_bytes(&self.dir) >> 20;
+        if self.remove_at_end && passed {
+            match std::fs::remove_dir_all(&self.dir) {
+                Ok(()) => format!("store removed: {} ({size} MiB)", self.dir.display()),
+                Err(e) => format!(
+                    "store kept at {} ({size} MiB): removing it failed: {e}",
+                    self.dir.display()
+                ),
+            }
+        } else if self.remove_at_end {
+            format!(
+                "store kept for inspection because verification failed: {} ({size} MiB)",
+                self.dir.display()
+            )
+        } else {
+            format!("store kept: {} ({size} MiB)", self.dir.display())
+        }
+    }
+}
+
+/// The name of the killed writer's session number `i`.
+fn killed_name(i: usize) -> String {
+    format!("killed-{i:02}")
+}
+
+/// How the sessions of the killed writer were found after the kill.
+#[derive(Debug, Default)]
+struct KilledOutcome {
+    /// Their final turn was open: restart repair closed it.
+    repaired: usize,
+    /// Closer events appended over all repaired sessions.
+    closers: usize,
+    /// Killed between two turns: nothing to close.
+    between_turns: usize,
+    /// Killed before the session's first commit: it never became durable.
+    never_committed: usize,
+}
+
+impl KilledOutcome {
+    fn describe(&self, crash_sessions: usize) -> String {
+        let mut text = format!(
+            "{} of {crash_sessions} in the killed writer ({} closers appended: turns ended `interrupted`)",
+            self.repaired, self.closers
+        );
+        if self.between_turns > 0 {
+            text += &format!(
+                "; {} killed between turns, nothing to close",
+                self.between_turns
+            );
+        }
+        if self.never_committed > 0 {
+            text += &format!(
+                "; {} killed before their first commit, never durable",
+                self.never_committed
+            );
+        }
+        text
+    }
 }
 
 /// What was acknowledged of one session: events durable, and a checksum of their envelopes.
@@ -147,13 +245,8 @@ fn dir_bytes(dir: &Path) -> u64 {
 }
 
 pub(crate) fn demo(args: DemoArgs) -> Result<u8, Failure> {
-    let dir = args.dir.clone().unwrap_or_else(|| {
-        std::env::temp_dir().join(format!(
-            "sessionlog-demo-{}-{}",
-            std::process::id(),
-            now_ms()
-        ))
-    });
+    let place = StorePlace::choose(&args);
+    let dir = place.dir.clone();
     if dir.exists()
         && std::fs::read_dir(&dir)
             .map(|mut d| d.next().is_some())
@@ -167,9 +260,21 @@ pub(crate) fn demo(args: DemoArgs) -> Result<u8, Failure> {
             ),
         ));
     }
-    println!("sessionlog demo: store {}", dir.display());
     println!(
-        "{} concurrent sessions x {} turns, durable commit at every step boundary; then a writer killed mid-turn",
+        "sessionlog demo: store {} ({})",
+        dir.display(),
+        place.fate()
+    );
+    let crash_plan = if args.crash_sessions == 0 {
+        "no writer killed (--crash-sessions 0)".to_owned()
+    } else {
+        format!(
+            "then a writer of {} sessions killed mid-turn",
+            args.crash_sessions
+        )
+    };
+    println!(
+        "{} concurrent sessions x {} turns, durable commit at every step boundary; {crash_plan}",
         args.sessions, args.turns
     );
     let started = Instant::now();
@@ -214,6 +319,13 @@ pub(crate) fn demo(args: DemoArgs) -> Result<u8, Failure> {
                         }
                         bar.inc(1);
                     }
+                    // With no turns (or a final compaction) some events are not yet durable.
+                    h.commit()?;
+                    let n = h.session().next_seq().get();
+                    mine = Acked {
+                        events: n,
+                        crc: envelope_crc(h.session(), n),
+                    };
                     events.fetch_add(h.session().next_seq().get(), Ordering::Relaxed);
                     latencies
                         .lock()
@@ -245,18 +357,28 @@ pub(crate) fn demo(args: DemoArgs) -> Result<u8, Failure> {
     drop(store);
 
     // Phase 3: a writer killed mid-turn.
-    let crash_acked = run_and_kill_child(&dir, args.crash_sessions, args.seed ^ 0xC0FFEE)?;
+    let crash_acked = if args.crash_sessions == 0 {
+        HashMap::new()
+    } else {
+        run_and_kill_child(&dir, args.crash_sessions, args.seed ^ 0xC0FFEE)?
+    };
     let reopen = Instant::now();
     let store = Store::open(&dir, StoreOptions::default())?;
     let recovery_time = reopen.elapsed();
     let report = store.log().recovery_report().clone();
-    let mut repaired = 0;
-    let mut closers = 0;
-    for name in crash_acked.keys() {
-        let (_h, c) = store.open_session(name)?;
-        if !c.is_empty() {
-            repaired += 1;
-            closers += c.len();
+    let mut killed = KilledOutcome::default();
+    for i in 0..args.crash_sessions {
+        let name = killed_name(i);
+        match store.open_session(&name) {
+            Ok((_h, c)) if c.is_empty() => killed.between_turns += 1,
+            Ok((_h, c)) => {
+                killed.repaired += 1;
+                killed.closers += c.len();
+            }
+            Err(sessionlog::Error::NoSuchSession(_)) if !crash_acked.contains_key(&name) => {
+                killed.never_committed += 1
+            }
+            Err(e) => return Err(e.into()),
         }
     }
 
@@ -317,11 +439,14 @@ pub(crate) fn demo(args: DemoArgs) -> Result<u8, Failure> {
     let rows = vec![
         (
             "sessions",
-            format!(
-                "{} agents + {} killed mid-turn",
-                args.sessions,
-                all_acked.len() - args.sessions
-            ),
+            if args.crash_sessions == 0 {
+                format!("{} agents; no writer killed", args.sessions)
+            } else {
+                format!(
+                    "{} agents + {} in a writer killed mid-turn",
+                    args.sessions, args.crash_sessions
+                )
+            },
         ),
         (
             "events written",
@@ -363,7 +488,11 @@ pub(crate) fn demo(args: DemoArgs) -> Result<u8, Failure> {
         ),
         (
             "sessions repaired",
-            format!("{repaired} ({closers} closers appended: turns ended `interrupted`)"),
+            if args.crash_sessions == 0 {
+                "none (no writer killed)".to_owned()
+            } else {
+                killed.describe(args.crash_sessions)
+            },
         ),
         (
             "derive messages",
@@ -401,6 +530,7 @@ pub(crate) fn demo(args: DemoArgs) -> Result<u8, Failure> {
     for f in failures.iter().take(20) {
         table += &format!("  problem: {f}\n");
     }
+    table += &format!("\n{}\n", place.finish(failures.is_empty()));
     out(&mut w, table.as_bytes())?;
     Ok(if failures.is_empty() { 0 } else { 1 })
 }
@@ -487,10 +617,14 @@ fn run_and_kill_child(
 /// The child writer: round-robin turns over its sessions, printing `ack NAME EVENTS CRC` after
 /// each durable commit, until it is killed.
 pub(crate) fn demo_child(dir: &Path, sessions: usize, seed: u64) -> Result<u8, Failure> {
+    if sessions == 0 {
+        // With nothing to write, the round-robin below would spin without ever printing.
+        return Err(Failure::new(2, "demo-child needs --sessions 1 or more"));
+    }
     let store = Store::open(dir, StoreOptions::default())?;
     let mut all: Vec<(SessionHandle, Workload, Acked)> = Vec::new();
     for i in 0..sessions {
-        let name = format!("killed-{i:02}");
+        let name = killed_name(i);
         let mut h = store.create_session(
             &name,
             SessionHeader::new(&name, now_ms() as u64, Some("/demo")),

@@ -187,7 +187,8 @@ enum Command {
     },
     /// The main job: concurrent agent sessions with durable group commits, compaction, a
     /// writer killed mid-turn and recovered, verification against what was acknowledged, and
-    /// a summary table. Runs on a fresh store in a temporary directory unless --dir is given.
+    /// a summary table. Runs on a fresh store in a temporary directory, removed at the end
+    /// unless --keep is given, or in --dir (kept).
     Demo {
         /// Store directory (must be empty or absent); default: a new temporary directory.
         #[arg(long)]
@@ -204,6 +205,9 @@ enum Command {
         /// Seed of the generated traffic.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Keep the temporary store after the run (a --dir store is always kept).
+        #[arg(long)]
+        keep: bool,
     },
     /// The demo's child writer (killed by the demo).
     #[command(hide = true)]
@@ -381,12 +385,14 @@ fn run(command: Command) -> Result<u8, Failure> {
             turns,
             crash_sessions,
             seed,
+            keep,
         } => demo::demo(demo::DemoArgs {
             dir,
             sessions,
             turns,
             crash_sessions,
             seed,
+            keep,
         }),
         Command::DemoChild {
             store,
