@@ -95,6 +95,8 @@ struct Open {
 pub struct DshDirStore {
     root: PathBuf,
     version: FormatVersion,
+    /// Opened by [`DshDirStore::open_read_only`]: nothing on disk is ever changed.
+    read_only: bool,
     cache: SessionCache<Open>,
 }
 
@@ -130,8 +132,42 @@ impl DshDirStore {
         Ok(DshDirStore {
             root,
             version,
+            read_only: false,
             cache: SessionCache::new(CACHE_SESSIONS),
         })
+    }
+
+    /// Opens an existing tree at `root` for reading only: nothing is created, removed or cut
+    /// (a torn tail is left in the file and skipped in what is read), and every write is
+    /// refused. Fails when `root` is not a directory.
+    pub fn open_read_only(root: impl AsRef<Path>) -> StoreResult<DshDirStore> {
+        let root = root.as_ref().to_path_buf();
+        if !fs::metadata(&root).map_err(io)?.is_dir() {
+            return Err(io(io::Error::new(
+                io::ErrorKind::NotADirectory,
+                format!("{} is not a directory", root.display()),
+            )));
+        }
+        Ok(DshDirStore {
+            root,
+            version: FormatVersion::current(),
+            read_only: true,
+            cache: SessionCache::new(CACHE_SESSIONS),
+        })
+    }
+
+    /// Refuses a write to a tree opened read-only.
+    fn writable(&self) -> StoreResult<()> {
+        if self.read_only {
+            return Err(io(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "{} was opened read-only; open it with DshDirStore::open to write",
+                    self.root.display()
+                ),
+            )));
+        }
+        Ok(())
     }
 
     /// The `session.jsonl` path of session `name`.
@@ -171,6 +207,20 @@ impl DshDirStore {
             session: name.to_owned(),
             detail: format!("{}: {e}", path.display()),
         })?;
+        if self.read_only {
+            // The read side never writes: a torn tail stays in the file, skipped here.
+            let file = File::open(&path).map_err(io)?;
+            let len = imported
+                .tail
+                .as_ref()
+                .map_or(bytes.len(), |tail| tail.committed_bytes);
+            return Ok(Open {
+                session: imported.session,
+                file,
+                len: len as u64,
+                dirty: false,
+            });
+        }
         let file = OpenOptions::new().append(true).open(&path).map_err(io)?;
         if let Some(tail) = &imported.tail {
             // Physical repair, as DSH's load does: cut the never-committed tail, durably.
@@ -232,6 +282,7 @@ fn check_single_line(events: &[NewEvent<'_>]) -> StoreResult<()> {
 
 impl SessionStore for DshDirStore {
     fn create(&self, name: &str, header: &SessionHeader) -> StoreResult<()> {
+        self.writable()?;
         let dir_name = Self::dir_name(name)?;
         if header.raw().contains(['\n', '\r']) {
             return Err(StoreError::Invalid(Error::Header {
@@ -266,6 +317,7 @@ impl SessionStore for DshDirStore {
     }
 
     fn append(&self, name: &str, events: &[NewEvent<'_>], expected: u64) -> StoreResult<u64> {
+        self.writable()?;
         check_single_line(events)?;
         self.cache.with(
             name,
@@ -356,6 +408,7 @@ impl SessionStore for DshDirStore {
     }
 
     fn delete(&self, name: &str) -> StoreResult<()> {
+        self.writable()?;
         let dir_name = Self::dir_name(name)?;
         self.cache.with_slot(name, |entry| {
             **entry = None;

@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::sync::Mutex;
 
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 use sessionlog_session::store_trait::{append_validated, check_name, lock, SessionCache};
 use sessionlog_session::{
     Event, FormatVersion, NewEvent, Session, SessionHeader, SessionStore, StoreError, StoreResult,
@@ -77,6 +77,21 @@ impl SqliteStore {
         Ok(SqliteStore {
             connection: Mutex::new(connection),
             version,
+            cache: SessionCache::new(CACHE_SESSIONS),
+        })
+    }
+
+    /// Opens an existing database at `path` for reading only (SQLite's read-only mode):
+    /// nothing is created, and every write fails. Fails when `path` does not exist.
+    pub fn open_read_only(path: impl AsRef<Path>) -> StoreResult<SqliteStore> {
+        let connection = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(io)?;
+        Ok(SqliteStore {
+            connection: Mutex::new(connection),
+            version: FormatVersion::current(),
             cache: SessionCache::new(CACHE_SESSIONS),
         })
     }

@@ -235,6 +235,8 @@ enum Command {
         segment: Option<u64>,
     },
     /// Copy every session from one store to another (sqlite:PATH, dsh:DIR or store:DIR).
+    /// A dsh: source may be a DSH home, its sessions/ root (every project) or one project
+    /// directory. The source is only read; a missing source is refused.
     Migrate {
         /// Where the sessions are.
         #[arg(long)]
@@ -242,6 +244,9 @@ enum Command {
         /// Where they go; must not hold any of them yet.
         #[arg(long)]
         to: String,
+        /// Accept a source without sessions (otherwise refused with exit 3).
+        #[arg(long)]
+        allow_empty: bool,
     },
 }
 
@@ -446,7 +451,11 @@ fn run(command: Command) -> Result<u8, Failure> {
         Command::Show { store, session } => sessions::show(&store, &session),
         Command::Cache(CacheCommand::Verify { store }) => sessions::cache_verify(&store),
         Command::Cache(CacheCommand::Rebuild { store }) => sessions::cache_rebuild(&store),
-        Command::Migrate { from, to } => migrate::migrate(&from, &to),
+        Command::Migrate {
+            from,
+            to,
+            allow_empty,
+        } => migrate::migrate(&from, &to, allow_empty),
     }
 }
 

@@ -2,12 +2,19 @@
 //! file, DSH JSONL directory, sessionlog store), losslessly: headers and event envelopes are
 //! copied as stored bytes, and events go over in batches that never split a run of chunk
 //! deltas, so a DSH writer packs them exactly as the original file did.
+//!
+//! The source is only read: SQLite files and DSH trees are opened read-only, and a source that
+//! does not exist is refused before anything is created, at the source or the destination. A
+//! `dsh:` source may be a DSH home (holding `sessions/`), its `sessions/` root (one directory
+//! per project), or one project directory (one directory per session); session names are the
+//! DSH session ids. A source without sessions is refused unless `--allow-empty`.
 
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use sessionlog::{Store, StoreOptions};
-use sessionlog_adapters::{DshDirStore, SqliteStore};
+use sessionlog_adapters::{decode_session_dir, DshDirStore, SqliteStore, SESSION_FILE};
 use sessionlog_session::{Event, NewEvent, SessionStore, StoreError};
 
 use crate::Failure;
@@ -44,6 +51,7 @@ impl Location {
         }
     }
 
+    /// Opens a destination (created if needed).
     fn open(&self) -> Result<Box<dyn SessionStore>, Failure> {
         Ok(match self {
             Location::Sqlite(path) => Box::new(SqliteStore::open(path).map_err(failure)?),
@@ -57,6 +65,143 @@ impl Location {
             Location::Sqlite(p) | Location::Dsh(p) | Location::Store(p) => p,
         }
     }
+}
+
+/// The source, opened for reading: one or more stores (a DSH root has one per project).
+struct Source {
+    stores: Vec<Box<dyn SessionStore>>,
+    /// What was found, for the user.
+    found: String,
+}
+
+/// A directory that names a session in DSH's layout: `<dir>/session.jsonl`.
+fn is_session_dir(path: &Path) -> bool {
+    path.join(SESSION_FILE).is_file()
+        && path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(decode_session_dir)
+            .is_some()
+}
+
+/// The subdirectories of `dir`, sorted.
+fn subdirs(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| Failure::new(2, format!("reading {}: {e}", dir.display())))?;
+    let mut out = Vec::new();
+    for entry in entries {
+        let path = entry
+            .map_err(|e| Failure::new(2, format!("reading {}: {e}", dir.display())))?
+            .path();
+        if path.is_dir() {
+            out.push(path);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+fn missing(kind: &str, path: &Path) -> Failure {
+    Failure::new(
+        2,
+        format!(
+            "the source {kind} {} does not exist; nothing was created or copied",
+            path.display()
+        ),
+    )
+}
+
+impl Location {
+    /// Opens the source for reading, refusing one that does not exist.
+    fn open_source(&self) -> Result<Source, Failure> {
+        match self {
+            Location::Sqlite(path) => {
+                if !path.is_file() {
+                    return Err(missing("SQLite file", path));
+                }
+                let store = SqliteStore::open_read_only(path).map_err(failure)?;
+                Ok(Source {
+                    stores: vec![Box::new(store)],
+                    found: format!("SQLite file {}", path.display()),
+                })
+            }
+            Location::Store(dir) => {
+                if !dir.is_dir() {
+                    return Err(missing("store directory", dir));
+                }
+                let empty = std::fs::read_dir(dir)
+                    .map_err(|e| Failure::new(2, format!("reading {}: {e}", dir.display())))?
+                    .next()
+                    .is_none();
+                // An empty directory holds no store: opening it would make one there.
+                let stores: Vec<Box<dyn SessionStore>> = if empty {
+                    Vec::new()
+                } else {
+                    vec![Box::new(Store::open(dir, StoreOptions::default())?)]
+                };
+                Ok(Source {
+                    stores,
+                    found: format!("store {}", dir.display()),
+                })
+            }
+            Location::Dsh(dir) => open_dsh_source(dir),
+        }
+    }
+}
+
+/// Finds the DSH session directories under `dir`: a DSH home, a `sessions/` root or one
+/// project directory.
+fn open_dsh_source(dir: &Path) -> Result<Source, Failure> {
+    if !dir.is_dir() {
+        return Err(missing("DSH directory", dir));
+    }
+    let home = dir.join("sessions").is_dir() && !is_session_dir(&dir.join("sessions"));
+    let root = if home {
+        dir.join("sessions")
+    } else {
+        dir.to_path_buf()
+    };
+    // Session directories directly under the root make it a project directory; directories
+    // holding session directories are projects of a sessions root. (A root may hold both.)
+    let mut projects = Vec::new();
+    let mut direct_sessions = false;
+    for sub in subdirs(&root)? {
+        if is_session_dir(&sub) {
+            direct_sessions = true;
+        } else if subdirs(&sub)?.iter().any(|d| is_session_dir(d)) {
+            projects.push(sub);
+        }
+    }
+    let what = match (home, direct_sessions, projects.is_empty()) {
+        (true, _, _) => "DSH home",
+        (false, true, true) => "DSH project directory",
+        (false, false, false) => "DSH sessions root",
+        _ => "DSH directory",
+    };
+    let project_count = projects.len() + usize::from(direct_sessions);
+    if direct_sessions {
+        projects.insert(0, root.clone());
+    }
+    let stores = projects
+        .iter()
+        .map(|p| {
+            DshDirStore::open_read_only(p)
+                .map(|s| Box::new(s) as Box<dyn SessionStore>)
+                .map_err(failure)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Source {
+        stores,
+        found: format!(
+            "{what} {} ({})",
+            dir.display(),
+            plural(project_count, "project", "projects")
+        ),
+    })
 }
 
 fn usage(spec: &str) -> Failure {
@@ -78,17 +223,83 @@ fn in_session(name: &str) -> impl Fn(StoreError) -> Failure + '_ {
     }
 }
 
-/// Runs the migration; prints one count line on stdout.
-pub(crate) fn migrate(from: &str, to: &str) -> Result<u8, Failure> {
+/// How a migration reports its progress.
+enum Progress {
+    /// An indicatif bar on a terminal.
+    Bar(ProgressBar),
+    /// One plain line per session on stderr otherwise.
+    Lines { done: u64, total: u64 },
+}
+
+impl Progress {
+    fn new(total: u64) -> Progress {
+        if !std::io::stderr().is_terminal() {
+            return Progress::Lines { done: 0, total };
+        }
+        let bar = ProgressBar::new(total);
+        bar.set_style(
+            ProgressStyle::with_template("{bar:40} {pos}/{len} sessions, {msg} events [{elapsed}]")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        Progress::Bar(bar)
+    }
+
+    fn session_done(&mut self, name: &str, events: u64, total_events: u64) {
+        match self {
+            Progress::Bar(bar) => {
+                bar.inc(1);
+                bar.set_message(total_events.to_string());
+            }
+            Progress::Lines { done, total } => {
+                *done += 1;
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "[{done}/{total}] {name}: {}",
+                    plural(events as usize, "event", "events")
+                );
+            }
+        }
+    }
+
+    fn finish(self) {
+        if let Progress::Bar(bar) = self {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// Runs the migration; prints what it found, then one count line, on stdout.
+pub(crate) fn migrate(from: &str, to: &str, allow_empty: bool) -> Result<u8, Failure> {
     let (from, to) = (Location::parse(from)?, Location::parse(to)?);
     if from.path() == to.path() {
         return Err(Failure::new(2, "--from and --to name the same place"));
     }
-    let source = from.open()?;
-    let names = all_names(source.as_ref())?;
+    let source = from.open_source()?;
+    let names = source_names(&source)?;
+    println!(
+        "found {} in {}",
+        plural(names.len(), "session", "sessions"),
+        source.found
+    );
+    if names.is_empty() && !allow_empty {
+        return Err(Failure::new(
+            3,
+            format!(
+                "{} holds no sessions; nothing was copied (pass --allow-empty to accept an \
+                 empty source)",
+                from.path().display()
+            ),
+        ));
+    }
+    // Refuse before writing anything rather than leave a half-done migration: every source
+    // session must load (a DSH or SQLite store validates it whole), and none may exist yet.
+    for (store, name) in &names {
+        source.stores[*store]
+            .next_seq(name)
+            .map_err(in_session(name))?;
+    }
     let target = to.open()?;
-    // Refuse before writing anything rather than leave a half-done migration.
-    for name in &names {
+    for (_, name) in &names {
         match target.next_seq(name) {
             Err(StoreError::NoSuchSession(_)) => {}
             Ok(_) => {
@@ -102,25 +313,43 @@ pub(crate) fn migrate(from: &str, to: &str) -> Result<u8, Failure> {
             Err(e) => return Err(in_session(name)(e)),
         }
     }
-    let bar = ProgressBar::new(names.len() as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} sessions, {msg} events [{elapsed}]")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let mut progress = Progress::new(names.len() as u64);
     let mut events = 0u64;
-    for name in &names {
-        events += copy_session(source.as_ref(), target.as_ref(), name)?;
-        bar.inc(1);
-        bar.set_message(events.to_string());
+    for (store, name) in &names {
+        let copied = copy_session(source.stores[*store].as_ref(), target.as_ref(), name)?;
+        events += copied;
+        progress.session_done(name, copied, events);
     }
-    bar.finish_and_clear();
+    progress.finish();
     println!(
-        "migrated {} sessions, {events} events, from {} to {}",
-        names.len(),
+        "migrated {}, {}, from {} to {}",
+        plural(names.len(), "session", "sessions"),
+        plural(events as usize, "event", "events"),
         from.path().display(),
         to.path().display()
     );
     Ok(0)
+}
+
+/// Every session of the source with the index of the store that holds it, in name order.
+/// A name found in two stores (two DSH projects) is refused: the destination has one namespace.
+fn source_names(source: &Source) -> Result<Vec<(usize, String)>, Failure> {
+    let mut names = Vec::new();
+    for (k, store) in source.stores.iter().enumerate() {
+        names.extend(all_names(store.as_ref())?.into_iter().map(|n| (k, n)));
+    }
+    names.sort_by(|a, b| a.1.cmp(&b.1));
+    if let Some(pair) = names.windows(2).find(|p| p[0].1 == p[1].1) {
+        return Err(Failure::new(
+            3,
+            format!(
+                "session {:?} appears in two projects of the source; nothing was copied \
+                 (migrate the projects one at a time, to different destinations)",
+                pair[0].1
+            ),
+        ));
+    }
+    Ok(names)
 }
 
 fn all_names(store: &dyn SessionStore) -> Result<Vec<String>, Failure> {

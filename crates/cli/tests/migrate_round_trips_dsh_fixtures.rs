@@ -109,7 +109,9 @@ fn every_accepted_fixture_survives_dsh_to_store_to_sqlite_to_dsh_byte_for_byte()
             String::from_utf8_lossy(&out.stderr)
         );
         assert!(
-            stdout.starts_with(&format!("migrated {} sessions, ", accepted.len())),
+            stdout
+                .lines()
+                .any(|l| l.starts_with(&format!("migrated {} sessions, ", accepted.len()))),
             "count line: {stdout}"
         );
     }
@@ -152,5 +154,9 @@ fn a_fixture_dsh_refuses_fails_the_migration_and_is_named() {
     assert!(
         stderr.contains("b-refused"),
         "the error names the session: {stderr}"
+    );
+    assert!(
+        !target.exists(),
+        "the destination was created before the refusal"
     );
 }
