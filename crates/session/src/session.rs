@@ -10,7 +10,7 @@ use crate::error::{Error, Rule};
 use crate::event::{Event, EventInput, Seq, SurfaceOp};
 use crate::header::SessionHeader;
 use crate::repair::TurnTracker;
-use crate::surface::{RangeError, Surface};
+use crate::surface::{RangeError, ShadowedLinks, Surface};
 use crate::upgrade::upgrade_event;
 use crate::validate;
 use crate::version::FormatVersion;
@@ -22,15 +22,48 @@ enum SurfacePlan {
     Replace(Vec<u64>),
 }
 
-/// A session: header, events, current surface and turn state.
+/// How to take back one applied event's surface change.
 #[derive(Debug, Clone, PartialEq, Eq)]
+enum SurfaceUndo {
+    None,
+    Append(u64),
+    Replace(u64, ShadowedLinks),
+}
+
+/// The undo record of an open [`Session::atomically`]: enough to put the session back as it
+/// was at its start without having copied it. The turn tracker is small (open turn and step,
+/// calls of the open step), so it is saved whole; the surface is journaled per event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Journal {
+    events: usize,
+    tracker: TurnTracker,
+    surface: Vec<SurfaceUndo>,
+}
+
+/// A session: header, events, current surface and turn state.
+#[derive(Debug, Clone)]
 pub struct Session {
     header: SessionHeader,
     version: Arc<FormatVersion>,
     events: Vec<Event>,
     surface: Surface,
     tracker: TurnTracker,
+    /// Present only inside [`Session::atomically`].
+    journal: Option<Journal>,
 }
+
+impl PartialEq for Session {
+    /// Sessions are equal when their contents are; an open undo journal is not content.
+    fn eq(&self, other: &Session) -> bool {
+        self.header == other.header
+            && self.version == other.version
+            && self.events == other.events
+            && self.surface == other.surface
+            && self.tracker == other.tracker
+    }
+}
+
+impl Eq for Session {}
 
 impl Session {
     /// An empty session.
@@ -41,7 +74,57 @@ impl Session {
             events: Vec::new(),
             surface: Surface::default(),
             tracker: TurnTracker::default(),
+            journal: None,
         }
+    }
+
+    /// Runs `f` as one atomic change: if it fails, every event it appended is taken back
+    /// and the session is exactly as it was before (surface, turn state, events), without
+    /// the session ever having been copied or rebuilt. Undo costs O(events appended inside),
+    /// plus the nodes their replacements shadowed. Nested calls roll back to their own start.
+    pub fn atomically<R, E>(
+        &mut self,
+        f: impl FnOnce(&mut Session) -> Result<R, E>,
+    ) -> Result<R, E> {
+        let outermost = self.journal.is_none();
+        let start = match &self.journal {
+            Some(journal) => journal.surface.len(),
+            None => {
+                self.journal = Some(Journal {
+                    events: self.events.len(),
+                    tracker: self.tracker.clone(),
+                    surface: Vec::new(),
+                });
+                0
+            }
+        };
+        let saved = (!outermost).then(|| (self.events.len(), self.tracker.clone()));
+        let result = f(self);
+        if result.is_err() {
+            self.undo_to(start, saved);
+        }
+        if outermost {
+            self.journal = None;
+        }
+        result
+    }
+
+    /// Takes back the surface changes journaled after `start` and restores the events and
+    /// tracker (from `saved` for a nested call, else from the journal).
+    fn undo_to(&mut self, start: usize, saved: Option<(usize, TurnTracker)>) {
+        let Some(journal) = self.journal.as_mut() else {
+            return;
+        };
+        for undo in journal.surface.drain(start..).rev() {
+            match undo {
+                SurfaceUndo::None => {}
+                SurfaceUndo::Append(seq) => self.surface.undo_append(seq),
+                SurfaceUndo::Replace(seq, links) => self.surface.undo_replace(seq, links),
+            }
+        }
+        let (events, tracker) = saved.unwrap_or_else(|| (journal.events, journal.tracker.clone()));
+        self.events.truncate(events);
+        self.tracker = tracker;
     }
 
     /// Rebuilds a session from stored events (seq 0, 1, 2, …): legacy shapes are upgraded
@@ -139,15 +222,15 @@ impl Session {
         if closers.is_empty() {
             return Ok(Vec::new());
         }
-        // Closers are validated like any event; work on a copy so a refusal changes nothing.
-        let mut before = self.clone();
-        let mut seqs = Vec::with_capacity(closers.len());
-        for closer in closers {
-            seqs.push(closer.seq());
-            before.append_event(closer)?;
-        }
-        *self = before;
-        Ok(seqs)
+        // Closers are validated like any event, all or none.
+        self.atomically(|session| {
+            let mut seqs = Vec::with_capacity(closers.len());
+            for closer in closers {
+                seqs.push(closer.seq());
+                session.append_event(closer)?;
+            }
+            Ok(seqs)
+        })
     }
 
     /// Whether the last turn is open (a restart would append closers).
@@ -337,10 +420,18 @@ impl Session {
 
     fn apply(&mut self, event: Event, plan: SurfacePlan) {
         let seq = event.seq().get();
-        match plan {
-            SurfacePlan::None => {}
-            SurfacePlan::Append => self.surface.append(seq),
-            SurfacePlan::Replace(shadowed) => self.surface.apply_replace(&shadowed, seq),
+        let undo = match plan {
+            SurfacePlan::None => SurfaceUndo::None,
+            SurfacePlan::Append => {
+                self.surface.append(seq);
+                SurfaceUndo::Append(seq)
+            }
+            SurfacePlan::Replace(shadowed) => {
+                SurfaceUndo::Replace(seq, self.surface.apply_replace(&shadowed, seq))
+            }
+        };
+        if let Some(journal) = self.journal.as_mut() {
+            journal.surface.push(undo);
         }
         self.tracker.apply(&event);
         self.events.push(event);

@@ -207,9 +207,8 @@ pub fn check_name(name: &str) -> StoreResult<()> {
 /// memory the way loading upgrades stored legacy shapes, so a batch that a store accepts is
 /// one it can load again.
 ///
-/// Cost: O(batch) on success. A refusal of the first event costs nothing more; a refusal
-/// later in a batch rebuilds the session from its envelopes (O(session)), since a session
-/// has no way to take events back.
+/// Cost: O(batch), also when an event late in the batch is refused: the session takes the
+/// earlier ones back itself ([`Session::atomically`]).
 pub fn append_validated(
     name: &str,
     session: &mut Session,
@@ -225,14 +224,9 @@ pub fn append_validated(
             actual,
         });
     }
-    for (k, new) in events.iter().enumerate() {
-        if let Err(e) = append_one(session, new) {
-            if k > 0 {
-                rollback(session, before)?;
-            }
-            return Err(StoreError::Invalid(e));
-        }
-    }
+    session
+        .atomically(|session| events.iter().try_for_each(|new| append_one(session, new)))
+        .map_err(StoreError::Invalid)?;
     Ok(before)
 }
 
@@ -286,18 +280,6 @@ fn upgrade(session: &Session, event: &mut Event) -> Result<(), Error> {
     if let Some(done) = window.pop() {
         *event = done;
     }
-    Ok(())
-}
-
-fn rollback(session: &mut Session, keep: usize) -> StoreResult<()> {
-    let events = session
-        .events()
-        .get(..keep)
-        .unwrap_or_default()
-        .iter()
-        .map(|e| Event::parse(e.raw(), e.seq().get()))
-        .collect::<Result<Vec<_>, _>>()?;
-    *session = Session::from_events(session.header().clone(), session.version().clone(), events)?;
     Ok(())
 }
 

@@ -23,6 +23,10 @@ pub(crate) enum RangeError {
     MissingSource(u64),
 }
 
+/// What [`Surface::apply_replace`] removed, so [`Surface::undo_replace`] can put it back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ShadowedLinks(Vec<(u64, Link)>);
+
 /// The current surface and the replace counter.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Surface {
@@ -69,6 +73,7 @@ impl Surface {
         self.iter().collect()
     }
 
+    /// Appends `seq` as the new last node.
     pub(crate) fn append(&mut self, seq: u64) {
         let link = Link {
             prev: self.tail,
@@ -123,25 +128,35 @@ impl Surface {
         Ok(shadowed)
     }
 
-    /// Applies a replace planned by [`Surface::plan_replace`] on this same state.
-    pub(crate) fn apply_replace(&mut self, shadowed: &[u64], seq: u64) {
+    /// Applies a replace planned by [`Surface::plan_replace`] on this same state. Returns the
+    /// links it removed, for [`Surface::undo_replace`].
+    pub(crate) fn apply_replace(&mut self, shadowed: &[u64], seq: u64) -> ShadowedLinks {
         let (Some(first), Some(last)) = (shadowed.first(), shadowed.last()) else {
-            return;
+            return ShadowedLinks(Vec::new());
         };
         let (Some(first_link), Some(last_link)) = (
             self.links.get(first).copied(),
             self.links.get(last).copied(),
         ) else {
-            return;
+            return ShadowedLinks(Vec::new());
         };
-        for s in shadowed {
-            self.links.remove(s);
-        }
+        let removed = shadowed
+            .iter()
+            .filter_map(|s| self.links.remove(s).map(|link| (*s, link)))
+            .collect();
         let link = Link {
             prev: first_link.prev,
             next: last_link.next,
             key: first_link.key,
         };
+        self.relink(link, seq);
+        self.links.insert(seq, link);
+        self.replace_generation += 1;
+        ShadowedLinks(removed)
+    }
+
+    /// Points the neighbours of `link` (or head and tail) at `seq`.
+    fn relink(&mut self, link: Link, seq: u64) {
         match link.prev.and_then(|p| self.links.get_mut(&p)) {
             Some(prev) => prev.next = Some(seq),
             None => self.head = Some(seq),
@@ -150,7 +165,40 @@ impl Surface {
             Some(next) => next.prev = Some(seq),
             None => self.tail = Some(seq),
         }
-        self.links.insert(seq, link);
-        self.replace_generation += 1;
+    }
+
+    /// Takes back the last [`Surface::append`], of `seq`. Undo steps run newest first, so
+    /// `seq` is the tail.
+    pub(crate) fn undo_append(&mut self, seq: u64) {
+        let Some(link) = self.links.remove(&seq) else {
+            return;
+        };
+        self.next_key = link.key;
+        self.tail = link.prev;
+        match link.prev.and_then(|p| self.links.get_mut(&p)) {
+            Some(prev) => prev.next = None,
+            None => self.head = None,
+        }
+    }
+
+    /// Takes back the last [`Surface::apply_replace`] made by `seq`, restoring the nodes it
+    /// shadowed exactly (links, order keys, generation).
+    pub(crate) fn undo_replace(&mut self, seq: u64, removed: ShadowedLinks) {
+        let Some(link) = self.links.remove(&seq) else {
+            return;
+        };
+        let (Some(&(first, _)), Some(&(last, _))) = (removed.0.first(), removed.0.last()) else {
+            return;
+        };
+        match link.prev.and_then(|p| self.links.get_mut(&p)) {
+            Some(prev) => prev.next = Some(first),
+            None => self.head = Some(first),
+        }
+        match link.next.and_then(|n| self.links.get_mut(&n)) {
+            Some(next) => next.prev = Some(last),
+            None => self.tail = Some(last),
+        }
+        self.links.extend(removed.0);
+        self.replace_generation -= 1;
     }
 }
