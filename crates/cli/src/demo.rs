@@ -24,7 +24,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use sessionlog::session::compaction::{
     CompactionOutcome, CompactionPolicy, DeterministicSummarizer,
 };
-use sessionlog::session::tokens::{HeuristicCounter, TokenCounter, TokenProjection};
+use sessionlog::session::tokens::{HeuristicCounter, TokenCounter};
 use sessionlog::session::{Session, SessionHeader};
 use sessionlog::workload::{Workload, WorkloadConfig};
 use sessionlog::{SessionHandle, Store, StoreOptions};
@@ -200,9 +200,8 @@ fn maybe_compact(
     counter: &Arc<dyn TokenCounter>,
     acked: &mut Acked,
 ) -> Result<bool, Failure> {
-    let pressure = TokenProjection::from_session(h.session(), counter.clone())
-        .map_err(sessionlog::Error::from)?
-        .pressure();
+    // The handle keeps its token projection up to date: asking costs O(1) per turn.
+    let pressure = h.pressure();
     let policy = CompactionPolicy::default();
     if !policy.should_compact(&pressure) {
         return Ok(false);

@@ -26,10 +26,6 @@ pub enum Error {
         /// What is wrong.
         detail: String,
     },
-    /// An earlier append of this handle reached the session but not the log; reopen the
-    /// store and the session.
-    #[error("this session handle is unusable after a log failure ({0}); reopen the store")]
-    HandleBroken(String),
     /// Another handle is writing this session.
     #[error("session {0:?} already has a writer")]
     WriterBusy(String),

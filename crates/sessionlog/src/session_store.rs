@@ -6,18 +6,12 @@
 //! [`SessionStore::commit`] is the log's group-committed flush, so concurrent sessions share
 //! `fdatasync`s.
 //!
-//! Validation needs the folded [`Session`]; it is cached per session and proves itself
-//! against the log before every use (same stream, same record count), otherwise it is
-//! reloaded. [`Store`] has no field to hold that cache, so it lives in a process-wide
-//! registry keyed by the store's directory and the identity of its open log; an entry of a
-//! store that was closed is replaced when the directory is opened again.
-
-use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock};
+//! Validation needs the folded [`Session`]; the [`Store`] keeps it per session (dropped with
+//! the store) and it proves itself against the log before every use (same stream, same
+//! record count), otherwise it is reloaded.
 
 use sessionlog_log::{Append, Durability, Seq as LogSeq, StreamId};
-use sessionlog_session::store_trait::{append_validated, check_name, lock, SessionCache};
+use sessionlog_session::store_trait::{append_validated, check_name};
 use sessionlog_session::{
     decode_event, decode_header, encode_event, kind_tag, Event, NewEvent, Session, SessionHeader,
     SessionStore, StoreError, StoreResult,
@@ -27,47 +21,13 @@ use crate::error::Error;
 use crate::store::{Store, KIND_SESSION_HEADER};
 
 /// Idle sessions kept folded per store.
-const CACHE_SESSIONS: usize = 4096;
+pub(crate) const CACHE_SESSIONS: usize = 4096;
 
+/// A session folded for validating appends, and the stream it was folded from.
 #[derive(Debug)]
-struct Open {
+pub(crate) struct Open {
     stream: StreamId,
     session: Session,
-}
-
-/// Which open log a cache belongs to: the directory, plus the address of the log and the
-/// time its recovery took, which tell two successive opens of one directory apart.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Identity {
-    address: usize,
-    opened_in_nanos: u128,
-}
-
-type Caches = Mutex<HashMap<PathBuf, (Identity, Arc<SessionCache<Open>>)>>;
-
-fn caches(store: &Store) -> Arc<SessionCache<Open>> {
-    static CACHES: OnceLock<Caches> = OnceLock::new();
-    let log = store.log();
-    let identity = Identity {
-        address: std::ptr::from_ref(log) as usize,
-        opened_in_nanos: log.recovery_report().duration.as_nanos(),
-    };
-    let mut all = lock(CACHES.get_or_init(Caches::default));
-    if let Some((known, cache)) = all.get(log.dir()) {
-        if *known == identity {
-            return cache.clone();
-        }
-    }
-    let entry = all.entry(log.dir().to_path_buf()).or_insert_with(|| {
-        (
-            identity.clone(),
-            Arc::new(SessionCache::new(CACHE_SESSIONS)),
-        )
-    });
-    if entry.0 != identity {
-        *entry = (identity, Arc::new(SessionCache::new(CACHE_SESSIONS)));
-    }
-    entry.1.clone()
 }
 
 /// Maps the facade's errors onto the trait's.
@@ -143,7 +103,7 @@ fn write_batch(store: &Store, name: &str, open: &Open, from: usize) -> StoreResu
 impl SessionStore for Store {
     fn create(&self, name: &str, header: &SessionHeader) -> StoreResult<()> {
         check_name(name)?;
-        caches(self).with_slot(name, |entry| {
+        self.trait_sessions().with_slot(name, |entry| {
             let handle = self
                 .create_session(name, header.clone())
                 .map_err(|e| store_error(name, e))?;
@@ -156,7 +116,7 @@ impl SessionStore for Store {
     }
 
     fn append(&self, name: &str, events: &[NewEvent<'_>], expected: u64) -> StoreResult<u64> {
-        caches(self).with(
+        self.trait_sessions().with(
             name,
             || load(self, name),
             |entry| {
@@ -246,7 +206,7 @@ impl SessionStore for Store {
     }
 
     fn delete(&self, name: &str) -> StoreResult<()> {
-        caches(self).with_slot(name, |entry| {
+        self.trait_sessions().with_slot(name, |entry| {
             **entry = None;
             self.delete_session(name).map_err(|e| store_error(name, e))
         })

@@ -14,7 +14,10 @@ use sessionlog_session::{
 use sessionlog_session::compaction::{
     self, CompactionContext, CompactionOutcome, CompactionPolicy, PruneOptions, Summarizer,
 };
-use sessionlog_session::tokens::{TokenCounter, TokenProjection};
+use sessionlog_session::store_trait::SessionCache;
+use sessionlog_session::tokens::{
+    ContextPressure, HeuristicCounter, TokenCounter, TokenProjection,
+};
 use sessionlog_session::Seq;
 
 use crate::cache::{self, CacheHeader, CacheMiss};
@@ -41,6 +44,9 @@ pub struct StoreOptions {
     pub projection_cache: bool,
     /// Events folded past the cached watermark that make [`Store::view`] write a new cache.
     pub cache_refresh_events: u64,
+    /// The counter behind the token projection every [`SessionHandle`] maintains (and so
+    /// behind [`SessionHandle::pressure`]).
+    pub token_counter: Arc<dyn TokenCounter>,
 }
 
 impl Default for StoreOptions {
@@ -50,6 +56,7 @@ impl Default for StoreOptions {
             version: FormatVersion::current(),
             projection_cache: true,
             cache_refresh_events: 1024,
+            token_counter: Arc::new(HeuristicCounter),
         }
     }
 }
@@ -91,6 +98,8 @@ struct Inner {
     log: Log,
     options: StoreOptions,
     writers: Mutex<HashSet<StreamId>>,
+    /// Sessions folded for [`SessionStore`](sessionlog_session::SessionStore) appends.
+    trait_sessions: SessionCache<crate::session_store::Open>,
 }
 
 /// Many sessions in one log directory. Cheap to clone, `Send + Sync`.
@@ -171,6 +180,7 @@ impl Store {
                 log,
                 options,
                 writers: Mutex::new(HashSet::new()),
+                trait_sessions: SessionCache::new(crate::session_store::CACHE_SESSIONS),
             }),
         })
     }
@@ -178,6 +188,11 @@ impl Store {
     /// The log underneath.
     pub fn log(&self) -> &Log {
         &self.inner.log
+    }
+
+    /// The sessions this store keeps folded for its `SessionStore` implementation.
+    pub(crate) fn trait_sessions(&self) -> &SessionCache<crate::session_store::Open> {
+        &self.inner.trait_sessions
     }
 
     /// Names of all sessions, sorted.
@@ -226,12 +241,21 @@ impl Store {
         if !self.inner.writers.lock().insert(stream) {
             return Err(Error::WriterBusy(name.to_owned()));
         }
+        let tokens =
+            match TokenProjection::from_session(&session, self.inner.options.token_counter.clone())
+            {
+                Ok(tokens) => tokens,
+                Err(e) => {
+                    self.inner.writers.lock().remove(&stream);
+                    return Err(e.into());
+                }
+            };
         Ok(SessionHandle {
             store: self.clone(),
             name: name.to_owned(),
             stream,
             session,
-            broken: None,
+            tokens,
         })
     }
 
@@ -607,6 +631,7 @@ impl Store {
                 log: self.inner.log.clone(),
                 options: self.inner.options.clone().with_projection_cache(false),
                 writers: Mutex::new(HashSet::new()),
+                trait_sessions: SessionCache::new(1),
             }),
         };
         for name in self.session_names() {
@@ -671,7 +696,8 @@ pub struct SessionHandle {
     name: String,
     stream: StreamId,
     session: Session,
-    broken: Option<String>,
+    /// Token projection of `session`, maintained per append so pressure is O(1).
+    tokens: TokenProjection,
 }
 
 impl SessionHandle {
@@ -703,93 +729,116 @@ impl SessionHandle {
     }
 
     fn append_event(&mut self, event: Event) -> Result<&Event> {
-        if let Some(cause) = &self.broken {
-            return Err(Error::HandleBroken(cause.clone()));
-        }
-        let payload = encode_event(&event);
         let max = self.store.inner.options.log.max_record_bytes;
-        if payload.len() > max {
-            return Err(sessionlog_log::Error::RecordTooLarge {
-                len: payload.len(),
-                max,
-            }
-            .into());
-        }
-        let kind = kind_tag(&event);
-        let seq = event.seq().get();
+        let log = &self.store.inner.log;
+        let stream = self.stream;
         // The session checks before it changes anything, so a refused event leaves it as it
-        // was and nothing reaches the log. Once accepted, the record goes to the log; if
-        // that fails the log is poisoned, and so is this handle.
-        self.session.append_event(event)?;
-        let mut record = Append::new(self.stream, kind, &payload);
-        record.expected_seq = Some(LogSeq(seq + 1));
-        if let Err(e) = self.store.inner.log.commit(&[record], Durability::Buffered) {
-            self.broken = Some(e.to_string());
-            return Err(e.into());
-        }
-        Ok(self.session.events().last().expect("just appended"))
+        // was and nothing reaches the log. A record the log refuses (it is poisoned) is taken
+        // back from the session too, so the handle always mirrors the log.
+        self.session.atomically(|session| {
+            let payload = record_payload(&event, max)?;
+            let kind = kind_tag(&event);
+            let seq = event.seq().get();
+            session.append_event(event)?;
+            let mut record = Append::new(stream, kind, &payload);
+            record.expected_seq = Some(LogSeq(seq + 1));
+            log.commit(&[record], Durability::Buffered)?;
+            Ok::<_, Error>(())
+        })?;
+        let first = self.session.next_seq().get() - 1;
+        self.fold_tokens(first)?;
+        self.session
+            .events()
+            .last()
+            .ok_or_else(|| Error::NoSuchSession(self.name.clone()))
     }
 
     /// Validates and appends `inputs` in order, then writes them to the log as one atomic
-    /// batch: after a crash all of them are there or none. If one is refused, nothing reaches
-    /// the log; the handle is then unusable (the events before it were folded in memory) and
-    /// the session must be reopened.
+    /// batch: after a crash all of them are there or none. If one is refused (or the log
+    /// fails), none of them stays in the session either, and the handle stays usable.
     pub fn append_atomic(&mut self, inputs: Vec<EventInput>) -> Result<Vec<Seq>> {
-        if let Some(cause) = &self.broken {
-            return Err(Error::HandleBroken(cause.clone()));
-        }
         let max = self.store.inner.options.log.max_record_bytes;
-        let mut records: Vec<(u8, Vec<u8>)> = Vec::with_capacity(inputs.len());
-        let mut seqs = Vec::with_capacity(inputs.len());
+        let log = &self.store.inner.log;
+        let stream = self.stream;
         let first = self.session.next_seq().get();
-        for (i, input) in inputs.into_iter().enumerate() {
-            let result = input
-                .into_event(first + i as u64)
-                .map_err(Error::from)
-                .and_then(|event| {
-                    let payload = encode_event(&event);
-                    if payload.len() > max {
-                        return Err(sessionlog_log::Error::RecordTooLarge {
-                            len: payload.len(),
-                            max,
-                        }
-                        .into());
-                    }
-                    records.push((kind_tag(&event), payload));
-                    seqs.push(event.seq());
-                    self.session
-                        .append_event(event)
-                        .map(|_| ())
-                        .map_err(Error::from)
-                });
-            if let Err(e) = result {
-                if i > 0 {
-                    self.broken =
-                        Some(format!("an atomic batch was refused at its event {i}: {e}"));
-                }
-                return Err(e);
+        let seqs = self.session.atomically(|session| {
+            let mut records: Vec<(u8, Vec<u8>)> = Vec::with_capacity(inputs.len());
+            let mut seqs = Vec::with_capacity(inputs.len());
+            for (i, input) in inputs.into_iter().enumerate() {
+                let event = input.into_event(first + i as u64)?;
+                records.push((kind_tag(&event), record_payload(&event, max)?));
+                seqs.push(event.seq());
+                session.append_event(event)?;
             }
-        }
-        let batch: Vec<Append<'_>> = records
-            .iter()
-            .enumerate()
-            .map(|(i, (kind, payload))| {
-                let mut a = Append::new(self.stream, *kind, payload);
-                a.expected_seq = Some(LogSeq(first + i as u64 + 1));
-                a
-            })
-            .collect();
-        if let Err(e) = self.store.inner.log.commit(&batch, Durability::Buffered) {
-            self.broken = Some(e.to_string());
-            return Err(e.into());
-        }
+            let batch: Vec<Append<'_>> = records
+                .iter()
+                .enumerate()
+                .map(|(i, (kind, payload))| {
+                    let mut a = Append::new(stream, *kind, payload);
+                    a.expected_seq = Some(LogSeq(first + i as u64 + 1));
+                    a
+                })
+                .collect();
+            log.commit(&batch, Durability::Buffered)?;
+            Ok::<_, Error>(seqs)
+        })?;
+        self.fold_tokens(first)?;
         Ok(seqs)
+    }
+
+    /// Folds events `from..` of the session into the maintained token projection. Those
+    /// events were accepted by the session, so the projection takes them; should it not,
+    /// it is rebuilt from the session rather than left behind it.
+    fn fold_tokens(&mut self, from: u64) -> Result<()> {
+        let events = self
+            .session
+            .events()
+            .get(from as usize..)
+            .unwrap_or_default();
+        if events
+            .iter()
+            .try_for_each(|e| self.tokens.apply(e))
+            .is_err()
+        {
+            self.tokens = TokenProjection::from_session(
+                &self.session,
+                self.store.inner.options.token_counter.clone(),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Context pressure of the next request, from the token projection the handle keeps up
+    /// to date with every append: O(1), whatever the session's length. Estimates are made
+    /// with [`StoreOptions::token_counter`].
+    pub fn pressure(&self) -> ContextPressure {
+        self.tokens.pressure()
+    }
+
+    /// The maintained token projection (estimates by [`StoreOptions::token_counter`]).
+    pub fn token_projection(&self) -> &TokenProjection {
+        &self.tokens
+    }
+
+    /// The maintained projection when `counter` is the one it estimates with, else a fold
+    /// of the session with `counter`.
+    fn projection_with(
+        &self,
+        counter: Arc<dyn TokenCounter>,
+    ) -> Result<std::borrow::Cow<'_, TokenProjection>> {
+        if counter.name() == self.tokens.counter().name() {
+            return Ok(std::borrow::Cow::Borrowed(&self.tokens));
+        }
+        Ok(std::borrow::Cow::Owned(TokenProjection::from_session(
+            &self.session,
+            counter,
+        )?))
     }
 
     /// Token measurement of the session: the exact usage ledger, per-node estimates by
     /// `counter`, and the context pressure of the next request.
     pub fn tokens(&self, counter: Arc<dyn TokenCounter>) -> Result<TokenProjection> {
-        Ok(TokenProjection::from_session(&self.session, counter)?)
+        Ok(self.projection_with(counter)?.into_owned())
     }
 
     /// Runs one summary compaction now (the caller decides when; see
@@ -802,7 +851,7 @@ impl SessionHandle {
         counter: Arc<dyn TokenCounter>,
         time: i64,
     ) -> Result<CompactionOutcome> {
-        let projection = self.tokens(counter)?;
+        let projection = self.projection_with(counter)?;
         let id = format!("{}-{}", self.name, self.session.next_seq().get());
         let outcome = compaction::compact(
             &self.session,
@@ -811,6 +860,7 @@ impl SessionHandle {
             summarizer,
             &CompactionContext::new(id, time),
         )?;
+        drop(projection);
         let events = match &outcome {
             CompactionOutcome::Compacted(report) => report.events.clone(),
             CompactionOutcome::Failed { events, .. } => events.clone(),
@@ -832,8 +882,9 @@ impl SessionHandle {
         counter: Arc<dyn TokenCounter>,
         time: i64,
     ) -> Result<usize> {
-        let projection = self.tokens(counter)?;
+        let projection = self.projection_with(counter)?;
         let events = compaction::prune_tool_results(&self.session, &projection, options, time)?;
+        drop(projection);
         let pruned = events.len() / 2;
         if !events.is_empty() {
             self.append_atomic(events)?;
@@ -852,6 +903,19 @@ impl Drop for SessionHandle {
     fn drop(&mut self) {
         self.store.inner.writers.lock().remove(&self.stream);
     }
+}
+
+/// The log payload of `event`, refused when it exceeds the log's record limit `max`.
+fn record_payload(event: &Event, max: usize) -> Result<Vec<u8>> {
+    let payload = encode_event(event);
+    if payload.len() > max {
+        return Err(sessionlog_log::Error::RecordTooLarge {
+            len: payload.len(),
+            max,
+        }
+        .into());
+    }
+    Ok(payload)
 }
 
 /// The input that re-creates a built event (used to write restart closers through the same
