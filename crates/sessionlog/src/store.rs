@@ -91,6 +91,13 @@ impl StoreOptions {
         self.cache_refresh_events = cache_refresh_events;
         self
     }
+
+    /// Sets [`token_counter`](Self::token_counter).
+    #[must_use]
+    pub fn with_token_counter(mut self, token_counter: Arc<dyn TokenCounter>) -> Self {
+        self.token_counter = token_counter;
+        self
+    }
 }
 
 #[derive(Debug)]
