@@ -95,6 +95,15 @@ pub enum Error {
         /// What exactly is wrong.
         detail: String,
     },
+    /// An event given for appending whose envelope is malformed. It has no seq yet (the
+    /// session gives it one when it is accepted), so none is named.
+    #[error("event ({}) rejected by the envelope rule: {detail}", event_type.as_deref().unwrap_or("type unknown"))]
+    BadEnvelope {
+        /// The event's type, when it could be read.
+        event_type: Option<String>,
+        /// What exactly is wrong.
+        detail: String,
+    },
     /// Damage in the committed region of a log: not a torn tail, so nothing is cut.
     #[error("corrupt session log: {detail}")]
     Corrupt {

@@ -344,7 +344,13 @@ impl EventInput {
     pub fn from_json(text: &str, default_time: i64) -> Result<EventInput, Error> {
         json::validate_str(text)?;
         let root = JsonRef::new(text);
-        let bad = |detail: &str| Error::invalid(0, "?", Rule::Envelope, detail);
+        let type_hint = root
+            .get("type")
+            .and_then(|t| t.as_str().map(|s| s.into_owned()));
+        let bad = |detail: &str| Error::BadEnvelope {
+            event_type: type_hint.clone(),
+            detail: detail.to_owned(),
+        };
         if !root.is_object() {
             return Err(bad("an event must be a JSON object"));
         }

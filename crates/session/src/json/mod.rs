@@ -18,6 +18,10 @@ pub use write::{js_number, write_js_string, ObjectWriter};
 /// Deepest nesting accepted; bounds recursion so hostile input cannot overflow the stack.
 pub const MAX_DEPTH: usize = 256;
 
+/// What a scanner expects where a value starts and the text is none.
+const ANY_VALUE: &str =
+    "a JSON value (null, true, false, a number, a string, an array or an object)";
+
 /// Largest integer JavaScript represents exactly (`Number.MAX_SAFE_INTEGER`).
 pub const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
@@ -152,7 +156,7 @@ impl<'a> Scanner<'a> {
             Some(b'f') => self.literal("false"),
             Some(b'n') => self.literal("null"),
             Some(b'-' | b'0'..=b'9') => self.number(),
-            _ => Err(self.syntax("a value")),
+            _ => Err(self.syntax(ANY_VALUE)),
         }
     }
 
@@ -161,7 +165,8 @@ impl<'a> Scanner<'a> {
             self.pos += word.len();
             Ok(())
         } else {
-            Err(self.syntax(word))
+            // `nul` or `not json`: the text is no JSON value, whatever letter it starts with.
+            Err(self.syntax(ANY_VALUE))
         }
     }
 
