@@ -128,11 +128,14 @@ pub fn scan(file: &[u8]) -> Result<ScannedLog, Error> {
                     events.len() as u64,
                     "?",
                     Rule::Envelope,
-                    format!("line {line_no} is JSON null"),
+                    format!("line {line_no} is JSON null{}", file_line(line_no)),
                 ))
             }
             Err(LineError::Unparsable) => {
-                issue.get_or_insert((line_no, format!("unparsable at line {line_no}")));
+                issue.get_or_insert((
+                    line_no,
+                    format!("unparsable at line {line_no}{}", file_line(line_no)),
+                ));
                 continue;
             }
         };
@@ -141,7 +144,10 @@ pub fn scan(file: &[u8]) -> Result<ScannedLog, Error> {
             .any(|r| type_of(r).as_deref() == Some("turn/end"));
         if let Some((issue_line, detail)) = &issue {
             if has_turn_end {
-                let detail = format!("{detail}, yet line {line_no} holds a later turn/end, so this is not a torn tail");
+                let detail = format!(
+                    "{detail}, yet line {} of the file holds a later turn/end, so this is not a torn tail",
+                    line_no + 1
+                );
                 return Err(Error::Corrupt {
                     line: *issue_line,
                     detail,
@@ -157,7 +163,8 @@ pub fn scan(file: &[u8]) -> Result<ScannedLog, Error> {
         if let Some((want, got)) = gap {
             let got = got.map_or_else(|| "no seq".to_owned(), json::js_number);
             let detail = format!(
-                "seq gap in committed region at line {line_no} (expected {want}, got {got})"
+                "seq gap in committed region at line {line_no} (expected {want}, got {got}){}",
+                file_line(line_no)
             );
             if has_turn_end {
                 return Err(Error::Corrupt {
@@ -181,6 +188,15 @@ pub fn scan(file: &[u8]) -> Result<ScannedLog, Error> {
         events,
         tail,
     })
+}
+
+/// DSH numbers the lines after the header from 1, and its messages (kept word for word, so
+/// they match DSH's) use that number; this names the same line as an editor counts it.
+fn file_line(record_line: usize) -> String {
+    format!(
+        "; that is line {} of the file (DSH counts the lines after the header)",
+        record_line + 1
+    )
 }
 
 enum LineError {

@@ -41,10 +41,9 @@ fn a_damaged_last_turn_is_cut_and_then_repaired() {
     let damaged = text.replace(r#"{"type":"turn/end""#, r#"{"type":"turn/end"#);
     let import = import_jsonl(damaged.as_bytes(), &ImportOptions::default()).expect("loads");
     assert!(
-        import
-            .tail
-            .as_ref()
-            .is_some_and(|t| t.reason.contains("unparsable at line 4")),
+        import.tail.as_ref().is_some_and(|t| t
+            .reason
+            .contains("unparsable at line 4; that is line 5 of the file")),
         "{:?}",
         import.tail
     );
@@ -70,8 +69,9 @@ fn a_seq_gap_followed_by_a_turn_end_is_corrupt() {
     let gapped = text.replace(r#""seq":1,"#, r#""seq":9,"#);
     let err = import_jsonl(gapped.as_bytes(), &no_repair()).unwrap_err();
     assert!(
-        err.to_string()
-            .contains("seq gap in committed region at line 2 (expected 1, got 9)"),
+        err.to_string().contains(
+            "seq gap in committed region at line 2 (expected 1, got 9); that is line 3 of the file"
+        ),
         "{err}"
     );
 }
