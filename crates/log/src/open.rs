@@ -164,7 +164,7 @@ pub(crate) fn open(storage: Arc<dyn Storage>, dir: &Path, options: LogOptions) -
                 return Err(corrupted(
                     id,
                     0,
-                    format!("segment header is {header:?}: {}", row.why),
+                    format!("segment header is {header}: {}", row.why),
                     None,
                 ));
             }

@@ -24,6 +24,18 @@ pub enum HeaderFact {
     Damaged,
 }
 
+impl std::fmt::Display for HeaderFact {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            HeaderFact::Valid => "valid",
+            HeaderFact::Missing => "missing (zero bytes where the header belongs)",
+            HeaderFact::Damaged => {
+                "damaged (bytes that do not verify as this store's segment header)"
+            }
+        })
+    }
+}
+
 /// Where the segment stands in the log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PositionFact {

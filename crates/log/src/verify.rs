@@ -232,6 +232,21 @@ fn note(found: &mut BTreeMap<u64, ActiveStreamIndex>, h: &RecordHeader, offset: 
     }
 }
 
+/// Describes a record whose seq is not the one its stream expects next: which seqs are
+/// missing, or that a seq came again.
+fn seq_break(stream: u64, expected: u64, found: u64) -> String {
+    if found == expected + 1 {
+        format!("stream {stream} is missing seq {expected} (the next record found has seq {found})")
+    } else if found > expected {
+        format!(
+            "stream {stream} is missing seqs {expected}..={} (the next record found has seq {found})",
+            found - 1
+        )
+    } else {
+        format!("stream {stream} repeats seq {found} (seq {expected} was expected next)")
+    }
+}
+
 fn check_seq(
     streams: &mut BTreeMap<u64, u64>,
     live: &mut BTreeMap<u64, bool>,
@@ -243,13 +258,7 @@ fn check_seq(
 ) {
     let next = streams.entry(h.stream_id).or_insert(h.seq);
     if *next != h.seq {
-        damage(
-            offset,
-            format!(
-                "stream {} jumps from seq {} to {}",
-                h.stream_id, *next, h.seq
-            ),
-        );
+        damage(offset, seq_break(h.stream_id, *next, h.seq));
     }
     *next = h.seq + 1;
     if h.stream_id == CATALOG_STREAM {
