@@ -613,7 +613,7 @@ fn stats(store: &std::path::Path, json: bool) -> Result<u8, Failure> {
         out(&mut w, format!("{v}\n").as_bytes())?;
     } else {
         let text = format!(
-            "segments: {}\nsessions: {}\nrecords: {}\nbytes: {}\nindex memory: {} bytes ({pct:.3}% of data)\n",
+            "segments: {}\nsessions: {}\nrecords: {} (of live sessions and streams; `verify` counts every record in the segments, catalog records and deleted streams' included)\nbytes: {}\nindex memory: {} bytes ({pct:.3}% of data)\n",
             s.segments, s.streams, s.records, s.bytes, s.index_memory_bytes
         );
         out(&mut w, text.as_bytes())?;

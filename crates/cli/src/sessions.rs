@@ -148,7 +148,11 @@ pub(crate) fn list(
 ) -> Result<u8, Failure> {
     let store = store(dir, false)?;
     let mut w = io::BufWriter::new(io::stdout().lock());
-    for s in store.list_sessions(after, None, limit) {
+    // One more than the page tells whether another page follows.
+    let mut page = store.list_sessions(after, None, limit.saturating_add(1));
+    let more = page.len() > limit;
+    page.truncate(limit);
+    for s in &page {
         let line = if json {
             format!(
                 "{{\"session\":{},\"events\":{}}}\n",
@@ -156,12 +160,35 @@ pub(crate) fn list(
                 s.events
             )
         } else {
-            format!("{}\t{} events\n", s.name, s.events)
+            let unit = if s.events == 1 { "event" } else { "events" };
+            format!("{}\t{} {unit}\n", s.name, s.events)
         };
         out(&mut w, line.as_bytes())?;
     }
     w.flush()?;
+    if let (true, Some(last)) = (more, page.last()) {
+        // On stderr, so the listing on stdout stays one session per line.
+        eprintln!(
+            "more sessions follow; next page: sessionlog sessions --store {} --limit {limit} --after {}{}",
+            shell_word(&dir.to_string_lossy()),
+            shell_word(&last.name),
+            if json { " --json" } else { "" }
+        );
+    }
     Ok(0)
+}
+
+/// `word` as one shell word: as is when it is plain, else single-quoted.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:@%+=,".contains(c));
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
 }
 
 /// One line of a transcript: at most this many characters of a message's text.
