@@ -12,6 +12,14 @@ use sessionlog_format::{
 use crate::{out, Failure};
 
 pub(crate) fn dump(store: &Path, only: Option<u64>) -> Result<u8, Failure> {
+    let found = sessionlog_log::classify_dir(&sessionlog_log::RealStorage, store)?;
+    if let Some(why) = found.why_not_a_store() {
+        return Err(sessionlog_log::Error::NotAStore {
+            dir: store.to_owned(),
+            why,
+        }
+        .into());
+    }
     let mut ids: Vec<u64> = std::fs::read_dir(store)
         .map_err(|e| Failure::new(2, format!("listing {}: {e}", store.display())))?
         .filter_map(|e| {

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use sessionlog_log::{Append, Durability, Log, LogOptions, RealStorage, Seq};
+use sessionlog_log::{Access, Append, Durability, Log, LogOptions, RealStorage, Seq};
 
 mod demo;
 mod dump;
@@ -459,6 +459,41 @@ fn run(command: Command) -> Result<u8, Failure> {
     }
 }
 
+/// Opens the log of a store as `access` allows and prints what its recovery did.
+pub(crate) fn open_log(dir: &std::path::Path, access: Access) -> Result<Log, Failure> {
+    let log = Log::open_with_access(Arc::new(RealStorage), dir, LogOptions::default(), access)?;
+    report_recovery(log.recovery_report());
+    Ok(log)
+}
+
+/// Opens a store as `access` allows and prints what its recovery did. Commands that only
+/// read use [`Access::ReadOnly`]: they never lock, write or repair anything.
+pub(crate) fn open_store(
+    dir: &std::path::Path,
+    access: Access,
+) -> Result<sessionlog::Store, Failure> {
+    let store = sessionlog::Store::open_with_access(
+        Arc::new(RealStorage),
+        dir,
+        sessionlog::StoreOptions::default(),
+        access,
+    )?;
+    report_recovery(store.log().recovery_report());
+    Ok(store)
+}
+
+/// One stderr line per thing the open cut, rebuilt or removed (or, read-only, left out).
+pub(crate) fn report_recovery(report: &sessionlog_log::RecoveryReport) {
+    for line in report.actions() {
+        eprintln!("sessionlog: recovery: {line}");
+    }
+}
+
+/// The recovery report's lines as a JSON array, for `--json` output.
+pub(crate) fn recovery_json(report: &sessionlog_log::RecoveryReport) -> serde_json::Value {
+    serde_json::Value::from(report.actions())
+}
+
 /// Writes to stdout; a closed pipe (e.g. `| head`) ends the command quietly.
 pub(crate) fn out(w: &mut impl Write, bytes: &[u8]) -> Result<(), Failure> {
     w.write_all(bytes).map_err(|e| {
@@ -475,7 +510,7 @@ fn log_append(
     stream: &str,
     durability: DurabilityArg,
 ) -> Result<u8, Failure> {
-    let log = Log::open(store, LogOptions::default())?;
+    let log = open_log(store, Access::CreateOrOpen)?;
     let id = match log.stream_id(stream) {
         Some(id) => id,
         None => log.create_stream(stream)?,
@@ -512,7 +547,7 @@ fn log_read(
     from: u64,
     to: Option<u64>,
 ) -> Result<u8, Failure> {
-    let log = Log::open(store, LogOptions::default())?;
+    let log = open_log(store, Access::ReadOnly)?;
     let id = log.stream_id(stream).ok_or_else(|| {
         Failure::new(
             2,
@@ -532,12 +567,6 @@ fn log_read(
 }
 
 fn verify(store: &std::path::Path, json: bool) -> Result<u8, Failure> {
-    if !store.is_dir() {
-        return Err(Failure::new(
-            2,
-            format!("{} is not a store directory", store.display()),
-        ));
-    }
     let report = sessionlog_log::verify_store(Arc::new(RealStorage), store)?;
     let stdout = io::stdout();
     let mut w = stdout.lock();
@@ -590,13 +619,7 @@ fn verify(store: &std::path::Path, json: bool) -> Result<u8, Failure> {
 }
 
 fn stats(store: &std::path::Path, json: bool) -> Result<u8, Failure> {
-    if !store.is_dir() {
-        return Err(Failure::new(
-            2,
-            format!("{} is not a store directory", store.display()),
-        ));
-    }
-    let log = Log::open(store, LogOptions::default())?;
+    let log = open_log(store, Access::ReadOnly)?;
     let s = log.stats();
     let pct = if s.bytes == 0 {
         0.0
@@ -609,6 +632,7 @@ fn stats(store: &std::path::Path, json: bool) -> Result<u8, Failure> {
         let v = serde_json::json!({
             "segments": s.segments, "sessions": s.streams, "records": s.records, "bytes": s.bytes,
             "indexMemoryBytes": s.index_memory_bytes, "indexMemoryPercent": pct,
+            "recovery": recovery_json(log.recovery_report()),
         });
         out(&mut w, format!("{v}\n").as_bytes())?;
     } else {

@@ -13,11 +13,11 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use indicatif::{ProgressBar, ProgressStyle};
-use sessionlog::{Store, StoreOptions};
+use sessionlog::Access;
 use sessionlog_adapters::{decode_session_dir, DshDirStore, SqliteStore, SESSION_FILE};
 use sessionlog_session::{Event, NewEvent, SessionStore, StoreError};
 
-use crate::Failure;
+use crate::{open_store, Failure};
 
 /// Events read per call from the source.
 const READ_PAGE_EVENTS: usize = 4096;
@@ -51,12 +51,12 @@ impl Location {
         }
     }
 
-    /// Opens a destination (created if needed).
+    /// Opens a destination (a sessionlog store is created when absent or empty).
     fn open(&self) -> Result<Box<dyn SessionStore>, Failure> {
         Ok(match self {
             Location::Sqlite(path) => Box::new(SqliteStore::open(path).map_err(failure)?),
             Location::Dsh(dir) => Box::new(DshDirStore::open(dir).map_err(failure)?),
-            Location::Store(dir) => Box::new(Store::open(dir, StoreOptions::default())?),
+            Location::Store(dir) => Box::new(open_store(dir, Access::CreateOrOpen)?),
         })
     }
 
@@ -141,7 +141,7 @@ impl Location {
                 let stores: Vec<Box<dyn SessionStore>> = if empty {
                     Vec::new()
                 } else {
-                    vec![Box::new(Store::open(dir, StoreOptions::default())?)]
+                    vec![Box::new(open_store(dir, Access::ReadOnly)?)]
                 };
                 Ok(Source {
                     stores,

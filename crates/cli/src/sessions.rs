@@ -4,19 +4,9 @@ use std::io::{self, BufRead, Write};
 use std::path::Path;
 
 use sessionlog::session::{EventInput, SessionHeader};
-use sessionlog::{Durability, Store, StoreOptions};
+use sessionlog::{Access, Durability};
 
-use crate::{out, Failure};
-
-fn store(dir: &Path, create: bool) -> Result<Store, Failure> {
-    if !create && !dir.is_dir() {
-        return Err(Failure::new(
-            2,
-            format!("{} is not a store directory", dir.display()),
-        ));
-    }
-    Ok(Store::open(dir, StoreOptions::default())?)
-}
+use crate::{open_store, out, Failure};
 
 fn json_string(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_owned())
@@ -25,7 +15,7 @@ fn json_string(s: &str) -> String {
 pub(crate) fn import(dir: &Path, file: &Path, name: Option<&str>) -> Result<u8, Failure> {
     let bytes = std::fs::read(file)
         .map_err(|e| Failure::new(2, format!("reading {}: {e}", file.display())))?;
-    let store = store(dir, true)?;
+    let store = open_store(dir, Access::CreateOrOpen)?;
     let s = store.import_dsh(&bytes, name)?;
     let line = format!(
         "{{\"session\":{},\"events\":{},\"tailDiscarded\":{},\"closers\":{}}}\n",
@@ -40,7 +30,7 @@ pub(crate) fn import(dir: &Path, file: &Path, name: Option<&str>) -> Result<u8, 
 }
 
 pub(crate) fn export(dir: &Path, name: &str) -> Result<u8, Failure> {
-    let bytes = store(dir, false)?.export_dsh(name)?;
+    let bytes = open_store(dir, Access::ReadOnly)?.export_dsh(name)?;
     let mut w = io::stdout().lock();
     out(&mut w, &bytes)?;
     w.flush()?;
@@ -53,7 +43,14 @@ pub(crate) fn append(
     create: bool,
     durability: Durability,
 ) -> Result<u8, Failure> {
-    let store = store(dir, create)?;
+    let store = open_store(
+        dir,
+        if create {
+            Access::CreateOrOpen
+        } else {
+            Access::Existing
+        },
+    )?;
     let mut handle = if store.log().stream_id(name).is_none() && create {
         store.create_session(name, SessionHeader::new(name, now_ms() as u64, None))?
     } else {
@@ -96,7 +93,7 @@ pub(crate) fn append(
 }
 
 pub(crate) fn events(dir: &Path, name: &str, from: u64) -> Result<u8, Failure> {
-    let store = store(dir, false)?;
+    let store = open_store(dir, Access::ReadOnly)?;
     let mut w = io::BufWriter::new(io::stdout().lock());
     for e in store.raw_events(name, from)? {
         out(&mut w, e.raw().as_bytes())?;
@@ -107,7 +104,7 @@ pub(crate) fn events(dir: &Path, name: &str, from: u64) -> Result<u8, Failure> {
 }
 
 pub(crate) fn surface(dir: &Path, name: &str) -> Result<u8, Failure> {
-    let view = store(dir, false)?.view(name)?;
+    let view = open_store(dir, Access::ReadOnly)?.view(name)?;
     let seqs: Vec<String> = view.surface.nodes().iter().map(u64::to_string).collect();
     out(
         &mut io::stdout().lock(),
@@ -117,14 +114,14 @@ pub(crate) fn surface(dir: &Path, name: &str) -> Result<u8, Failure> {
 }
 
 pub(crate) fn derive(dir: &Path, name: &str) -> Result<u8, Failure> {
-    let view = store(dir, false)?.view(name)?;
+    let view = open_store(dir, Access::ReadOnly)?.view(name)?;
     let messages = view.surface.derive_messages_json();
     out(&mut io::stdout().lock(), format!("{messages}\n").as_bytes())?;
     Ok(0)
 }
 
 pub(crate) fn open(dir: &Path, name: &str) -> Result<u8, Failure> {
-    let store = store(dir, false)?;
+    let store = open_store(dir, Access::Existing)?;
     let (_handle, closers) = store.open_session(name)?;
     let mut w = io::stdout().lock();
     for c in closers {
@@ -146,7 +143,7 @@ pub(crate) fn list(
     limit: usize,
     after: Option<&str>,
 ) -> Result<u8, Failure> {
-    let store = store(dir, false)?;
+    let store = open_store(dir, Access::ReadOnly)?;
     let mut w = io::BufWriter::new(io::stdout().lock());
     // One more than the page tells whether another page follows.
     let mut page = store.list_sessions(after, None, limit.saturating_add(1));
@@ -195,7 +192,7 @@ fn shell_word(word: &str) -> String {
 const SHOW_TEXT_CHARS: usize = 160;
 
 pub(crate) fn show(dir: &Path, name: &str) -> Result<u8, Failure> {
-    let store = store(dir, false)?;
+    let store = open_store(dir, Access::ReadOnly)?;
     let session = store.load_session(name)?;
     let on_surface: std::collections::HashSet<u64> = session.surface().into_iter().collect();
     let mut w = io::BufWriter::new(io::stdout().lock());
@@ -250,7 +247,7 @@ fn brief(message: &str) -> String {
 }
 
 pub(crate) fn cache_verify(dir: &Path) -> Result<u8, Failure> {
-    let store = store(dir, false)?;
+    let store = open_store(dir, Access::ReadOnly)?;
     let mut bad = 0;
     let mut w = io::stdout().lock();
     for (name, verdict) in store.cache_verify()? {
@@ -267,7 +264,7 @@ pub(crate) fn cache_verify(dir: &Path) -> Result<u8, Failure> {
 }
 
 pub(crate) fn cache_rebuild(dir: &Path) -> Result<u8, Failure> {
-    let n = store(dir, false)?.cache_rebuild()?;
+    let n = open_store(dir, Access::Existing)?.cache_rebuild()?;
     out(
         &mut io::stdout().lock(),
         format!("rebuilt the cache of {n} sessions\n").as_bytes(),

@@ -9,19 +9,9 @@ use sessionlog::session::compaction::{
     Summarizer, SummarizerError, Summary, SummaryRequest,
 };
 use sessionlog::session::tokens::{HeuristicCounter, Label, TokenCounter, TokenFigure};
-use sessionlog::{Store, StoreOptions};
+use sessionlog::Access;
 
-use crate::{out, Failure};
-
-fn open(dir: &Path) -> Result<Store, Failure> {
-    if !dir.is_dir() {
-        return Err(Failure::new(
-            2,
-            format!("{} is not a store directory", dir.display()),
-        ));
-    }
-    Ok(Store::open(dir, StoreOptions::default())?)
-}
+use crate::{open_store, out, Failure};
 
 fn label(l: &Label) -> String {
     match l {
@@ -35,7 +25,7 @@ fn figure(f: &TokenFigure) -> serde_json::Value {
 }
 
 pub(crate) fn tokens(dir: &Path, name: &str, json: bool) -> Result<u8, Failure> {
-    let store = open(dir)?;
+    let store = open_store(dir, Access::ReadOnly)?;
     let session = store.load_session(name)?;
     let counter: Arc<dyn TokenCounter> = Arc::new(HeuristicCounter);
     let projection = sessionlog::session::tokens::TokenProjection::from_session(&session, counter)
@@ -147,7 +137,7 @@ pub(crate) fn compact(
     prune_over: Option<usize>,
     summary_file: Option<&Path>,
 ) -> Result<u8, Failure> {
-    let store = open(dir)?;
+    let store = open_store(dir, Access::Existing)?;
     let (mut handle, _closers) = store.open_session(name)?;
     let counter: Arc<dyn TokenCounter> = Arc::new(HeuristicCounter);
     let now = std::time::SystemTime::now()

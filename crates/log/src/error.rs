@@ -49,6 +49,20 @@ pub enum Error {
         /// The first failure.
         cause: Arc<str>,
     },
+    /// The directory holds no store (no segment file); nothing was created in it.
+    #[error("not a store directory: {} ({why})", dir.display())]
+    NotAStore {
+        /// The directory.
+        dir: PathBuf,
+        /// What was found instead.
+        why: String,
+    },
+    /// A write was asked of a log opened read-only.
+    #[error("store {} is open read-only; open it for writing to change it", dir.display())]
+    ReadOnly {
+        /// The store directory.
+        dir: PathBuf,
+    },
     /// The log was closed.
     #[error("the log is closed")]
     Closed,

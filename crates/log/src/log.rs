@@ -10,7 +10,7 @@ use sessionlog_format::{RecordHeader, CATALOG_STREAM};
 
 use crate::error::{Error, Result};
 use crate::ids::{Lsn, SegmentId, Seq, StreamId};
-use crate::options::{Durability, LogOptions};
+use crate::options::{Access, Durability, LogOptions};
 use crate::segment::TailCut;
 use crate::state::State;
 use crate::storage::{DirLock, RealStorage, Storage};
@@ -100,6 +100,45 @@ pub struct RecoveryReport {
     pub active_records: u64,
     /// Wall time the open took.
     pub duration: Duration,
+    /// Whether the log was opened read-only: then nothing above was done on disk, only
+    /// decided, and what it would have removed is left out of what the log returns.
+    pub read_only: bool,
+    /// Read-only only: the last segment is sealed (or was left out), so no segment is active.
+    pub no_active_segment: bool,
+}
+
+impl RecoveryReport {
+    /// One line per thing the open cut, rebuilt or removed (read-only: would have, and left
+    /// out of what it reads instead), for operators; empty when the store was intact.
+    pub fn actions(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(id) = self.discarded_segment {
+            out.push(if self.read_only {
+                format!("segment {id} never got its header (a creation torn by a crash); left it out, nothing was removed")
+            } else {
+                format!("removed segment {id}: its creation was torn by a crash, it never held a record")
+            });
+        }
+        for (id, why) in &self.footers_rebuilt {
+            out.push(if self.read_only {
+                format!("the footer of segment {id} does not verify ({why}); indexed its data in memory instead, nothing was rewritten")
+            } else {
+                format!("rebuilt the footer of segment {id} from its data ({why})")
+            });
+        }
+        if let Some(cut) = &self.tail_cut {
+            let what = format!(
+                "{} bytes from offset {} of segment {} ({} non-zero, {} verifiable records after the damage; {})",
+                cut.bytes, cut.offset, cut.segment, cut.nonzero_bytes, cut.records_dropped, cut.reason
+            );
+            out.push(if self.read_only {
+                format!("did not read a torn tail: {what}; nothing was cut (an open for writing would cut it)")
+            } else {
+                format!("cut a torn tail: {what}")
+            });
+        }
+        out
+    }
 }
 
 /// A stream as listed by [`Log::streams`].
@@ -143,7 +182,8 @@ pub(crate) struct Inner {
     /// Threads that need no I/O cycle to be running (roll, readers) wait here.
     pub idle: Condvar,
     pub report: RecoveryReport,
-    pub _lock: Box<dyn DirLock>,
+    /// The exclusive lock of the store; a read-only log takes none.
+    pub _lock: Option<Box<dyn DirLock>>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -162,15 +202,60 @@ pub struct Log {
 }
 
 impl Log {
-    /// Opens (creating if needed) the store in `dir` on the real file system.
+    /// Opens (creating if needed) the store in `dir` on the real file system. A directory
+    /// that holds other files and no store is refused with [`Error::NotAStore`].
     pub fn open(dir: impl AsRef<Path>, options: LogOptions) -> Result<Log> {
         Self::open_with(Arc::new(RealStorage), dir.as_ref(), options)
     }
 
-    /// Opens the store in `dir` through `storage`. Recovery happens here; see
-    /// [`Log::recovery_report`] for what it did.
+    /// Opens the existing store in `dir` read-only: no lock, no write of any kind, so it
+    /// works beside a live writer in another process and without write permission. It reads
+    /// a snapshot as of the open; damage is reported in [`Log::recovery_report`] and left out
+    /// of what it reads, never repaired. spec: recovery.md#read-only-open
+    pub fn open_read_only(dir: impl AsRef<Path>, options: LogOptions) -> Result<Log> {
+        Self::open_with_access(
+            Arc::new(RealStorage),
+            dir.as_ref(),
+            options,
+            Access::ReadOnly,
+        )
+    }
+
+    /// Opens the store in `dir` through `storage`, creating it if the directory is absent or
+    /// empty. Recovery happens here; see [`Log::recovery_report`] for what it did.
     pub fn open_with(storage: Arc<dyn Storage>, dir: &Path, options: LogOptions) -> Result<Log> {
-        crate::open::open(storage, dir, options)
+        Self::open_with_access(storage, dir, options, Access::CreateOrOpen)
+    }
+
+    /// Opens the store in `dir` through `storage` as `access` allows.
+    pub fn open_with_access(
+        storage: Arc<dyn Storage>,
+        dir: &Path,
+        options: LogOptions,
+        access: Access,
+    ) -> Result<Log> {
+        crate::open::open(storage, dir, options, access)
+    }
+
+    /// Whether this log was opened read-only (every write fails with [`Error::ReadOnly`]).
+    pub fn is_read_only(&self) -> bool {
+        self.inner.report.read_only
+    }
+
+    /// Whether every record of `stream` committed so far is durable (for a read-only log:
+    /// every record it holds). Derived state written beside the log, such as a cache, may
+    /// only cover durable records.
+    pub fn is_stream_durable(&self, stream: StreamId) -> bool {
+        let st = self.inner.state.lock();
+        let Some(s) = st.catalog.streams.get(&stream.0) else {
+            return false;
+        };
+        match &s.active {
+            None => true,
+            Some(a) => {
+                st.synced.segment() == st.active.id && st.synced.offset() > u64::from(a.last_offset)
+            }
+        }
     }
 
     /// What recovery found and did when this log was opened.
@@ -310,7 +395,7 @@ impl Log {
     pub fn close(self) -> Result<()> {
         let result = self.inner.flush();
         let mut st = self.inner.state.lock();
-        if result.is_ok() && !st.closed {
+        if result.is_ok() && !st.closed && !self.inner.report.read_only {
             // With everything durable, describe the active segment for a fast next open.
             // Best effort: without the file the next open scans the segment instead.
             self.inner.wait_idle(&mut st);
@@ -327,7 +412,7 @@ impl Drop for Inner {
     fn drop(&mut self) {
         // Best effort: a log dropped without `close` still makes its buffered records durable.
         let st = self.state.get_mut();
-        if st.closed || st.poisoned.is_some() {
+        if st.closed || st.poisoned.is_some() || self.report.read_only {
             return;
         }
         if !st.buf.is_empty() {
@@ -357,10 +442,15 @@ impl Inner {
         }
         let sealed_bytes: u64 = st.sealed.values().map(|s| s.bytes.len() as u64).sum();
         Stats {
-            segments: st.sealed.len() + 1,
+            segments: st.sealed.len() + usize::from(!self.report.no_active_segment),
             streams,
             records,
-            bytes: sealed_bytes + st.end,
+            bytes: sealed_bytes
+                + if self.report.no_active_segment {
+                    0
+                } else {
+                    st.end
+                },
             index_memory_bytes: index as u64,
             syncs: st.counters.syncs,
             commits: st.counters.commits,

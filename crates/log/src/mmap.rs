@@ -14,16 +14,22 @@ pub(crate) fn map_file(file: &File, path: &Path) -> io::Result<Bytes> {
         return Ok(Bytes::new());
     }
     // SAFETY: a mapping is sound only while no one modifies or truncates the file under it.
-    // Two kinds of file are mapped. (1) The active segment, during `open` only: the mapping is
-    // scanned and dropped before `open` writes to or truncates the file, and `open` holds the
-    // store's LOCK, so nothing else writes it meanwhile. (2) Sealed segments, for good. A
-    // sealed segment is immutable by construction: the log writes a segment only while it is
-    // the active segment, seals it (footer, fsync) before this long-lived mapping is made, and from then on neither writes nor truncates it; reclaim removes a
-    // whole file only after every mapping of it has been dropped (a removed file's pages stay
-    // valid for existing mappings anyway). Other writers are kept out by the store's exclusive
-    // LOCK file, which every sessionlog process takes before opening a store. A program that
-    // ignores the lock and edits segment files by hand is outside this contract, as it is for
-    // any database file.
+    // Two kinds of file are mapped. (1) The active segment, during an open for writing only:
+    // the mapping is scanned and dropped before `open` writes to or truncates the file, and
+    // that open holds the store's LOCK, so nothing else writes it meanwhile. (2) Sealed
+    // segments, for good. A sealed segment is immutable by construction: the log writes a
+    // segment only while it is the active segment, seals it (footer, fsync) before this
+    // long-lived mapping is made, and from then on neither writes nor truncates it; reclaim
+    // removes a whole file only after every mapping of it has been dropped (a removed file's
+    // pages stay valid for existing mappings anyway). Other writers are kept out by the
+    // store's exclusive LOCK file, which every sessionlog process opening for writing takes.
+    // A read-only open takes no lock, so it maps only segments that a later segment follows:
+    // a writer created that next segment only after sealing this one, and never changes it
+    // again. The last segment, which a live writer may still append to, seal or cut, is
+    // copied by a read-only open, never mapped. The one exception is a writer's open
+    // rebuilding a damaged footer of such a segment, which is damage an operator repairs
+    // while no reader runs. A program that ignores the lock and edits segment files by hand
+    // is outside this contract, as it is for any database file.
     let map = unsafe { memmap2::MmapOptions::new().map(file) }
         .map_err(|e| io::Error::new(e.kind(), format!("mapping {}: {e}", path.display())))?;
     Ok(Bytes::from_owner(map))

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 use sessionlog_format::{
     encode_footer, parse_segment_file_name, FooterView, IndexEntry, SegmentHeader, StreamSummary,
@@ -16,12 +17,13 @@ use crate::error::{corrupted, io_err, Error, Result};
 use crate::ids::{Lsn, SegmentId};
 use crate::index::SealedExtent;
 use crate::log::{Inner, Log, RecoveryReport};
-use crate::options::LogOptions;
+use crate::options::{Access, LogOptions};
 use crate::recovery::{
     any_valid_batch, decide_segment, FooterFact, HeaderFact, LaterBatchFact, PositionFact,
     RoleFact, SegmentDecision,
 };
 use crate::segment::{scan_segment, segment_path, ScanOutcome, SealedSegment};
+use crate::snapshot::{read_copy, SnapshotFile};
 use crate::state::{ActiveSegment, Catalog, Counters, State};
 use crate::storage::{OpenMode, Storage, StorageFile};
 use crate::writer::create_segment;
@@ -29,24 +31,102 @@ use crate::writer::create_segment;
 /// The name of the lock file in a store directory.
 pub const LOCK_FILE: &str = "LOCK";
 
-pub(crate) fn open(storage: Arc<dyn Storage>, dir: &Path, options: LogOptions) -> Result<Log> {
+/// What a directory holds, as far as opening a store is concerned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreDir {
+    /// Nothing at that path.
+    Absent,
+    /// A directory with no entries (a lone `LOCK` file counts as none: it holds no data).
+    Empty,
+    /// A directory with at least one segment file.
+    Store,
+    /// Something else: a file, or a directory of other files. Says what was found.
+    NotAStore(String),
+}
+
+/// Looks at `dir` without changing anything: is it a store, empty, absent or something else?
+pub fn classify_dir(storage: &dyn Storage, dir: &Path) -> Result<StoreDir> {
+    let names = match storage.list_dir(dir) {
+        Ok(names) => names,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(StoreDir::Absent),
+        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {
+            return Ok(StoreDir::NotAStore("it is not a directory".into()))
+        }
+        Err(e) => return Err(io_err("listing", dir)(e)),
+    };
+    if names.iter().any(|n| parse_segment_file_name(n).is_some()) {
+        return Ok(StoreDir::Store);
+    }
+    let others: Vec<&String> = names.iter().filter(|n| *n != LOCK_FILE).collect();
+    Ok(match others.first() {
+        None => StoreDir::Empty,
+        Some(first) => StoreDir::NotAStore(format!(
+            "it holds no segment file, but other entries such as {first:?}"
+        )),
+    })
+}
+
+impl StoreDir {
+    /// Why this is no store to read from (`None` for a store).
+    pub fn why_not_a_store(&self) -> Option<String> {
+        match self {
+            StoreDir::Store => None,
+            StoreDir::Absent => Some("it does not exist".into()),
+            StoreDir::Empty => Some("it is empty".into()),
+            StoreDir::NotAStore(why) => Some(why.clone()),
+        }
+    }
+}
+
+/// Refuses what `access` may not open; creates the directory when it may.
+pub(crate) fn prepare_dir(storage: &dyn Storage, dir: &Path, access: Access) -> Result<()> {
+    let found = classify_dir(storage, dir)?;
+    match (&found, access) {
+        (StoreDir::Absent, Access::CreateOrOpen) => storage
+            .create_dir_all(dir)
+            .map_err(io_err("creating directory", dir)),
+        (StoreDir::Empty, Access::CreateOrOpen) => Ok(()),
+        _ => match found.why_not_a_store() {
+            None => Ok(()),
+            Some(why) => Err(Error::NotAStore {
+                dir: dir.to_owned(),
+                why,
+            }),
+        },
+    }
+}
+
+/// The one open path. With [`Access::ReadOnly`] the same facts are gathered and the same
+/// decision table rows chosen as for writing, but every decision is applied to the in-memory
+/// view only: nothing is locked, cut, rewritten, removed, created or synced.
+pub(crate) fn open(
+    storage: Arc<dyn Storage>,
+    dir: &Path,
+    options: LogOptions,
+    access: Access,
+) -> Result<Log> {
     let started = Instant::now();
     options.check().map_err(Error::InvalidOptions)?;
-    storage
-        .create_dir_all(dir)
-        .map_err(io_err("creating directory", dir))?;
-    let lock = storage
-        .try_lock(&dir.join(LOCK_FILE))
-        .map_err(io_err("locking", dir.join(LOCK_FILE)))?
-        .ok_or_else(|| Error::Locked {
-            dir: dir.to_owned(),
-        })?;
+    let read_only = access == Access::ReadOnly;
+    prepare_dir(&*storage, dir, access)?;
+    let lock = if read_only {
+        None
+    } else {
+        let lock = storage
+            .try_lock(&dir.join(LOCK_FILE))
+            .map_err(io_err("locking", dir.join(LOCK_FILE)))?
+            .ok_or_else(|| Error::Locked {
+                dir: dir.to_owned(),
+            })?;
+        Some(lock)
+    };
     // One listing serves open: segment files, and clean-close files to remove (open itself
     // creates or removes segments, never clean-close files, before it removes those).
     let names = storage.list_dir(dir).map_err(io_err("listing", dir))?;
     let ids = segment_ids(&names)?;
     let mut report = RecoveryReport {
         segments: ids.len(),
+        read_only,
         ..Default::default()
     };
     let mut catalog = Catalog::new();
@@ -61,7 +141,7 @@ pub(crate) fn open(storage: Arc<dyn Storage>, dir: &Path, options: LogOptions) -
         let file = storage
             .open_file(
                 &path,
-                if last {
+                if last && !read_only {
                     OpenMode::ReadWrite
                 } else {
                     OpenMode::ReadOnly
@@ -69,8 +149,14 @@ pub(crate) fn open(storage: Arc<dyn Storage>, dir: &Path, options: LogOptions) -
             )
             .map_err(io_err("opening", &path))?;
         // Mapped, not copied. The last segment may be cut below; its mapping is dropped at
-        // the end of this iteration, before anything writes to or truncates the file.
-        let bytes = file.map_readonly().map_err(io_err("mapping", &path))?;
+        // the end of this iteration, before anything writes to or truncates the file. A
+        // read-only open copies the last segment instead: a live writer may still append to
+        // it, seal it or cut it, and a mapping must never see a file shrink.
+        let bytes = if last && read_only {
+            Bytes::from(read_copy(&*file).map_err(io_err("reading", &path))?)
+        } else {
+            file.map_readonly().map_err(io_err("mapping", &path))?
+        };
         let header = header_fact(&bytes, id, &mut store_id);
         let footer = FooterView::decode(&bytes, id.0);
         let footer_fact = if footer.is_ok() {
@@ -93,7 +179,7 @@ pub(crate) fn open(storage: Arc<dyn Storage>, dir: &Path, options: LogOptions) -
         match row.decision {
             SegmentDecision::UseSealed => {
                 let view = footer.map_err(|e| corrupted(id, 0, "footer", Some(e)))?;
-                if last {
+                if last && !read_only {
                     // The crash may have come between writing this footer and syncing it;
                     // make it durable before a next segment exists (spec: recovery.md#ordering).
                     file.sync_all().map_err(io_err("syncing", &path))?;
@@ -116,28 +202,38 @@ pub(crate) fn open(storage: Arc<dyn Storage>, dir: &Path, options: LogOptions) -
                     &mut catalog,
                     options.index_interval_bytes,
                 )?;
-                drop(bytes);
-                let seg = rewrite_footer(&*storage, &path, id, &scan)?;
+                let footer = rebuilt_footer(id, &scan);
+                let seg = if read_only {
+                    // The segment as the rebuild would leave it, in memory only.
+                    let data_end = usize::try_from(scan.data_end).unwrap_or(usize::MAX);
+                    let mut image = bytes.get(..data_end).unwrap_or(&bytes).to_vec();
+                    image.extend_from_slice(&footer);
+                    sealed_segment(id, scan.data_end, Bytes::from(image))?
+                } else {
+                    drop(bytes);
+                    rewrite_footer(&*storage, &path, id, scan.data_end, &footer)?
+                };
                 attach_extents(&mut catalog, &seg);
                 report.footers_rebuilt.push((id, why));
                 sealed.insert(id, seg);
             }
             SegmentDecision::ScanActive => {
-                let scan = match crate::clean::read(&*storage, dir, id, &bytes, &mut catalog)? {
-                    Some(scan) => {
-                        report.clean_close = true;
-                        scan
-                    }
-                    None => scan_segment(
-                        &bytes,
-                        id,
-                        RoleFact::Active,
-                        options.recovery_mode,
-                        &mut catalog,
-                        options.index_interval_bytes,
-                    )?,
+                let (bytes, scan) = if read_only {
+                    scan_copy(&*file, &path, bytes, id, &options, &mut catalog)?
+                } else {
+                    let scan = scan_active(&*storage, dir, &bytes, id, &options, &mut catalog)?;
+                    (bytes, scan)
                 };
-                report.active_records = scan.records;
+                report.clean_close = scan.clean_close;
+                report.active_records = scan.outcome.records;
+                let file = if read_only {
+                    // Reads are served from the copy, up to where its valid data ends.
+                    let end = usize::try_from(scan.outcome.data_end).unwrap_or(usize::MAX);
+                    let kept = bytes.slice(..end.min(bytes.len()));
+                    Arc::new(SnapshotFile::new(kept)) as Arc<dyn StorageFile>
+                } else {
+                    file
+                };
                 active = Some((
                     ActiveSegment {
                         id,
@@ -146,17 +242,19 @@ pub(crate) fn open(storage: Arc<dyn Storage>, dir: &Path, options: LogOptions) -
                         catalog: Vec::new(),
                         catalog_index: None,
                     },
-                    scan,
+                    scan.outcome,
                 ));
             }
             SegmentDecision::DiscardTornSegment => {
                 drop(file);
-                storage
-                    .remove_file(&path)
-                    .map_err(io_err("removing", &path))?;
-                storage
-                    .sync_dir(dir)
-                    .map_err(io_err("syncing directory", dir))?;
+                if !read_only {
+                    storage
+                        .remove_file(&path)
+                        .map_err(io_err("removing", &path))?;
+                    storage
+                        .sync_dir(dir)
+                        .map_err(io_err("syncing directory", dir))?;
+                }
                 report.discarded_segment = Some(id);
                 next_id = id;
             }
@@ -171,43 +269,52 @@ pub(crate) fn open(storage: Arc<dyn Storage>, dir: &Path, options: LogOptions) -
         }
     }
 
-    // A clean-close file describes the active segment only until something is appended:
-    // remove every one, durably, before the log accepts a write.
-    let stale: Vec<&String> = names
-        .iter()
-        .filter(|n| crate::clean::is_clean_file(n))
-        .collect();
-    for name in &stale {
-        let path = dir.join(name);
-        storage
-            .remove_file(&path)
-            .map_err(io_err("removing", &path))?;
-    }
-    if !stale.is_empty() {
-        storage
-            .sync_dir(dir)
-            .map_err(io_err("syncing directory", dir))?;
+    if !read_only {
+        remove_clean_files(&*storage, dir, &names)?;
     }
     let store_id = match store_id {
         Some(s) => s,
         None => {
             report.created = ids.is_empty();
-            new_store_id()
+            // A read-only view of a store whose only segment never got its header holds
+            // nothing; it has no identity to report.
+            if read_only {
+                [0; 16]
+            } else {
+                new_store_id()
+            }
         }
     };
     let (active, end) = match active {
         Some((mut seg, scan)) => {
             let end = scan.data_end;
             if let Some(cut) = &scan.cut {
-                erase_tail(&*seg.file, &seg.path, cut.offset, &options)?;
+                if !read_only {
+                    erase_tail(&*seg.file, &seg.path, cut.offset, &options)?;
+                }
                 report.tail_cut = Some(cut.clone());
             }
-            // Bytes found on disk may still sit only in the page cache (the last process was
-            // killed, not the machine). Sync them before any new batch's `synced_through`
-            // vouches for them. spec: recovery.md#ordering
-            seg.file.sync_all().map_err(io_err("syncing", &seg.path))?;
+            if !read_only {
+                // Bytes found on disk may still sit only in the page cache (the last process
+                // was killed, not the machine). Sync them before any new batch's
+                // `synced_through` vouches for them. spec: recovery.md#ordering
+                seg.file.sync_all().map_err(io_err("syncing", &seg.path))?;
+            }
             adopt_active(&mut catalog, &mut seg, scan);
             (seg, end)
+        }
+        None if read_only => {
+            // Every segment is sealed (or none was usable): an empty stand-in for the active
+            // segment a writer would create next; it holds no record and no file.
+            let seg = ActiveSegment {
+                id: next_id,
+                file: Arc::new(SnapshotFile::new(Bytes::new())),
+                path: segment_path(dir, next_id),
+                catalog: Vec::new(),
+                catalog_index: None,
+            };
+            report.no_active_segment = true;
+            (seg, SEGMENT_HEADER_LEN as u64)
         }
         None => {
             let seg = create_segment(&*storage, dir, store_id, next_id, &options)?;
@@ -220,7 +327,11 @@ pub(crate) fn open(storage: Arc<dyn Storage>, dir: &Path, options: LogOptions) -
         catalog,
         sealed,
         active,
-        buf: Vec::with_capacity(options.write_buffer_bytes.min(8 << 20)),
+        buf: Vec::with_capacity(if read_only {
+            0
+        } else {
+            options.write_buffer_bytes.min(8 << 20)
+        }),
         buf_offset: end,
         end,
         written: durable,
@@ -249,6 +360,109 @@ pub(crate) fn open(storage: Arc<dyn Storage>, dir: &Path, options: LogOptions) -
     Ok(Log {
         inner: Arc::new(inner),
     })
+}
+
+/// The scan of the active segment, and whether a clean-close file stood in for it.
+struct ActiveScan {
+    outcome: ScanOutcome,
+    clean_close: bool,
+}
+
+fn scan_active(
+    storage: &dyn Storage,
+    dir: &Path,
+    bytes: &[u8],
+    id: SegmentId,
+    options: &LogOptions,
+    catalog: &mut Catalog,
+) -> Result<ActiveScan> {
+    if let Some(outcome) = crate::clean::read(storage, dir, id, bytes, catalog)? {
+        return Ok(ActiveScan {
+            outcome,
+            clean_close: true,
+        });
+    }
+    let outcome = scan_segment(
+        bytes,
+        id,
+        RoleFact::Active,
+        options.recovery_mode,
+        catalog,
+        options.index_interval_bytes,
+    )?;
+    Ok(ActiveScan {
+        outcome,
+        clean_close: false,
+    })
+}
+
+/// Copies a live writer may change the file under: read twice before calling it damage.
+const READ_ONLY_SCAN_ATTEMPTS: usize = 4;
+
+/// Scans a read-only copy of the active segment. A live writer appends while the copy is
+/// read, so a copy can hold a later batch next to an earlier one that was still being
+/// written: it looks like damage behind an attested batch. Damage counts only when a fresh
+/// copy shows the same bytes; otherwise the scan is repeated on the fresh copy.
+fn scan_copy(
+    file: &dyn StorageFile,
+    path: &Path,
+    mut bytes: Bytes,
+    id: SegmentId,
+    options: &LogOptions,
+    catalog: &mut Catalog,
+) -> Result<(Bytes, ActiveScan)> {
+    let mut attempt = 1;
+    loop {
+        let mut trial = catalog.clone();
+        let scanned = scan_segment(
+            &bytes,
+            id,
+            RoleFact::Active,
+            options.recovery_mode,
+            &mut trial,
+            options.index_interval_bytes,
+        );
+        match scanned {
+            Ok(outcome) => {
+                *catalog = trial;
+                let scan = ActiveScan {
+                    outcome,
+                    clean_close: false,
+                };
+                return Ok((bytes, scan));
+            }
+            Err(e @ Error::Corrupted { .. }) => {
+                let fresh = read_copy(file).map_err(io_err("reading", path))?;
+                if attempt >= READ_ONLY_SCAN_ATTEMPTS || fresh[..] == bytes[..] {
+                    return Err(e);
+                }
+                bytes = Bytes::from(fresh);
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Removes every clean-close file, durably: one describes the active segment only until
+/// something is appended, so none may survive an open for writing.
+fn remove_clean_files(storage: &dyn Storage, dir: &Path, names: &[String]) -> Result<()> {
+    let stale: Vec<&String> = names
+        .iter()
+        .filter(|n| crate::clean::is_clean_file(n))
+        .collect();
+    for name in &stale {
+        let path = dir.join(name);
+        storage
+            .remove_file(&path)
+            .map_err(io_err("removing", &path))?;
+    }
+    if !stale.is_empty() {
+        storage
+            .sync_dir(dir)
+            .map_err(io_err("syncing directory", dir))?;
+    }
+    Ok(())
 }
 
 fn segment_ids(names: &[String]) -> Result<Vec<SegmentId>> {
@@ -351,13 +565,8 @@ fn attach_extents(catalog: &mut Catalog, seg: &Arc<SealedSegment>) {
     }
 }
 
-/// Writes a footer rebuilt from a scan over the damaged one, then maps the segment.
-fn rewrite_footer(
-    storage: &dyn Storage,
-    path: &Path,
-    id: SegmentId,
-    scan: &ScanOutcome,
-) -> Result<Arc<SealedSegment>> {
+/// The footer a damaged sealed segment gets, rebuilt from a scan of its data.
+fn rebuilt_footer(id: SegmentId, scan: &ScanOutcome) -> Vec<u8> {
     let mut summaries: Vec<StreamSummary> = Vec::new();
     let mut index: Vec<IndexEntry> = Vec::new();
     for (&k, ix) in &scan.streams {
@@ -373,22 +582,38 @@ fn rewrite_footer(
         &index,
         &scan.catalog,
     );
-    let file = storage
-        .open_file(path, OpenMode::ReadWrite)
-        .map_err(io_err("opening", path))?;
-    file.write_all_at(&footer, scan.data_end)
-        .map_err(io_err("writing the footer of", path))?;
-    file.set_len(scan.data_end + footer.len() as u64)
-        .map_err(io_err("truncating", path))?;
-    file.sync_all().map_err(io_err("syncing", path))?;
-    let bytes = file.map_readonly().map_err(io_err("mapping", path))?;
+    footer
+}
+
+/// A sealed segment over `bytes`, whose footer must verify.
+fn sealed_segment(id: SegmentId, data_end: u64, bytes: Bytes) -> Result<Arc<SealedSegment>> {
     let view = FooterView::decode(&bytes, id.0)
-        .map_err(|e| corrupted(id, scan.data_end, "rebuilt footer does not verify", Some(e)))?;
+        .map_err(|e| corrupted(id, data_end, "rebuilt footer does not verify", Some(e)))?;
     Ok(Arc::new(SealedSegment {
         id,
         bytes,
         footer: view,
     }))
+}
+
+/// Writes a rebuilt footer over the damaged one at `data_end`, then maps the segment.
+fn rewrite_footer(
+    storage: &dyn Storage,
+    path: &Path,
+    id: SegmentId,
+    data_end: u64,
+    footer: &[u8],
+) -> Result<Arc<SealedSegment>> {
+    let file = storage
+        .open_file(path, OpenMode::ReadWrite)
+        .map_err(io_err("opening", path))?;
+    file.write_all_at(footer, data_end)
+        .map_err(io_err("writing the footer of", path))?;
+    file.set_len(data_end + footer.len() as u64)
+        .map_err(io_err("truncating", path))?;
+    file.sync_all().map_err(io_err("syncing", path))?;
+    let bytes = file.map_readonly().map_err(io_err("mapping", path))?;
+    sealed_segment(id, data_end, bytes)
 }
 
 /// Zeroes everything from `offset` on, durably, so no byte of the cut tail (in particular no

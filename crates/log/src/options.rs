@@ -11,6 +11,20 @@ pub enum RecoveryMode {
     TolerateTornTail,
 }
 
+/// What an open may do to the store directory. spec: recovery.md#read-only-open
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Access {
+    /// Open for writing; create the store when the directory is absent or empty. A directory
+    /// that holds other files and no segment is refused.
+    #[default]
+    CreateOrOpen,
+    /// Open an existing store for writing; refuse a directory that is not a store.
+    Existing,
+    /// Open an existing store for reading only: no lock, no write of any kind, damage reported
+    /// and skipped in what is read instead of repaired. Works beside a live writer.
+    ReadOnly,
+}
+
 /// When a commit returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Durability {

@@ -24,10 +24,47 @@ enum Location {
         summary: StreamSummary,
     },
     Active {
-        file: Arc<dyn StorageFile>,
-        segment: SegmentId,
+        reader: ActiveReader,
         anchor: Anchor,
     },
+}
+
+/// Reads records of the active segment: from the file up to where it has been written, and
+/// from a copy of the write buffer after that, so a read never has to write anything.
+struct ActiveReader {
+    file: Arc<dyn StorageFile>,
+    segment: SegmentId,
+    /// Segment offset of the buffer's first byte, and a copy of the buffer.
+    pending: Option<(u64, Bytes)>,
+}
+
+impl ActiveReader {
+    /// The pending bytes from `offset` on, when `offset` lies in the copied buffer.
+    fn pending_at(&self, offset: u64) -> Option<&[u8]> {
+        let (base, bytes) = self.pending.as_ref()?;
+        let at = usize::try_from(offset.checked_sub(*base)?).ok()?;
+        Some(bytes.get(at..).unwrap_or(&[]))
+    }
+
+    fn header(&self, offset: u64) -> Result<RecordHeader> {
+        match self.pending_at(offset) {
+            Some(b) => decode_record_header(b)
+                .map_err(|e| corrupted(self.segment, offset, "bad record header", Some(e))),
+            None => pread_header(&*self.file, self.segment, offset),
+        }
+    }
+
+    fn record(&self, offset: u64) -> Result<Record> {
+        let Some(tail) = self.pending_at(offset) else {
+            return pread_record(&*self.file, self.segment, offset);
+        };
+        let (h, _) = verify_record(tail, self.segment.0, offset)
+            .map_err(|e| corrupted(self.segment, offset, "record fails verification", Some(e)))?;
+        let payload = tail.get(RECORD_HEADER_LEN..RECORD_HEADER_LEN + h.payload_len as usize);
+        let payload = payload
+            .ok_or_else(|| corrupted(self.segment, offset, "record runs past the buffer", None))?;
+        Ok(Record::new(h, Bytes::copy_from_slice(payload)))
+    }
 }
 
 impl Inner {
@@ -45,9 +82,10 @@ impl Inner {
         if seq.0 >= s.next_seq {
             return Err(Error::NoSuchRecord { stream, seq });
         }
-        // Records of the active segment are read from the file, so wait until every record
-        // of the stream there has been written (not just taken by a write in flight). The
-        // state is looked at afresh after each wait: a roll may seal the segment meanwhile.
+        // Records of the active segment are read from the file once written, and from a copy
+        // of the buffer before that; a write in flight (bytes taken from the buffer but not
+        // yet in the file) is waited for, never started. The state is looked at afresh after
+        // each wait: a roll may seal the segment meanwhile.
         loop {
             let s = st
                 .catalog
@@ -60,19 +98,20 @@ impl Inner {
             };
             let written = st.written.segment() == st.active.id
                 && st.written.offset() > u64::from(a.last_offset);
-            if written {
+            if written || !st.writing {
                 let anchor = a.anchor(anchor_seq.min(a.last_seq));
+                let pending = (!written && !st.buf.is_empty())
+                    .then(|| (st.buf_offset, Bytes::copy_from_slice(&st.buf)));
                 return Ok(Location::Active {
-                    file: st.active.file.clone(),
-                    segment: st.active.id,
+                    reader: ActiveReader {
+                        file: st.active.file.clone(),
+                        segment: st.active.id,
+                        pending,
+                    },
                     anchor,
                 });
             }
-            if st.writing {
-                self.wait_write_idle(&mut st);
-            } else {
-                self.io_cycle(&mut st, false)?;
-            }
+            self.wait_write_idle(&mut st);
             Self::check_usable(&st)?;
         }
         let s = st
@@ -137,24 +176,20 @@ impl Inner {
                 }
                 Ok(anchor.seq)
             }
-            Location::Active {
-                file,
-                segment,
-                anchor,
-            } => {
+            Location::Active { reader, anchor } => {
                 walk_back(
-                    segment,
+                    reader.segment,
                     stream.0,
                     anchor,
                     seq.0,
-                    |o| pread_header(&*file, segment, o),
+                    |o| reader.header(o),
                     |s, o| offsets.push((s, o)),
                 )?;
                 for &(s, o) in offsets.iter().rev() {
                     if last.is_some_and(|l| s > l) {
                         break;
                     }
-                    out.push(pread_record(&*file, segment, o)?);
+                    out.push(reader.record(o)?);
                 }
                 Ok(anchor.seq)
             }

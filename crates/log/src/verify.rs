@@ -11,11 +11,11 @@ use sessionlog_format::{
     CATALOG_STREAM, RECORD_ALIGN, SEGMENT_HEADER_LEN,
 };
 
-use crate::error::{io_err, Error, Result};
+use crate::error::{io_err, Result};
 use crate::ids::SegmentId;
 use crate::index::ActiveStreamIndex;
-use crate::open::LOCK_FILE;
 use crate::segment::segment_path;
+use crate::snapshot::read_copy;
 use crate::storage::{OpenMode, Storage};
 
 /// One damaged place.
@@ -64,15 +64,12 @@ impl VerifyReport {
     }
 }
 
-/// Verifies the store in `dir`. Takes the store's lock (so it never races a writer) and fails
-/// with [`Error::Locked`] when the store is open elsewhere.
+/// Verifies the store in `dir`. Takes no lock and writes nothing, so it runs beside a live
+/// writer and without write permission; refuses a directory that is not a store. A live
+/// writer may be appending to the last segment while it is read: damage found there counts
+/// only when a second read shows the same bytes (otherwise the segment is checked again).
 pub fn verify_store(storage: Arc<dyn Storage>, dir: &Path) -> Result<VerifyReport> {
-    let _lock = storage
-        .try_lock(&dir.join(LOCK_FILE))
-        .map_err(io_err("locking", dir.join(LOCK_FILE)))?
-        .ok_or_else(|| Error::Locked {
-            dir: dir.to_owned(),
-        })?;
+    crate::open::prepare_dir(&*storage, dir, crate::Access::ReadOnly)?;
     let mut ids: Vec<u64> = storage
         .list_dir(dir)
         .map_err(io_err("listing", dir))?
@@ -96,24 +93,41 @@ pub fn verify_store(storage: Arc<dyn Storage>, dir: &Path) -> Result<VerifyRepor
         let file = storage
             .open_file(&path, OpenMode::ReadOnly)
             .map_err(io_err("opening", &path))?;
-        let len = file.len().map_err(io_err("sizing", &path))?;
-        let mut bytes = vec![0u8; len as usize];
-        file.read_exact_at(&mut bytes, 0)
-            .map_err(io_err("reading", &path))?;
-        let check = verify_segment(
-            &bytes,
-            SegmentId(id),
-            i + 1 == ids.len(),
-            &mut store_id,
-            &mut streams,
-            &mut live,
-            &mut report.damages,
-        );
-        report.segments.push(check);
+        let last = i + 1 == ids.len();
+        let mut bytes = read_copy(&*file).map_err(io_err("reading", &path))?;
+        let mut attempt = 1;
+        loop {
+            let (mut s, mut l, mut d, mut sid) =
+                (streams.clone(), live.clone(), Vec::new(), store_id);
+            let check = verify_segment(
+                &bytes,
+                SegmentId(id),
+                last,
+                &mut sid,
+                &mut s,
+                &mut l,
+                &mut d,
+            );
+            if !d.is_empty() && last && attempt < VERIFY_READ_ATTEMPTS {
+                let fresh = read_copy(&*file).map_err(io_err("reading", &path))?;
+                if fresh != bytes {
+                    bytes = fresh;
+                    attempt += 1;
+                    continue;
+                }
+            }
+            (streams, live, store_id) = (s, l, sid);
+            report.damages.extend(d);
+            report.segments.push(check);
+            break;
+        }
     }
     report.live_streams = live.values().filter(|&&l| l).count() as u64;
     Ok(report)
 }
+
+/// Reads of a changing last segment before its damage is reported as it stands.
+const VERIFY_READ_ATTEMPTS: usize = 4;
 
 fn verify_segment(
     seg: &[u8],

@@ -40,6 +40,16 @@ impl Inner {
         Ok(())
     }
 
+    /// Refuses every write to a log opened read-only.
+    fn check_writable(&self) -> Result<()> {
+        if self.report.read_only {
+            return Err(Error::ReadOnly {
+                dir: self.dir.clone(),
+            });
+        }
+        Ok(())
+    }
+
     fn poison(&self, st: &mut State, what: String) -> Error {
         let cause: Arc<str> = what.into();
         if st.poisoned.is_none() {
@@ -58,6 +68,7 @@ impl Inner {
     }
 
     pub(crate) fn commit(&self, records: &[Append<'_>], durability: Durability) -> Result<Receipt> {
+        self.check_writable()?;
         if records.is_empty() {
             return Err(Error::InvalidInput(
                 "a batch needs at least one record".into(),
@@ -408,6 +419,7 @@ impl Inner {
     }
 
     pub(crate) fn create_stream(&self, name: &str, durability: Durability) -> Result<StreamId> {
+        self.check_writable()?;
         if name.is_empty() || name.len() > MAX_STREAM_NAME_BYTES {
             return Err(Error::InvalidInput(format!(
                 "a stream name has 1 to {MAX_STREAM_NAME_BYTES} bytes"
@@ -432,6 +444,7 @@ impl Inner {
     }
 
     pub(crate) fn delete_stream(&self, stream: StreamId, durability: Durability) -> Result<()> {
+        self.check_writable()?;
         let mut st = self.state.lock();
         Self::check_usable(&st)?;
         let live = st

@@ -20,7 +20,7 @@ mod store;
 pub mod workload;
 
 pub use error::{Error, Result};
-pub use sessionlog_log::{Durability, LogOptions, RecoveryMode};
+pub use sessionlog_log::{Access, Durability, LogOptions, RecoveryMode};
 pub use sessionlog_session as session;
 pub use sessionlog_session::{NewEvent, SessionStore, StoreError, StoreResult};
 pub use store::{

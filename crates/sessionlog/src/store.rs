@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use sessionlog_log::{Append, Durability, Log, LogOptions, Seq as LogSeq, StreamId};
+use sessionlog_log::{Access, Append, Durability, Log, LogOptions, Seq as LogSeq, StreamId};
 use sessionlog_session::{
     decode_event, decode_header, encode_event, encode_header, export_jsonl, import_jsonl, kind_tag,
     Event, EventInput, FormatVersion, ImportOptions, Session, SessionHeader,
@@ -175,13 +175,39 @@ impl Store {
         Self::open_with(Arc::new(sessionlog_log::RealStorage), dir.as_ref(), options)
     }
 
-    /// Opens the store in `dir` with all I/O (log and cache) through `storage`.
+    /// Opens the existing store in `dir` read-only: no lock and no write of any kind (no
+    /// repair, no cache write), so it works beside a live writer in another process and
+    /// without write permission. Views, events, exports, listings and token counts work;
+    /// every write fails with [`sessionlog_log::Error::ReadOnly`]. What the log found damaged
+    /// is in `log().recovery_report()`, left out of what is read.
+    pub fn open_read_only(dir: impl AsRef<Path>, options: StoreOptions) -> Result<Store> {
+        Self::open_with_access(
+            Arc::new(sessionlog_log::RealStorage),
+            dir.as_ref(),
+            options,
+            Access::ReadOnly,
+        )
+    }
+
+    /// Opens the store in `dir` with all I/O (log and cache) through `storage`, creating it
+    /// when the directory is absent or empty.
     pub fn open_with(
         storage: Arc<dyn sessionlog_log::Storage>,
         dir: &Path,
         options: StoreOptions,
     ) -> Result<Store> {
-        let log = Log::open_with(storage, dir, options.log.clone())?;
+        Self::open_with_access(storage, dir, options, Access::CreateOrOpen)
+    }
+
+    /// Opens the store in `dir` through `storage` as `access` allows: create, open an
+    /// existing store only, or read only.
+    pub fn open_with_access(
+        storage: Arc<dyn sessionlog_log::Storage>,
+        dir: &Path,
+        options: StoreOptions,
+        access: Access,
+    ) -> Result<Store> {
+        let log = Log::open_with_access(storage, dir, options.log.clone(), access)?;
         Ok(Store {
             inner: Arc::new(Inner {
                 log,
@@ -200,6 +226,17 @@ impl Store {
     /// The sessions this store keeps folded for its `SessionStore` implementation.
     pub(crate) fn trait_sessions(&self) -> &SessionCache<crate::session_store::Open> {
         &self.inner.trait_sessions
+    }
+
+    /// Refuses a write to a store opened read-only, before anything is done.
+    fn check_writable(&self) -> Result<()> {
+        if self.inner.log.is_read_only() {
+            return Err(sessionlog_log::Error::ReadOnly {
+                dir: self.inner.log.dir().to_owned(),
+            }
+            .into());
+        }
+        Ok(())
     }
 
     /// Names of all sessions, sorted.
@@ -245,6 +282,7 @@ impl Store {
     }
 
     fn handle(&self, name: &str, stream: StreamId, session: Session) -> Result<SessionHandle> {
+        self.check_writable()?;
         if !self.inner.writers.lock().insert(stream) {
             return Err(Error::WriterBusy(name.to_owned()));
         }
@@ -563,10 +601,10 @@ impl Store {
             CacheUse::Rebuilt(_) => true,
             CacheUse::Disabled => false,
         };
-        if refresh {
-            // Only durable records may be folded into a cache: a crash must never take back
-            // what the cache claims.
-            log.flush()?;
+        // A view never writes the log: a cache may fold only records that are durable already
+        // (a crash must never take back what the cache claims), so with records still
+        // pending the cache is left for a later view. A read-only store writes no cache.
+        if refresh && !log.is_read_only() && log.is_stream_durable(stream) {
             let h = CacheHeader {
                 store_id: log.store_id(),
                 stream_id: stream.0,
@@ -670,6 +708,7 @@ impl Store {
 
     /// Deletes every session's cache and rebuilds it from the log. Returns sessions rebuilt.
     pub fn cache_rebuild(&self) -> Result<usize> {
+        self.check_writable()?;
         let names = self.session_names();
         for name in &names {
             let stream = self.stream(name)?;
