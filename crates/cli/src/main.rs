@@ -19,6 +19,7 @@ mod demo;
 mod dump;
 mod migrate;
 mod sessions;
+mod show;
 mod tokens;
 
 #[derive(Parser, Debug)]
@@ -144,7 +145,8 @@ enum Command {
         #[arg(long)]
         after: Option<String>,
     },
-    /// A readable transcript: surface messages, shadowed ranges and structural events marked.
+    /// A readable transcript: one block per surface message (role, text, tool calls and
+    /// results), streamed chunks collapsed, shadowed ranges and structural events marked.
     Show {
         /// The store directory.
         #[arg(long)]
@@ -152,6 +154,9 @@ enum Command {
         /// The session.
         #[arg(long)]
         session: String,
+        /// One line per event instead (type and abbreviated message).
+        #[arg(long)]
+        raw: bool,
     },
     /// Token accounting of a session: exact provider usage (per request and cumulative),
     /// estimates (labelled with their counter) and the context pressure of the next request.
@@ -448,7 +453,11 @@ fn run(command: Command) -> Result<u8, Failure> {
             limit,
             after,
         } => sessions::list(&store, json, limit, after.as_deref()),
-        Command::Show { store, session } => sessions::show(&store, &session),
+        Command::Show {
+            store,
+            session,
+            raw,
+        } => sessions::show(&store, &session, raw),
         Command::Cache(CacheCommand::Verify { store }) => sessions::cache_verify(&store),
         Command::Cache(CacheCommand::Rebuild { store }) => sessions::cache_rebuild(&store),
         Command::Migrate {

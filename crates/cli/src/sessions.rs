@@ -191,9 +191,13 @@ fn shell_word(word: &str) -> String {
 /// One line of a transcript: at most this many characters of a message's text.
 const SHOW_TEXT_CHARS: usize = 160;
 
-pub(crate) fn show(dir: &Path, name: &str) -> Result<u8, Failure> {
+pub(crate) fn show(dir: &Path, name: &str, raw: bool) -> Result<u8, Failure> {
     let store = open_store(dir, Access::ReadOnly)?;
     let session = store.load_session(name)?;
+    if !raw {
+        crate::show::transcript(name, &session)?;
+        return Ok(0);
+    }
     let on_surface: std::collections::HashSet<u64> = session.surface().into_iter().collect();
     let mut w = io::BufWriter::new(io::stdout().lock());
     out(
