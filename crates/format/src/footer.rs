@@ -106,6 +106,8 @@ pub enum CatalogOp {
     Create,
     /// A stream was deleted.
     Delete,
+    /// A live stream was bound to a new name (the entry's name).
+    Rename,
 }
 
 /// A catalog entry as the footer lists it (a copy of a catalog record's meaning).
@@ -117,7 +119,7 @@ pub struct CatalogEntry {
     pub stream_id: u64,
     /// Seq of the catalog record in the catalog stream.
     pub seq: u64,
-    /// The stream's name (empty for `Delete`).
+    /// The stream's name (the new name for `Rename`, empty for `Delete`).
     pub name: Vec<u8>,
 }
 
@@ -242,6 +244,7 @@ pub fn encode_footer(
         e[C_OP_AT] = match c.op {
             CatalogOp::Create => 1,
             CatalogOp::Delete => 2,
+            CatalogOp::Rename => 3,
         };
         put_u32(&mut e, C_NAME_LEN_AT, c.name.len() as u32);
         put_u64(&mut e, C_STREAM_AT, c.stream_id);
@@ -474,6 +477,7 @@ impl FooterView {
         let op = match e[C_OP_AT] {
             1 => CatalogOp::Create,
             2 => CatalogOp::Delete,
+            3 => CatalogOp::Rename,
             other => {
                 return Err(FormatError::invalid(
                     S,

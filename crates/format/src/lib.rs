@@ -46,3 +46,5 @@ pub const FIRST_RESERVED_KIND: u8 = 0xF0;
 pub const KIND_CATALOG_CREATE: u8 = 0xF0;
 /// Catalog record: a stream is deleted (tombstone).
 pub const KIND_CATALOG_DELETE: u8 = 0xF1;
+/// Catalog record: a live stream is bound to a new name. spec: segment.md#streams-and-the-catalog
+pub const KIND_CATALOG_RENAME: u8 = 0xF2;

@@ -67,7 +67,7 @@ proptest! {
             for e in 0..*entries {
                 index.push(IndexEntry { seq: u64::from(e) * 3, offset: 64 + e * 100 });
             }
-            catalog.push(CatalogEntry { op: if i % 2 == 0 { CatalogOp::Create } else { CatalogOp::Delete }, stream_id: *id, seq: i as u64, name: name.clone() });
+            catalog.push(CatalogEntry { op: [CatalogOp::Create, CatalogOp::Delete, CatalogOp::Rename][i % 3], stream_id: *id, seq: i as u64, name: name.clone() });
         }
         let mut bytes = vec![0u8; data_end];
         encode_footer(&mut bytes, seg, data_end as u64, &summaries, &index, &catalog);

@@ -4,8 +4,8 @@
 //! decoded values reproduces the file byte for byte.
 //!
 //! The files are written once, by
-//! `SESSIONLOG_REGENERATE_VECTORS=1 cargo test -p sessionlog-format --test golden_vectors`;
-//! a normal run only reads them. The engine-made segment holds a wall-clock creation time and
+//! `SESSIONLOG_REGENERATE_VECTORS=1 cargo test -p sessionlog-format --test golden_vectors`,
+//! which writes only the files that are missing; a normal run only reads them. The engine-made segment holds a wall-clock creation time and
 //! a random store id, so regenerating it changes [`ENGINE_STORE_ID`] and
 //! [`ENGINE_CREATED_UNIX_MS`] (the run prints the new values) and the README's copy of them.
 //! Regenerate only when the format version changes; old vectors then stay as fixtures.
@@ -18,7 +18,8 @@ use sessionlog_format::{
     decode_batch_header, decode_footer_trailer, encode_footer, masked_crc, padded_len, segment_crc,
     segment_file_name, verify_batch, verify_record, BatchEncoder, BatchHeader, CatalogEntry,
     CatalogOp, FooterView, IndexEntry, RecordHeader, SegmentHeader, StreamSummary,
-    BATCH_HEADER_LEN, CATALOG_STREAM, FOOTER_TRAILER_LEN, KIND_CATALOG_CREATE, SEGMENT_HEADER_LEN,
+    BATCH_HEADER_LEN, CATALOG_STREAM, FOOTER_TRAILER_LEN, KIND_CATALOG_CREATE, KIND_CATALOG_RENAME,
+    SEGMENT_HEADER_LEN,
 };
 
 const REGENERATE_ENV: &str = "SESSIONLOG_REGENERATE_VECTORS";
@@ -26,6 +27,7 @@ const REGENERATE_ENV: &str = "SESSIONLOG_REGENERATE_VECTORS";
 const HEADER_FILE: &str = "segment_header.bin";
 const BATCH_FILE: &str = "batch_three_records_two_streams.bin";
 const CATALOG_FILE: &str = "batch_catalog_create.bin";
+const RENAME_FILE: &str = "batch_catalog_rename.bin";
 const TINY_SEGMENT_FILE: &str = "tiny_sealed_segment.seg";
 const ENGINE_SEGMENT_FILE: &str = "engine_sealed_segment_00000000000000000001.seg";
 
@@ -150,6 +152,29 @@ fn catalog_batch() -> Batch {
             0,
             0,
             &catalog_payload(1, b"session-a"),
+        )],
+    }
+}
+
+/// The rename that publishes stream 1 (created as `session-a`) as `session-b`: the second
+/// catalog record of the store, in a batch of its own after the create's batch.
+fn rename_batch() -> Batch {
+    Batch {
+        segment_id: 1,
+        offset: 160,
+        header: BatchHeader {
+            batch_len: 96,
+            record_count: 1,
+            synced_through: 160,
+        },
+        records: vec![rec(
+            192,
+            CATALOG_STREAM,
+            1,
+            KIND_CATALOG_RENAME,
+            0,
+            96,
+            &catalog_payload(1, b"session-b"),
         )],
     }
 }
@@ -434,6 +459,55 @@ fn catalog_create_vector_decodes_to_a_name_binding() {
     );
 }
 
+const RENAME_HEADER_CRC: u32 = 0xF710_3AB6;
+const RENAME_RECORD_CRC: u32 = 0x36CF_8423;
+const RENAME_BATCH_CRC: u32 = 0xA95D_53BE;
+
+#[test]
+fn catalog_rename_vector_decodes_to_a_new_name_for_the_same_stream() {
+    let bytes = vector(RENAME_FILE);
+    let got = decode_batch(&bytes, 1, 160);
+    assert_eq!(got, rename_batch());
+    let r = &got.records[0];
+    assert_eq!((r.header.stream_id, r.header.seq), (CATALOG_STREAM, 1));
+    assert_eq!(r.header.kind, 0xF2);
+    assert_eq!(r.payload[..8], 1u64.to_le_bytes());
+    assert_eq!(&r.payload[8..], b"session-b");
+    assert_eq!(u32_le(&bytes, 4), RENAME_HEADER_CRC, "header_crc");
+    assert_eq!(u32_le(&bytes, 32), RENAME_RECORD_CRC, "record_crc");
+    assert_eq!(u32_le(&bytes, 88), RENAME_BATCH_CRC, "batch_crc");
+    assert_eq!(
+        encode_batch(&got),
+        bytes,
+        "re-encoding reproduces the bytes"
+    );
+    assert!(verify_batch(&bytes, 1, 64).is_err(), "another offset");
+}
+
+#[test]
+fn a_footer_lists_a_rename_as_op_3_with_the_new_name() {
+    let rename = CatalogEntry {
+        op: CatalogOp::Rename,
+        stream_id: 1,
+        seq: 1,
+        name: b"session-b".to_vec(),
+    };
+    let data_end = 256usize;
+    let mut seg = vec![0u8; data_end];
+    encode_footer(
+        &mut seg,
+        1,
+        data_end as u64,
+        &[],
+        &[],
+        std::slice::from_ref(&rename),
+    );
+    // The footer header is 32 bytes; with no streams and no index the catalog follows it.
+    assert_eq!(seg[data_end + 32], 3, "footer op code of a rename");
+    let view = FooterView::decode(&seg, 1).expect("footer verifies");
+    assert_eq!(view.catalog(&seg).expect("catalog"), vec![rename]);
+}
+
 #[test]
 fn vectors_are_bound_to_their_segment_and_offset() {
     let batch = vector(BATCH_FILE);
@@ -693,14 +767,20 @@ mod generate {
 
     pub fn all(dir: &Path) {
         std::fs::create_dir_all(dir).expect("vectors directory");
-        let write = |name: &str, bytes: &[u8]| {
-            std::fs::write(dir.join(name), bytes).expect("write vector");
+        // Only missing files are written: a vector, once committed, is a fixture that later
+        // builds must keep decoding, and the engine-made one would change with every run.
+        let write = |name: &str, bytes: &dyn Fn() -> Vec<u8>| {
+            let path = dir.join(name);
+            if !path.exists() {
+                std::fs::write(path, bytes()).expect("write vector");
+            }
         };
-        write(HEADER_FILE, &header_value().encode());
-        write(BATCH_FILE, &encode_batch(&three_record_batch()));
-        write(CATALOG_FILE, &encode_batch(&catalog_batch()));
-        write(TINY_SEGMENT_FILE, &encode_tiny_segment());
-        write(ENGINE_SEGMENT_FILE, &engine_segment());
+        write(HEADER_FILE, &|| header_value().encode().to_vec());
+        write(BATCH_FILE, &|| encode_batch(&three_record_batch()));
+        write(CATALOG_FILE, &|| encode_batch(&catalog_batch()));
+        write(RENAME_FILE, &|| encode_batch(&rename_batch()));
+        write(TINY_SEGMENT_FILE, &encode_tiny_segment);
+        write(ENGINE_SEGMENT_FILE, &engine_segment);
     }
 
     /// A sealed segment made by the real engine: two streams, single- and two-record batches,

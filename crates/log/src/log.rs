@@ -271,7 +271,40 @@ impl Log {
     /// Creates a stream named `name`. The catalog record is buffered: it becomes durable with
     /// the next sync, and always before any record of the stream does.
     pub fn create_stream(&self, name: &str) -> Result<StreamId> {
-        self.inner.create_stream(name, Durability::Buffered)
+        self.inner
+            .create_stream_with(name, &[], Durability::Buffered)
+            .map(|(stream, _)| stream)
+    }
+
+    /// Creates a stream named `name` whose first records are `records` (kind, payload; seqs
+    /// 0, 1, …), in one atomic batch: after a crash the stream exists with all of them or not
+    /// at all, so no name is ever bound without its first records. With
+    /// [`Durability::Sync`] it returns once the batch is durable.
+    pub fn create_stream_with(
+        &self,
+        name: &str,
+        records: &[(u8, &[u8])],
+        durability: Durability,
+    ) -> Result<(StreamId, Receipt)> {
+        self.inner.create_stream_with(name, records, durability)
+    }
+
+    /// Binds live `stream` to `name`, which no live stream holds, and frees its old name, in
+    /// one catalog record: after a crash the stream has its old name or its new one. Used to
+    /// publish a stream written under a temporary name once it is complete.
+    pub fn rename_stream(
+        &self,
+        stream: StreamId,
+        name: &str,
+        durability: Durability,
+    ) -> Result<()> {
+        self.inner.rename_stream(stream, name, durability)
+    }
+
+    /// The largest batch [`Log::commit`] accepts, in encoded bytes (see
+    /// [`sessionlog_format::encoded_batch_len`]).
+    pub fn max_batch_bytes(&self) -> usize {
+        self.inner.max_batch_len()
     }
 
     /// Deletes a stream: writes a tombstone; its name becomes free. Its records stay in their

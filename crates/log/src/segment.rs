@@ -8,7 +8,7 @@ use bytes::Bytes;
 use sessionlog_format::{
     decode_record_header, segment_file_name, verify_batch, verify_record, CatalogEntry, CatalogOp,
     FooterView, RecordHeader, StreamSummary, CATALOG_STREAM, KIND_CATALOG_CREATE,
-    KIND_CATALOG_DELETE, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
+    KIND_CATALOG_DELETE, KIND_CATALOG_RENAME, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
 
 use crate::error::{corrupted, Result};
@@ -253,6 +253,7 @@ pub(crate) fn catalog_entry(h: &RecordHeader, payload: &[u8]) -> Option<CatalogE
     let (op, name) = match h.kind {
         KIND_CATALOG_CREATE => (CatalogOp::Create, payload[8..].to_vec()),
         KIND_CATALOG_DELETE if payload.len() == 8 => (CatalogOp::Delete, Vec::new()),
+        KIND_CATALOG_RENAME => (CatalogOp::Rename, payload[8..].to_vec()),
         _ => return None,
     };
     Some(CatalogEntry {

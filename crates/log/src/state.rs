@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use sessionlog_format::{
-    CatalogEntry, CatalogOp, RecordHeader, CATALOG_STREAM, KIND_CATALOG_CREATE, KIND_CATALOG_DELETE,
+    CatalogEntry, CatalogOp, RecordHeader, CATALOG_STREAM, KIND_CATALOG_CREATE,
+    KIND_CATALOG_DELETE, KIND_CATALOG_RENAME,
 };
 
 use crate::ids::{Lsn, SegmentId};
@@ -53,16 +54,9 @@ impl Catalog {
         }
         match e.op {
             CatalogOp::Create => {
-                if e.name.is_empty() || e.name.len() > crate::writer::MAX_STREAM_NAME_BYTES {
-                    return Err(format!("stream name of {} bytes", e.name.len()));
-                }
-                let name = String::from_utf8(e.name.clone())
-                    .map_err(|_| "stream name is not UTF-8".to_owned())?;
+                let name = self.unbound_name(&e.name)?;
                 if e.stream_id == CATALOG_STREAM || self.streams.contains_key(&e.stream_id) {
                     return Err(format!("stream id {} created twice", e.stream_id));
-                }
-                if self.names.contains_key(&name) {
-                    return Err(format!("stream name {name:?} bound twice"));
                 }
                 self.names.insert(name.clone(), e.stream_id);
                 self.streams.insert(
@@ -83,9 +77,34 @@ impl Catalog {
                 s.deleted = true;
                 self.names.remove(&s.name);
             }
+            CatalogOp::Rename => {
+                let name = self.unbound_name(&e.name)?;
+                let s = self
+                    .streams
+                    .get_mut(&e.stream_id)
+                    .filter(|s| !s.deleted)
+                    .ok_or(format!("rename of unknown stream {}", e.stream_id))?;
+                let old = std::mem::replace(&mut s.name, name.clone());
+                self.names.remove(&old);
+                self.names.insert(name, e.stream_id);
+            }
         }
         self.catalog_next_seq += 1;
         Ok(())
+    }
+
+    /// `name` as a stream name that a create or rename may bind: 1 to 4096 bytes of UTF-8,
+    /// held by no live stream.
+    fn unbound_name(&self, name: &[u8]) -> Result<String, String> {
+        if name.is_empty() || name.len() > crate::writer::MAX_STREAM_NAME_BYTES {
+            return Err(format!("stream name of {} bytes", name.len()));
+        }
+        let name =
+            String::from_utf8(name.to_vec()).map_err(|_| "stream name is not UTF-8".to_owned())?;
+        if self.names.contains_key(&name) {
+            return Err(format!("stream name {name:?} bound twice"));
+        }
+        Ok(name)
     }
 }
 
@@ -102,7 +121,10 @@ impl StreamBook for Catalog {
 
     fn apply(&mut self, h: &RecordHeader, payload: &[u8]) -> Result<(), String> {
         if h.stream_id == CATALOG_STREAM {
-            if h.kind != KIND_CATALOG_CREATE && h.kind != KIND_CATALOG_DELETE {
+            if !matches!(
+                h.kind,
+                KIND_CATALOG_CREATE | KIND_CATALOG_DELETE | KIND_CATALOG_RENAME
+            ) {
                 return Err(format!("catalog record of unknown kind {:#x}", h.kind));
             }
             let entry = catalog_entry(h, payload).ok_or("malformed catalog record")?;

@@ -278,7 +278,15 @@ fn check_seq(
     if h.stream_id == CATALOG_STREAM {
         match crate::segment::catalog_entry(h, payload) {
             Some(e) => {
-                live.insert(e.stream_id, e.op == sessionlog_format::CatalogOp::Create);
+                let now_live = match e.op {
+                    sessionlog_format::CatalogOp::Create => true,
+                    sessionlog_format::CatalogOp::Delete => false,
+                    // A rename keeps the stream as it was: live, or a damage report later.
+                    sessionlog_format::CatalogOp::Rename => {
+                        live.get(&e.stream_id).copied().unwrap_or(false)
+                    }
+                };
+                live.insert(e.stream_id, now_live);
                 streams.entry(e.stream_id).or_insert(0);
                 catalog.push(e);
             }

@@ -13,8 +13,8 @@ use parking_lot::MutexGuard;
 use sessionlog_format::{
     encode_footer, encoded_batch_len, segment_file_name, BatchEncoder, CatalogEntry, CatalogOp,
     FooterView, IndexEntry, RecordHeader, SegmentHeader, StreamSummary, CATALOG_STREAM,
-    FIRST_RESERVED_KIND, KIND_CATALOG_CREATE, KIND_CATALOG_DELETE, MAX_BATCH_LEN,
-    RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
+    FIRST_RESERVED_KIND, KIND_CATALOG_CREATE, KIND_CATALOG_DELETE, KIND_CATALOG_RENAME,
+    MAX_BATCH_LEN, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
 
 use crate::error::{io_err, Error, Result};
@@ -67,6 +67,42 @@ impl Inner {
         self.idle.notify_all();
     }
 
+    /// Checks an application record before it is encoded.
+    fn check_record(&self, kind: u8, payload: &[u8]) -> Result<()> {
+        if payload.len() > self.options.max_record_bytes {
+            return Err(Error::RecordTooLarge {
+                len: payload.len(),
+                max: self.options.max_record_bytes,
+            });
+        }
+        if kind >= FIRST_RESERVED_KIND {
+            return Err(Error::InvalidInput(format!(
+                "record kind {kind:#x} is reserved for the log"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The largest batch a commit accepts, in encoded bytes. spec: segment.md#zero-fill-and-preallocation
+    pub(crate) fn max_batch_len(&self) -> usize {
+        let by_options = self
+            .options
+            .segment_size_bytes
+            .max(self.options.max_record_bytes as u64 * 2);
+        usize::try_from(by_options).map_or(MAX_BATCH_LEN, |b| b.min(MAX_BATCH_LEN))
+    }
+
+    /// The encoded length of a batch with these payloads, or an error when it is too large.
+    fn batch_len(&self, payload_lens: impl Iterator<Item = usize>) -> Result<usize> {
+        let len = encoded_batch_len(payload_lens);
+        if len > self.max_batch_len() {
+            return Err(Error::InvalidInput(format!(
+                "batch of {len} bytes is too large; split it"
+            )));
+        }
+        Ok(len)
+    }
+
     pub(crate) fn commit(&self, records: &[Append<'_>], durability: Durability) -> Result<Receipt> {
         self.check_writable()?;
         if records.is_empty() {
@@ -75,31 +111,9 @@ impl Inner {
             ));
         }
         for r in records {
-            if r.payload.len() > self.options.max_record_bytes {
-                return Err(Error::RecordTooLarge {
-                    len: r.payload.len(),
-                    max: self.options.max_record_bytes,
-                });
-            }
-            if r.kind >= FIRST_RESERVED_KIND {
-                return Err(Error::InvalidInput(format!(
-                    "record kind {:#x} is reserved for the log",
-                    r.kind
-                )));
-            }
+            self.check_record(r.kind, r.payload)?;
         }
-        let len = encoded_batch_len(records.iter().map(|r| r.payload.len()));
-        if len > MAX_BATCH_LEN
-            || len as u64
-                > self
-                    .options
-                    .segment_size_bytes
-                    .max(self.options.max_record_bytes as u64 * 2)
-        {
-            return Err(Error::InvalidInput(format!(
-                "batch of {len} bytes is too large; split it"
-            )));
-        }
+        let len = self.batch_len(records.iter().map(|r| r.payload.len()))?;
         let mut st = self.state.lock();
         Self::check_usable(&st)?;
         let seqs = Self::check_batch(&st, records)?;
@@ -113,16 +127,25 @@ impl Inner {
                 .map(|(r, s)| (r.stream.0, s.0, r.kind, r.flags, r.payload)),
         );
         st.counters.commits += 1;
-        let end = Lsn::new(st.active.id, st.end);
+        self.settle(&mut st, durability)?;
+        Ok(Receipt { lsn, seqs })
+    }
+
+    /// After a batch is encoded: waits until it is durable (`Sync`), or hands a full buffer to
+    /// the operating system (`Buffered`).
+    fn settle(&self, st: &mut MutexGuard<'_, State>, durability: Durability) -> Result<()> {
         match durability {
-            Durability::Sync => self.wait_durable(&mut st, end)?,
+            Durability::Sync => {
+                let end = Lsn::new(st.active.id, st.end);
+                self.wait_durable(st, end)
+            }
             Durability::Buffered => {
                 if st.buf.len() >= self.options.write_buffer_bytes && !st.writing {
-                    self.io_cycle(&mut st, false)?;
+                    self.io_cycle(st, false)?;
                 }
+                Ok(())
             }
         }
-        Ok(Receipt { lsn, seqs })
     }
 
     /// Validates a batch against the streams and returns the seq each record gets.
@@ -418,47 +441,94 @@ impl Inner {
         self.wait_durable(&mut st, end)
     }
 
-    pub(crate) fn create_stream(&self, name: &str, durability: Durability) -> Result<StreamId> {
+    /// Creates stream `name` and appends `records` (kind, payload) to it, in one batch: the
+    /// catalog create first, then the records with seqs 0, 1, … (spec:
+    /// segment.md#streams-and-the-catalog). After a crash the stream exists with all of them
+    /// or not at all.
+    pub(crate) fn create_stream_with(
+        &self,
+        name: &str,
+        records: &[(u8, &[u8])],
+        durability: Durability,
+    ) -> Result<(StreamId, Receipt)> {
         self.check_writable()?;
-        if name.is_empty() || name.len() > MAX_STREAM_NAME_BYTES {
-            return Err(Error::InvalidInput(format!(
-                "a stream name has 1 to {MAX_STREAM_NAME_BYTES} bytes"
-            )));
+        check_stream_name(name)?;
+        for (kind, payload) in records {
+            self.check_record(*kind, payload)?;
         }
+        let create_len = 8 + name.len();
+        let len = self
+            .batch_len(std::iter::once(create_len).chain(records.iter().map(|(_, p)| p.len())))?;
         let mut st = self.state.lock();
         Self::check_usable(&st)?;
+        self.make_room(&mut st, len)?;
+        // Checked after `make_room`, which may wait with the lock released.
         if st.catalog.names.contains_key(name) {
             return Err(Error::StreamExists(name.to_owned()));
         }
         let id = st.catalog.next_stream_id;
+        let catalog_seq = st.catalog.catalog_next_seq;
         let mut payload = id.to_le_bytes().to_vec();
         payload.extend_from_slice(name.as_bytes());
         let entry = CatalogEntry {
             op: CatalogOp::Create,
             stream_id: id,
-            seq: st.catalog.catalog_next_seq,
+            seq: catalog_seq,
             name: name.as_bytes().to_vec(),
         };
-        self.write_catalog(&mut st, entry, KIND_CATALOG_CREATE, &payload, durability)?;
-        Ok(StreamId(id))
+        st.catalog
+            .apply_entry(&entry)
+            .map_err(Error::InvalidInput)?;
+        st.active.catalog.push(entry);
+        let lsn = Lsn::new(st.active.id, st.end);
+        let create = (
+            CATALOG_STREAM,
+            catalog_seq,
+            KIND_CATALOG_CREATE,
+            0,
+            &payload[..],
+        );
+        let first = records
+            .iter()
+            .zip(0u64..)
+            .map(|((kind, p), seq)| (id, seq, *kind, 0, *p));
+        self.encode_records(&mut st, std::iter::once(create).chain(first));
+        st.counters.commits += 1;
+        self.settle(&mut st, durability)?;
+        let seqs = (0..records.len() as u64).map(Seq).collect();
+        Ok((StreamId(id), Receipt { lsn, seqs }))
+    }
+
+    /// Binds live `stream` to `name` (free) and frees its old name, in one catalog record.
+    pub(crate) fn rename_stream(
+        &self,
+        stream: StreamId,
+        name: &str,
+        durability: Durability,
+    ) -> Result<()> {
+        self.check_writable()?;
+        check_stream_name(name)?;
+        let mut payload = stream.0.to_le_bytes().to_vec();
+        payload.extend_from_slice(name.as_bytes());
+        let entry = CatalogEntry {
+            op: CatalogOp::Rename,
+            stream_id: stream.0,
+            seq: 0,
+            name: name.as_bytes().to_vec(),
+        };
+        let mut st = self.state.lock();
+        Self::check_usable(&st)?;
+        self.write_catalog(&mut st, entry, KIND_CATALOG_RENAME, &payload, durability)
     }
 
     pub(crate) fn delete_stream(&self, stream: StreamId, durability: Durability) -> Result<()> {
         self.check_writable()?;
         let mut st = self.state.lock();
         Self::check_usable(&st)?;
-        let live = st
-            .catalog
-            .streams
-            .get(&stream.0)
-            .is_some_and(|s| !s.deleted);
-        if !live || stream.0 == CATALOG_STREAM {
-            return Err(Error::UnknownStream(stream.to_string()));
-        }
         let entry = CatalogEntry {
             op: CatalogOp::Delete,
             stream_id: stream.0,
-            seq: st.catalog.catalog_next_seq,
+            seq: 0,
             name: Vec::new(),
         };
         self.write_catalog(
@@ -470,27 +540,40 @@ impl Inner {
         )
     }
 
+    /// Writes one catalog record (a delete or a rename) as a batch of its own. The entry's
+    /// seq is assigned here; the stream and the name are checked after `make_room`, which may
+    /// wait with the lock released.
     fn write_catalog(
         &self,
         st: &mut MutexGuard<'_, State>,
-        entry: CatalogEntry,
+        mut entry: CatalogEntry,
         kind: u8,
         payload: &[u8],
         durability: Durability,
     ) -> Result<()> {
         let len = encoded_batch_len([payload.len()]);
         self.make_room(st, len)?;
+        let live = st
+            .catalog
+            .streams
+            .get(&entry.stream_id)
+            .is_some_and(|s| !s.deleted);
+        if !live || entry.stream_id == CATALOG_STREAM {
+            return Err(Error::UnknownStream(StreamId(entry.stream_id).to_string()));
+        }
+        if let Ok(name) = std::str::from_utf8(&entry.name) {
+            if st.catalog.names.contains_key(name) {
+                return Err(Error::StreamExists(name.to_owned()));
+            }
+        }
+        entry.seq = st.catalog.catalog_next_seq;
         let seq = entry.seq;
         st.catalog
             .apply_entry(&entry)
             .map_err(Error::InvalidInput)?;
         st.active.catalog.push(entry);
         self.encode_records(st, std::iter::once((CATALOG_STREAM, seq, kind, 0, payload)));
-        if durability == Durability::Sync {
-            let end = Lsn::new(st.active.id, st.end);
-            self.wait_durable(st, end)?;
-        }
-        Ok(())
+        self.settle(st, durability)
     }
 }
 
@@ -500,6 +583,16 @@ pub(crate) const GROUPS: u64 = 8;
 
 /// Longest stream name, in bytes. spec: segment.md#streams-and-the-catalog
 pub(crate) const MAX_STREAM_NAME_BYTES: usize = 4096;
+
+/// Refuses a name the catalog cannot bind. spec: segment.md#streams-and-the-catalog
+fn check_stream_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > MAX_STREAM_NAME_BYTES {
+        return Err(Error::InvalidInput(format!(
+            "a stream name has 1 to {MAX_STREAM_NAME_BYTES} bytes"
+        )));
+    }
+    Ok(())
+}
 
 /// Segment numbers stay below 2^32 so that an [`Lsn`] orders them.
 const MAX_SEGMENT_ID: u64 = u32::MAX as u64;

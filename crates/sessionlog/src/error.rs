@@ -29,6 +29,14 @@ pub enum Error {
     /// Another handle is writing this session.
     #[error("session {0:?} already has a writer")]
     WriterBusy(String),
+    /// A session name the store cannot take.
+    #[error("session name {name:?} is refused: {reason}; choose another name")]
+    BadName {
+        /// The name (its first 80 characters).
+        name: String,
+        /// Why it is refused.
+        reason: String,
+    },
 }
 
 impl Error {

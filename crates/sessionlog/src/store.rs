@@ -7,8 +7,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use sessionlog_log::{Access, Append, Durability, Log, LogOptions, Seq as LogSeq, StreamId};
 use sessionlog_session::{
-    decode_event, decode_header, encode_event, encode_header, export_jsonl, import_jsonl, kind_tag,
-    Event, EventInput, FormatVersion, ImportOptions, Session, SessionHeader,
+    decode_event, decode_header, encode_event, export_jsonl, kind_tag, Event, EventInput,
+    FormatVersion, Session, SessionHeader,
 };
 
 use sessionlog_session::compaction::{
@@ -24,12 +24,11 @@ use crate::cache::{self, CacheHeader, CacheMiss};
 use crate::error::{Error, Result};
 use crate::projection::{Projection, RequestProjection, SurfaceProjection};
 
+mod create;
+
 /// Kind tag of the session header record (record 0 of a session's stream).
 /// spec: events.md#session-header-record
 pub const KIND_SESSION_HEADER: u8 = 0xE0;
-
-/// Records per log batch when a whole session is written at once (import).
-const IMPORT_BATCH_RECORDS: usize = 512;
 
 /// Options for [`Store::open`].
 #[derive(Debug, Clone)]
@@ -107,6 +106,8 @@ struct Inner {
     writers: Mutex<HashSet<StreamId>>,
     /// Sessions folded for [`SessionStore`](sessionlog_session::SessionStore) appends.
     trait_sessions: SessionCache<crate::session_store::Open>,
+    /// Staged imports the open deleted.
+    discarded_imports: usize,
 }
 
 /// Many sessions in one log directory. Cheap to clone, `Send + Sync`.
@@ -208,14 +209,26 @@ impl Store {
         access: Access,
     ) -> Result<Store> {
         let log = Log::open_with_access(storage, dir, options.log.clone(), access)?;
+        // A read-only open leaves staged imports alone; they are hidden from every listing.
+        let discarded_imports = match access {
+            Access::ReadOnly => 0,
+            _ => create::discard_staged_imports(&log)?,
+        };
         Ok(Store {
             inner: Arc::new(Inner {
                 log,
                 options,
                 writers: Mutex::new(HashSet::new()),
                 trait_sessions: SessionCache::new(crate::session_store::CACHE_SESSIONS),
+                discarded_imports,
             }),
         })
+    }
+
+    /// Imports that a crash cut short before they were published, whose staged records this
+    /// open deleted (their sessions never existed). spec: events.md#creating-and-importing-a-session
+    pub fn discarded_imports(&self) -> usize {
+        self.inner.discarded_imports
     }
 
     /// The log underneath.
@@ -246,39 +259,21 @@ impl Store {
             .log
             .streams()
             .into_iter()
-            .filter(|s| s.next_seq.0 > 0)
+            .filter(|s| s.next_seq.0 > 0 && !create::is_reserved(&s.name))
             .map(|s| s.name)
             .collect();
         names.sort();
         names
     }
 
-    /// The stream of a session that exists: one whose header record is written (a session
-    /// being created by another thread has a stream but no header yet, and does not exist).
+    /// The stream of a session that exists: one whose header record is written, under a name
+    /// that is not the store's own (a staged import is no session until it is published).
     fn stream(&self, name: &str) -> Result<StreamId> {
         let log = &self.inner.log;
         log.stream_id(name)
+            .filter(|_| !create::is_reserved(name))
             .filter(|&id| log.stream_info(id).is_some_and(|i| i.next_seq.0 > 0))
             .ok_or_else(|| Error::NoSuchSession(name.to_owned()))
-    }
-
-    /// Creates an empty session named `name` with `header`; the header record is durable when
-    /// this returns.
-    pub fn create_session(&self, name: &str, header: SessionHeader) -> Result<SessionHandle> {
-        if self.inner.log.stream_id(name).is_some() {
-            return Err(Error::SessionExists(name.to_owned()));
-        }
-        let stream = self.inner.log.create_stream(name)?;
-        self.inner.log.commit(
-            &[Append::new(
-                stream,
-                KIND_SESSION_HEADER,
-                &encode_header(&header),
-            )],
-            Durability::Sync,
-        )?;
-        let session = Session::new(header, self.inner.options.version.clone());
-        self.handle(name, stream, session)
     }
 
     fn handle(&self, name: &str, stream: StreamId, session: Session) -> Result<SessionHandle> {
@@ -370,46 +365,6 @@ impl Store {
         Ok((handle, appended))
     }
 
-    /// Imports a DeepSeek Harness `session.jsonl` as session `name` (default: the header's id).
-    /// The file is validated completely before anything is written, so a refused log leaves
-    /// the store unchanged. Events are stored as they are in the file; restart repair is left
-    /// to [`Store::open_session`], so exporting reproduces the file.
-    pub fn import_dsh(&self, file: &[u8], name: Option<&str>) -> Result<ImportSummary> {
-        let options = ImportOptions::default().with_repair(false);
-        let imported = import_jsonl(file, &options)?;
-        let session = imported.session;
-        let name = name.unwrap_or(session.header().id()).to_owned();
-        if self.inner.log.stream_id(&name).is_some() {
-            return Err(Error::SessionExists(name));
-        }
-        let closers = session.repair_closers()?.len() as u64;
-        let stream = self.inner.log.create_stream(&name)?;
-        let header = encode_header(session.header());
-        let encoded: Vec<(u8, Vec<u8>)> = session
-            .events()
-            .iter()
-            .map(|e| (kind_tag(e), encode_event(e)))
-            .collect();
-        let mut batch: Vec<Append<'_>> = vec![Append::new(stream, KIND_SESSION_HEADER, &header)];
-        for (kind, payload) in &encoded {
-            batch.push(Append::new(stream, *kind, payload));
-            if batch.len() == IMPORT_BATCH_RECORDS {
-                self.inner.log.commit(&batch, Durability::Buffered)?;
-                batch.clear();
-            }
-        }
-        if !batch.is_empty() {
-            self.inner.log.commit(&batch, Durability::Buffered)?;
-        }
-        self.inner.log.flush()?;
-        Ok(ImportSummary {
-            session: name,
-            events: session.events().len() as u64,
-            tail_discarded: imported.tail.is_some(),
-            closers,
-        })
-    }
-
     /// The session as DeepSeek Harness JSONL: header line, then the events (chunk runs packed).
     pub fn export_dsh(&self, name: &str) -> Result<Vec<u8>> {
         Ok(export_jsonl(&self.load_session(name)?))
@@ -471,7 +426,7 @@ impl Store {
         let mut out = Vec::with_capacity(limit.min(1024));
         let mut cursor = start;
         if cursor.is_none() {
-            if let Some(p) = prefix {
+            if let Some(p) = prefix.filter(|p| !create::is_reserved(p)) {
                 if let Some(id) = self.inner.log.stream_id(p) {
                     if let Some(info) = self.inner.log.stream_info(id) {
                         out.push(SessionInfo {
@@ -495,6 +450,9 @@ impl Store {
             for s in page {
                 if prefix.is_some_and(|p| !s.name.starts_with(p)) {
                     return out;
+                }
+                if create::is_reserved(&s.name) {
+                    continue;
                 }
                 out.push(SessionInfo {
                     name: s.name,
@@ -677,6 +635,7 @@ impl Store {
                 options: self.inner.options.clone().with_projection_cache(false),
                 writers: Mutex::new(HashSet::new()),
                 trait_sessions: SessionCache::new(1),
+                discarded_imports: 0,
             }),
         };
         for name in self.session_names() {
