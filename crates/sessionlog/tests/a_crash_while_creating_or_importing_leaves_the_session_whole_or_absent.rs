@@ -5,7 +5,7 @@
 //! absent its name is free (no stuck catalog entry, no staged stream left behind) and making it
 //! again succeeds; and a session written before is untouched.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use sessionlog::workload::{Workload, WorkloadConfig};
 use sessionlog::{LogOptions, Store, StoreOptions};
@@ -226,20 +226,16 @@ fn a_crash_anywhere_in_create_session_leaves_it_whole_or_absent() {
     assert_both_outcomes(crash_at_every_point(&Create::new(), &options(16 << 20), 16));
 }
 
-fn shared_dir() -> PathBuf {
-    if let Ok(dir) = std::env::var("SESSIONLOG_SHARED_DIR") {
-        return PathBuf::from(dir);
-    }
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared")
-}
-
 #[test]
 fn a_crash_anywhere_in_a_one_batch_import_of_a_dsh_log_leaves_it_whole_or_absent() {
-    let path = shared_dir().join(
-        "fixtures/dsh/logs/examples/headless-agent/tests/snapshots/compaction-recovery/session.jsonl",
-    );
-    let file = std::fs::read(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (set SESSIONLOG_SHARED_DIR)", path.display()));
+    let Some(corpus) = sessionlog_testkit::dsh_corpus(
+        "a_crash_anywhere_in_a_one_batch_import_of_a_dsh_log_leaves_it_whole_or_absent",
+    ) else {
+        return;
+    };
+    let path = corpus
+        .join("logs/examples/headless-agent/tests/snapshots/compaction-recovery/session.jsonl");
+    let file = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let import = Import { file };
     // The store's own export of this file reproduces it byte for byte (checked by
     // every_fixture_round_trips_through_the_store), so it is the source to compare with.
