@@ -14,8 +14,13 @@ fn a_bit_flip_in_acknowledged_data_is_refused_by_reads_and_writers_alike() {
     make_store(&store, "a", 12);
     let segment = first_segment(&store);
     let mut bytes = std::fs::read(&segment).expect("segment");
-    // Inside the first batches after the 128-byte segment header.
-    bytes[300] ^= 0x10;
+    // Inside the payload of the session's first event record (found by its bytes, so the
+    // flip lands in record data whatever the batch layout before it).
+    let at = bytes
+        .windows(b"turn/start".len())
+        .position(|w| w == b"turn/start")
+        .expect("the first event's payload");
+    bytes[at + 2] ^= 0x10;
     std::fs::write(&segment, &bytes).expect("flip a bit");
     let before = picture(&store);
 
