@@ -123,6 +123,17 @@ pub(crate) fn derive(dir: &Path, name: &str) -> Result<u8, Failure> {
 pub(crate) fn open(dir: &Path, name: &str) -> Result<u8, Failure> {
     let store = open_store(dir, Access::Existing)?;
     let (_handle, closers) = store.open_session(name)?;
+    if !closers.is_empty() {
+        // The closers themselves go to stdout; stderr says a repair happened, like every
+        // other repair an open makes.
+        eprintln!(
+            "sessionlog: repaired session {name:?}: appended {} closing event{} (seq {}..={})",
+            closers.len(),
+            if closers.len() == 1 { "" } else { "s" },
+            closers.first().map_or(0, |e| e.seq().get()),
+            closers.last().map_or(0, |e| e.seq().get()),
+        );
+    }
     let mut w = io::stdout().lock();
     for c in closers {
         out(&mut w, c.raw().as_bytes())?;

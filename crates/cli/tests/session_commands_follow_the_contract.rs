@@ -133,8 +133,15 @@ fn import_then_export_reproduces_the_file_and_open_appends_closers() {
         text(&opened.stdout).lines().count() as u64,
         v["closers"].as_u64().expect("closers")
     );
+    assert_eq!(
+        text(&opened.stderr).contains("repaired session \"ac\""),
+        v["closers"].as_u64() > Some(0),
+        "the repair is reported on stderr exactly when closers were appended: {}",
+        text(&opened.stderr)
+    );
     let again = sessionlog(&["open", "--store", store, "--session", "ac"], b"");
     assert_eq!(text(&again.stdout), "", "a closed turn needs no closers");
+    assert_eq!(text(&again.stderr), "", "nothing was repaired");
 }
 
 #[test]
