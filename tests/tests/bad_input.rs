@@ -41,8 +41,8 @@ fn replacing(input: EventInput, start: u64, end: u64, sources: &[u64]) -> EventI
         .with_sources(sources.to_vec())
 }
 
-/// A store in a temporary directory with one session: `turn/start` (seq 0), a user message
-/// (1) and an assistant message (2) on the surface. Everything committed.
+/// A store in a temporary directory with one session: `turn/start` (seq 0), `step/start` (1),
+/// a user message (2) and an assistant message (3) on the surface. Everything committed.
 fn store_with_session() -> (tempfile::TempDir, Store, SessionHandle) {
     let dir = tempfile::tempdir().expect("tempdir");
     let options = StoreOptions::default().with_log(
@@ -57,6 +57,7 @@ fn store_with_session() -> (tempfile::TempDir, Store, SessionHandle) {
         .expect("create session");
     for input in [
         EventInput::new("turn/start", 1000, r#"{"turn":1}"#),
+        EventInput::new("step/start", 1000, r#"{"turn":1,"step":1}"#),
         user("u1", "hello"),
         assistant("a2", "hi there", &[]),
     ] {
@@ -165,12 +166,12 @@ fn cases() -> Vec<(&'static str, EventInput, Expect)> {
         ),
         (
             "replace range in reverse surface order",
-            replacing(user("u9", "x"), 2, 1, &[1, 2]),
+            replacing(user("u9", "x"), 3, 2, &[2, 3]),
             |e| rule(e, Rule::ReplaceRange),
         ),
         (
             "sources that miss a shadowed node",
-            replacing(user("u9", "x"), 1, 2, &[1]),
+            replacing(user("u9", "x"), 2, 3, &[2]),
             |e| rule(e, Rule::SourceEventSeqs),
         ),
         (
@@ -250,7 +251,7 @@ fn every_invalid_event_is_refused_with_its_error_and_changes_nothing() {
     handle.commit().expect("commit");
     let after = store.export_dsh("s1").expect("export");
     assert!(after.starts_with(&export_before[..export_before.len() - 1]));
-    assert_eq!(store.load_session("s1").expect("load").events().len(), 4);
+    assert_eq!(store.load_session("s1").expect("load").events().len(), 5);
 }
 
 #[test]
@@ -261,7 +262,7 @@ fn refusals_are_also_refusals_after_reopening_the_store() {
     store.close().expect("close");
     let store = Store::open(dir.path(), StoreOptions::default()).expect("reopen");
     let (mut handle, closers) = store.open_session("s1").expect("open session");
-    assert!(closers.is_empty() || handle.session().events().len() > 3);
+    assert!(closers.is_empty() || handle.session().events().len() > 4);
     let with_closers = store.export_dsh("s1").expect("export");
     assert!(with_closers.starts_with(&export_before[..export_before.len() - 1]));
     for (what, input, _) in cases()
@@ -307,17 +308,31 @@ fn invalid_utf8_is_refused_by_the_lossless_json_validator() {
     );
 }
 
-/// The interop spec (dsh-session-format.md, load pipeline step 3 and §8) checks a tool
-/// result's own shape but does not require a matching call: a result without a call is a
-/// valid event, and repair simply finds nothing pending for it. Pinned so that adding a
-/// pairing rule is a deliberate change.
+/// DSH's reader (dsh-session-format.md, load pipeline step 3 and §8) checks a tool result's
+/// own shape but does not require a matching call, so an import accepts one without a call;
+/// a native append refuses it (tool call pairing): a call that was never announced has no
+/// result.
 #[test]
-fn a_tool_result_without_a_call_is_accepted_as_the_interop_spec_allows() {
+fn a_tool_result_without_a_call_is_refused_by_a_native_append() {
     let (_dir, store, mut handle) = store_with_session();
-    let result = handle.append(tool_result("r9", "no-such-call", "out"));
-    assert!(result.is_ok(), "{result:?}");
-    handle.commit().expect("commit");
-    assert_eq!(store.load_session("s1").expect("load").events().len(), 4);
+    let export_before = store.export_dsh("s1").expect("export");
+    let err = handle
+        .append(tool_result("r9", "no-such-call", "out"))
+        .expect_err("no call was announced");
+    assert!(rule(&err, Rule::ToolPairing), "{err}");
+    let mut file = export_before.clone();
+    file.extend_from_slice(
+        tool_result("r9", "no-such-call", "out")
+            .into_event(4)
+            .expect("renders")
+            .raw()
+            .as_bytes(),
+    );
+    file.push(b'\n');
+    let imported = store
+        .import_dsh(&file, Some("imported"))
+        .expect("DSH accepts it");
+    assert_eq!(imported.events, 5);
 }
 
 /// An input that states its seq must be refused when the seq is not the session's next one
@@ -334,7 +349,7 @@ fn an_event_stating_a_seq_gap_is_refused() {
     };
     match handle.append(input) {
         Err(Error::Session(SessionError::SeqMismatch {
-            expected: 3,
+            expected: 4,
             got: 7,
         })) => {}
         other => panic!("a seq gap was not refused: {other:?}"),
@@ -346,10 +361,10 @@ fn an_event_stating_a_seq_gap_is_refused() {
 fn an_event_stating_the_next_seq_is_accepted() {
     let (_dir, _store, mut handle) = store_with_session();
     let input = EventInput {
-        seq: Some(3),
+        seq: Some(4),
         ..EventInput::new("turn/end", 1, r#"{"turn":1,"reason":{"kind":"completed"}}"#)
     };
-    assert_eq!(handle.append(input).expect("accepted").seq().get(), 3);
+    assert_eq!(handle.append(input).expect("accepted").seq().get(), 4);
 }
 
 #[test]

@@ -74,16 +74,19 @@ fn assistant(id: &str, turn: u64, text: &str) -> EventInput {
     EventInput::new("assistant/message", 1000, data).with_surface_op(SurfaceOp::Append)
 }
 
-/// One turn: start, user message, assistant message, end.
+/// One turn: start, its one step around a user message and an assistant message, end.
 fn turn(session: &str, turn: u64) -> Vec<EventInput> {
+    let step = format!(r#"{{"turn":{turn},"step":1}}"#);
     vec![
         EventInput::new("turn/start", 1000, format!(r#"{{"turn":{turn}}}"#)),
+        EventInput::new("step/start", 1000, step.clone()),
         user(&format!("{session}-u{turn}"), &format!("question {turn}")),
         assistant(
             &format!("{session}-a{turn}"),
             turn,
             &"answer ".repeat(1 + (turn as usize * 7) % 40),
         ),
+        EventInput::new("step/end", 1000, step),
         EventInput::new(
             "turn/end",
             1000,

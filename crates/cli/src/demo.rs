@@ -302,7 +302,7 @@ pub(crate) fn demo(args: DemoArgs) -> Result<u8, Failure> {
                     let name = format!("agent-{i:03}");
                     let mut h = store.create_session(
                         &name,
-                        SessionHeader::new(&name, now_ms() as u64, Some("/demo")),
+                        SessionHeader::new(&name, now_ms(), Some("/demo")),
                     )?;
                     let mut w = Workload::new(seed, workload_config());
                     let counter: Arc<dyn TokenCounter> = Arc::new(HeuristicCounter);
@@ -624,10 +624,8 @@ pub(crate) fn demo_child(dir: &Path, sessions: usize, seed: u64) -> Result<u8, F
     let mut all: Vec<(SessionHandle, Workload, Acked)> = Vec::new();
     for i in 0..sessions {
         let name = killed_name(i);
-        let mut h = store.create_session(
-            &name,
-            SessionHeader::new(&name, now_ms() as u64, Some("/demo")),
-        )?;
+        let mut h =
+            store.create_session(&name, SessionHeader::new(&name, now_ms(), Some("/demo")))?;
         let mut w = Workload::new(seed.wrapping_add(i as u64), workload_config());
         for e in w.session_start(now_ms()) {
             h.append(e)?;

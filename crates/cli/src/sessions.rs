@@ -52,7 +52,7 @@ pub(crate) fn append(
         },
     )?;
     let mut handle = if store.log().stream_id(name).is_none() && create {
-        store.create_session(name, SessionHeader::new(name, now_ms() as u64, None))?
+        store.create_session(name, SessionHeader::new(name, now_ms(), None))?
     } else {
         store.open_session(name)?.0
     };

@@ -36,7 +36,9 @@ fn append_commits_every_valid_line_and_stops_at_the_first_invalid_one() {
     let store = dir.path().join("s");
     let store = store.to_str().expect("utf8");
     let input = concat!(
-        r#"{"type":"turn/start","data":{"turn":1,"trigger":{"kind":"message","source":{"kind":"user"}}}}"#,
+        r#"{"type":"turn/start","data":{"turn":1}}"#,
+        "\n",
+        r#"{"type":"step/start","data":{"turn":1,"step":1}}"#,
         "\n",
         r#"{"type":"user/message","data":{"content":[{"type":"text","text":"hi"}],"source":{"kind":"user"},"role":"user","id":"u1"},"surfaceOp":"append"}"#,
         "\n",
@@ -51,7 +53,7 @@ fn append_commits_every_valid_line_and_stops_at_the_first_invalid_one() {
     );
     assert_eq!(out.status.code(), Some(3), "stderr: {}", text(&out.stderr));
     let err = text(&out.stderr);
-    assert!(err.contains("line 3"), "names the line: {err}");
+    assert!(err.contains("line 4"), "names the line: {err}");
     assert_eq!(err.lines().count(), 1, "one line: {err}");
     let acks: Vec<&str> = std::str::from_utf8(&out.stdout)
         .expect("utf8")
@@ -59,17 +61,21 @@ fn append_commits_every_valid_line_and_stops_at_the_first_invalid_one() {
         .collect();
     assert_eq!(
         acks,
-        vec![r#"{"session":"s1","seq":0}"#, r#"{"session":"s1","seq":1}"#]
+        vec![
+            r#"{"session":"s1","seq":0}"#,
+            r#"{"session":"s1","seq":1}"#,
+            r#"{"session":"s1","seq":2}"#
+        ]
     );
     let events = sessionlog(&["events", "--store", store, "--session", "s1"], b"");
     assert_eq!(events.status.code(), Some(0));
     assert_eq!(
         text(&events.stdout).lines().count(),
-        2,
+        3,
         "nothing of the invalid event is stored"
     );
     let surface = sessionlog(&["surface", "--store", store, "--session", "s1"], b"");
-    assert_eq!(text(&surface.stdout).trim(), "[1]");
+    assert_eq!(text(&surface.stdout).trim(), "[2]");
     let derive = sessionlog(&["derive", "--store", store, "--session", "s1"], b"");
     assert_eq!(
         text(&derive.stdout).trim(),

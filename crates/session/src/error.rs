@@ -31,6 +31,14 @@ pub enum Rule {
     RetiredShape,
     /// A per-type payload shape rule (turn, step, chunk, settlement stream record, …).
     Payload,
+    /// Turn and step nesting: an event outside the turn or step it belongs to, a second
+    /// `turn/end`, a step or turn number that is not the open one.
+    Nesting,
+    /// Tool call pairing: a `tool/call` or `tool/result` for a call never announced, or a
+    /// second result for one call.
+    ToolPairing,
+    /// A surface event before the first `step/start` (no system head).
+    SystemHead,
 }
 
 impl fmt::Display for Rule {
@@ -46,6 +54,9 @@ impl fmt::Display for Rule {
             Rule::RequestHeader => "request/header",
             Rule::RetiredShape => "retired event shape",
             Rule::Payload => "payload shape",
+            Rule::Nesting => "turn/step nesting",
+            Rule::ToolPairing => "tool call pairing",
+            Rule::SystemHead => "system head",
         })
     }
 }

@@ -410,7 +410,20 @@ impl EventInput {
     }
 
     /// Renders the envelope as DSH's writer does, with the given seq, and parses it.
+    /// `data` must be exactly one JSON value: text such as `{},"ignorable":true` would
+    /// otherwise add envelope keys, so it is refused.
     pub fn into_event(self, seq: u64) -> Result<Event, Error> {
+        if let Err(e) = json::validate_str(&self.data) {
+            return Err(Error::invalid(
+                seq,
+                &self.event_type,
+                Rule::LosslessJson,
+                format!(
+                    "data must be exactly one lossless JSON value (byte {}: {})",
+                    e.offset, e.kind
+                ),
+            ));
+        }
         let mut out = String::with_capacity(self.data.len() + 64);
         out.push_str("{\"type\":");
         write_js_string(&mut out, &self.event_type);

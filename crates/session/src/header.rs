@@ -28,7 +28,10 @@ fn header_error(detail: impl Into<String>) -> Error {
 impl SessionHeader {
     /// A fresh header written as DSH writes it:
     /// `{"type":"session","version":0,"id":…,"createdAt":…,"cwd"?:…,"delegationDepth":0}`.
-    pub fn new(id: &str, created_at: u64, cwd: Option<&str>) -> SessionHeader {
+    /// `created_at_ms` is epoch milliseconds, the type of every event `time`; DSH requires a
+    /// non-negative `createdAt`, so a negative time is written as 0.
+    pub fn new(id: &str, created_at_ms: i64, cwd: Option<&str>) -> SessionHeader {
+        let created_at = u64::try_from(created_at_ms).unwrap_or(0);
         let mut writer = ObjectWriter::new()
             .string("type", "session")
             .int("version", 0)

@@ -9,6 +9,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod build;
 mod chunks;
 pub mod codec;
 pub mod compaction;
@@ -27,6 +28,7 @@ mod upgrade;
 mod validate;
 mod version;
 
+pub use build::{BuildEvent, Position};
 pub use codec::{
     decode_event, decode_header, decode_stored_event, encode_event, encode_header, is_surface_kind,
     kind_tag,
@@ -40,4 +42,5 @@ pub use session::{derive_message, Session};
 pub use store_trait::{NewEvent, SessionStore, StoreError, StoreResult};
 pub use surface::Surface;
 pub use upgrade::needs_upgrade;
+pub use validate::RuleSet;
 pub use version::{FormatVersion, MessageLocation, MessageRule, SurfaceType, DSH_V0_KNOWN_TYPES};

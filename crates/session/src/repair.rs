@@ -36,6 +36,13 @@ pub(crate) struct TurnTracker {
     /// Insertion-ordered map; removed entries leave a hole so positions stay stable.
     pending: Vec<Option<PendingCall>>,
     index: HashMap<String, usize>,
+    /// Whether any `step/start` has been seen (DSH 0.2 gives surface events a system head
+    /// only from the first step on).
+    stepped: bool,
+    /// The highest numeric turn any `turn/start` carried.
+    last_turn: Option<u64>,
+    /// The highest numeric step a `step/start` of the open turn carried.
+    last_step: Option<u64>,
 }
 
 /// A payload value as `JSON.stringify` would write it back (numbers normalised).
@@ -60,14 +67,22 @@ impl TurnTracker {
             "turn/start" => {
                 self.open_turn = js_value(data.get("turn"));
                 self.open_step = None;
+                self.last_step = None;
                 self.clear_pending();
+                let turn = data.get("turn").and_then(|t| t.as_seq());
+                self.last_turn = self.last_turn.max(turn);
             }
             "turn/end" => {
                 self.open_turn = None;
                 self.open_step = None;
                 self.clear_pending();
             }
-            "step/start" => self.open_step = js_value(data.get("step")),
+            "step/start" => {
+                self.open_step = js_value(data.get("step"));
+                self.stepped = true;
+                let step = data.get("step").and_then(|s| s.as_seq());
+                self.last_step = self.last_step.max(step);
+            }
             "step/end" => {
                 self.clear_pending();
                 self.open_step = None;
@@ -129,6 +144,40 @@ impl TurnTracker {
     /// Whether the last turn is open.
     pub(crate) fn turn_open(&self) -> bool {
         self.open_turn.is_some()
+    }
+
+    /// The open turn's `turn` value as `JSON.stringify` writes it, if a turn is open.
+    pub(crate) fn open_turn(&self) -> Option<&str> {
+        self.open_turn.as_deref()
+    }
+
+    /// The open step's `step` value as `JSON.stringify` writes it, if a step is open.
+    pub(crate) fn open_step(&self) -> Option<&str> {
+        self.open_step.as_deref()
+    }
+
+    /// Whether any `step/start` has been seen.
+    pub(crate) fn has_stepped(&self) -> bool {
+        self.stepped
+    }
+
+    /// The `step` of the settlement that announced `call_id` and the seq of its
+    /// `tool/call`, if the call is announced and not yet answered.
+    pub(crate) fn pending_call(&self, call_id: &str) -> Option<(&str, Option<u64>)> {
+        let slot = *self.index.get(call_id)?;
+        let call = self.pending.get(slot)?.as_ref()?;
+        Some((call.step.as_str(), call.call_seq))
+    }
+
+    /// The turn number a new `turn/start` takes: one past the highest seen, 1 at first.
+    pub(crate) fn next_turn(&self) -> u64 {
+        self.last_turn.map_or(1, |t| t.saturating_add(1))
+    }
+
+    /// The step number a new `step/start` of the open turn takes: one past the highest
+    /// of this turn, 1 at first.
+    pub(crate) fn next_step(&self) -> u64 {
+        self.last_step.map_or(1, |s| s.saturating_add(1))
     }
 
     /// The closer envelopes (as JSON text) for a log whose last event has `last_seq` and

@@ -6,13 +6,14 @@
 
 use std::sync::Arc;
 
+use crate::build::{BuildEvent, Position};
 use crate::error::{Error, Rule};
 use crate::event::{Event, EventInput, Seq, SurfaceOp};
 use crate::header::SessionHeader;
 use crate::repair::TurnTracker;
 use crate::surface::{RangeError, ShadowedLinks, Surface};
 use crate::upgrade::upgrade_event;
-use crate::validate;
+use crate::validate::{self, RuleSet};
 use crate::version::FormatVersion;
 
 /// What an accepted event does to the surface.
@@ -144,7 +145,7 @@ impl Session {
         }
         session.events.reserve(events.len());
         for event in events {
-            let plan = session.check(&event)?;
+            let plan = session.check(&event, RuleSet::Dsh)?;
             session.apply(event, plan);
         }
         Ok(session)
@@ -172,8 +173,25 @@ impl Session {
         }
     }
 
-    /// Validates `input`, assigns it the next seq and appends it.
-    pub fn try_append(&mut self, input: EventInput) -> Result<&Event, Error> {
+    /// Builds `event` (a typed builder of [`crate::build`], or a raw [`EventInput`]) at the
+    /// session's position, validates it against every rule of a native append
+    /// ([`RuleSet::Native`]), assigns it the next seq and appends it. A builder without a
+    /// time set gets the previous event's time (this crate reads no clock; the store stamps
+    /// the wall clock).
+    pub fn try_append(&mut self, event: impl BuildEvent) -> Result<&Event, Error> {
+        self.try_append_with(event, RuleSet::Native)
+    }
+
+    /// [`Session::try_append`] under the given rules: [`RuleSet::Dsh`] accepts what a DSH
+    /// log may hold (an import, one event at a time), [`RuleSet::Native`] adds the
+    /// structural rules.
+    pub fn try_append_with(
+        &mut self,
+        event: impl BuildEvent,
+        rules: RuleSet,
+    ) -> Result<&Event, Error> {
+        let now_ms = self.events.last().map_or(0, Event::time);
+        let input = event.build(&self.position(now_ms))?;
         let next = self.next_seq().get();
         if let Some(seq) = input.seq {
             if seq != next {
@@ -184,13 +202,20 @@ impl Session {
             }
         }
         let event = input.into_event(next)?;
-        self.append_event(event)
+        self.append_checked(event, rules)
     }
 
-    /// Validates an already-built event (its seq must be the next one) and appends it.
+    /// Validates an already-built event (its seq must be the next one) against every rule
+    /// of a native append, DSH's reader's and the structural ones (turn/step nesting, results
+    /// for announced calls), and appends it.
     pub fn append_event(&mut self, event: Event) -> Result<&Event, Error> {
+        self.append_checked(event, RuleSet::Native)
+    }
+
+    /// [`Session::append_event`] under the given rules (see [`Session::try_append_with`]).
+    pub fn append_checked(&mut self, event: Event, rules: RuleSet) -> Result<&Event, Error> {
         self.check_vocabulary(&event)?;
-        let plan = self.check(&event)?;
+        let plan = self.check(&event, rules)?;
         self.apply(event, plan);
         match self.events.last() {
             Some(event) => Ok(event),
@@ -222,15 +247,23 @@ impl Session {
         if closers.is_empty() {
             return Ok(Vec::new());
         }
-        // Closers are validated like any event, all or none.
+        // Closers are validated like any event, all or none. They mirror DSH's repair of
+        // whatever history was loaded, which DSH's rules (not the stricter native ones)
+        // admitted.
         self.atomically(|session| {
             let mut seqs = Vec::with_capacity(closers.len());
             for closer in closers {
                 seqs.push(closer.seq());
-                session.append_event(closer)?;
+                session.append_checked(closer, RuleSet::Dsh)?;
             }
             Ok(seqs)
         })
+    }
+
+    /// Where the next event goes, for [`BuildEvent::build`]: the next seq, the open turn and
+    /// step, the announced calls; `now_ms` is the time of builders that set none.
+    pub fn position(&self, now_ms: i64) -> Position<'_> {
+        Position::new(&self.tracker, self.next_seq().get(), now_ms)
     }
 
     /// Whether the last turn is open (a restart would append closers).
@@ -323,7 +356,7 @@ impl Session {
     }
 
     /// Every stateful and stateless rule; returns the surface change to make.
-    fn check(&self, event: &Event) -> Result<SurfacePlan, Error> {
+    fn check(&self, event: &Event, rules: RuleSet) -> Result<SurfacePlan, Error> {
         let expected = self.next_seq().get();
         if event.seq().get() != expected {
             return Err(Error::SeqMismatch {
@@ -335,7 +368,11 @@ impl Session {
         validate::check_message(&self.version, event)?;
         validate::check_request_header(event)?;
         validate::check_native(&self.version, event)?;
-        self.check_surface(event)
+        let plan = self.check_surface(event)?;
+        if rules == RuleSet::Native {
+            validate::check_structure(&self.tracker, &self.version, event)?;
+        }
+        Ok(plan)
     }
 
     fn check_surface(&self, event: &Event) -> Result<SurfacePlan, Error> {

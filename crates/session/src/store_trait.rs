@@ -21,6 +21,7 @@ use crate::event::{Event, EventInput, SurfaceOp};
 use crate::header::SessionHeader;
 use crate::session::Session;
 use crate::upgrade::upgrade_event;
+use crate::validate::RuleSet;
 
 /// The longest session name, in UTF-8 bytes, every implementation accepts. An implementation
 /// may accept longer names; it must accept every non-empty name up to this length without
@@ -34,10 +35,12 @@ pub const MAX_NAME_BYTES: usize = 1024;
 /// One event to append.
 #[derive(Debug, Clone, Copy)]
 pub enum NewEvent<'a> {
-    /// An event the store renders in DSH writer order with the seq it assigns.
+    /// A new event the store renders in DSH writer order with the seq it assigns; checked
+    /// against every native rule ([`crate::RuleSet::Native`]).
     Input(&'a EventInput),
     /// A complete envelope as stored elsewhere (an import or migration); its `seq` must be the
-    /// one it gets, and its bytes are kept exactly.
+    /// one it gets, and its bytes are kept exactly. Checked against DSH's reader rules
+    /// ([`crate::RuleSet::Dsh`]), like the log it was copied from.
     Raw(&'a [u8]),
 }
 
@@ -232,7 +235,10 @@ pub fn append_validated(
 
 fn append_one(session: &mut Session, new: &NewEvent<'_>) -> Result<(), Error> {
     let next = session.next_seq().get();
-    let mut event = match new {
+    // Inputs are new events and get every native rule; raw envelopes are stored events
+    // copied from elsewhere (a migration, a replica) and get the rules their source, a DSH
+    // log or a store that imported one, was loaded under.
+    let (mut event, rules) = match new {
         NewEvent::Input(input) => {
             if let Some(seq) = input.seq.filter(|s| *s != next) {
                 return Err(Error::SeqMismatch {
@@ -240,14 +246,14 @@ fn append_one(session: &mut Session, new: &NewEvent<'_>) -> Result<(), Error> {
                     got: seq,
                 });
             }
-            (*input).clone().into_event(next)?
+            ((*input).clone().into_event(next)?, RuleSet::Native)
         }
         NewEvent::Raw(bytes) => {
             let text = std::str::from_utf8(bytes).map_err(|e| Error::Decode {
                 what: "event",
                 detail: format!("not UTF-8 at byte {}", e.valid_up_to()),
             })?;
-            Event::parse(text, next)?
+            (Event::parse(text, next)?, RuleSet::Dsh)
         }
     };
     if event.seq().get() != next {
@@ -257,7 +263,7 @@ fn append_one(session: &mut Session, new: &NewEvent<'_>) -> Result<(), Error> {
         });
     }
     upgrade(session, &mut event)?;
-    session.append_event(event)?;
+    session.append_checked(event, rules)?;
     Ok(())
 }
 

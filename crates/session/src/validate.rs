@@ -1,10 +1,13 @@
 //! Per-event payload rules that do not depend on session state: message shapes of
 //! surface events, `request/header` config rules, retired shapes, and the payloads of the
-//! newer native types. Stateful rules (seq, surface, replacements) live in the session.
+//! newer native types; and the structural rules of native appends ([`check_structure`]),
+//! which are functions of the turn tracker's state and the event. The surface rules (seq,
+//! replacements) live in the session.
 
 use crate::error::{Error, Rule};
-use crate::event::{is_number, Event};
+use crate::event::{is_number, Event, SurfaceOp};
 use crate::json::{JsonKind, JsonRef};
+use crate::repair::TurnTracker;
 use crate::version::{FormatVersion, MessageLocation, MessageRule};
 
 fn non_empty_string(value: Option<JsonRef<'_>>) -> bool {
@@ -269,4 +272,218 @@ pub(crate) fn only_tool_content_differs(original: JsonRef<'_>, replacement: Json
     };
     let message = |a: JsonRef<'_>, b: JsonRef<'_>| same_except(a, b, "content", &content);
     same_except(original, replacement, "message", &message)
+}
+
+/// Which rules an event is checked against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RuleSet {
+    /// DeepSeek Harness's reader (0.1.0-rc.8, whose outputs the fixture goldens pin): what a
+    /// load or an import of a DSH log accepts.
+    Dsh,
+    /// DSH's reader plus the structural rules of native appends: turn/step nesting, typed
+    /// turn and step numbers, one `turn/end` per turn, `tool/call` and `tool/result` only for
+    /// announced calls, no surface event before the first `step/start`
+    /// (see `format-spec/events.md`, "Structural rules").
+    Native,
+}
+
+/// The value of `key` as a turn or step number (a non-negative safe integer, as DSH 0.2's
+/// reader requires), written as the tracker keeps it.
+fn number(event: &Event, key: &str) -> Result<String, Error> {
+    match event.data().get(key).and_then(|v| v.as_seq()) {
+        Some(n) => Ok(n.to_string()),
+        None => Err(Error::invalid(
+            event.seq().get(),
+            event.event_type(),
+            Rule::Payload,
+            format!("data.{key} must be a non-negative integer (a turn or step number)"),
+        )),
+    }
+}
+
+/// The turn and step numbers of an event that belongs to the open step, checked against it.
+fn check_in_open_step(tracker: &TurnTracker, event: &Event) -> Result<(), Error> {
+    let (turn, step) = (number(event, "turn")?, number(event, "step")?);
+    let fail = |detail: String| {
+        Err(Error::invalid(
+            event.seq().get(),
+            event.event_type(),
+            Rule::Nesting,
+            detail,
+        ))
+    };
+    match (tracker.open_turn(), tracker.open_step()) {
+        (None, _) => fail("no turn is open: append turn/start and step/start first".into()),
+        (Some(_), None) => fail("no step is open: append step/start first".into()),
+        (Some(open_turn), Some(open_step)) if open_turn != turn || open_step != step => {
+            fail(format!(
+                "it names turn {turn} step {step}, but turn {open_turn} step {open_step} is open"
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// That `turn` is the open turn; `when_none` says what is wrong when no turn is open.
+fn check_open_turn(
+    tracker: &TurnTracker,
+    event: &Event,
+    turn: &str,
+    when_none: &str,
+) -> Result<(), Error> {
+    let detail = match tracker.open_turn() {
+        None => when_none.to_owned(),
+        Some(open) if open != turn => format!("it names turn {turn}, but turn {open} is open"),
+        Some(_) => return Ok(()),
+    };
+    Err(Error::invalid(
+        event.seq().get(),
+        event.event_type(),
+        Rule::Nesting,
+        detail,
+    ))
+}
+
+/// The call a `tool/result` or `tool/call` names.
+fn call_id_of(event: &Event) -> Option<String> {
+    let data = event.data();
+    let id = match event.event_type() {
+        "tool/call" => data.get("callId"),
+        _ => data
+            .get("message")
+            .and_then(|m| m.get("source"))
+            .and_then(|s| s.get("callId")),
+    };
+    id.and_then(|i| i.as_str()).map(|i| i.into_owned())
+}
+
+/// The structural rules of native appends, over the turn tracker's state before `event`
+/// (spec: format-spec/events.md#structural-rules):
+///
+/// - `turn/start` opens a turn only when none is open; `turn/end` closes the open turn (so a
+///   turn ends once); `step/start` and `step/end` nest inside it;
+/// - `turn` and `step` are non-negative integers and name the open turn and step;
+/// - settlements, chunks, attempts and `tool/call` belong to the open step; a `tool/call`
+///   names a call announced by a settlement of this step;
+/// - an appended `tool/result` answers an announced, unanswered call of the open turn;
+/// - an appended `user/message` belongs to an open turn;
+/// - no surface event (other than `system/message`) comes before the first `step/start`
+///   (DSH 0.2 refuses such a log: the event has no system head).
+///
+/// DSH 0.1.0-rc.8 accepted logs that break these rules, so a load or import does not apply
+/// them.
+pub(crate) fn check_structure(
+    tracker: &TurnTracker,
+    version: &FormatVersion,
+    event: &Event,
+) -> Result<(), Error> {
+    let fail = |rule: Rule, detail: String| {
+        Err(Error::invalid(
+            event.seq().get(),
+            event.event_type(),
+            rule,
+            detail,
+        ))
+    };
+    let appended = event.surface_op() == Some(SurfaceOp::Append);
+    match event.event_type() {
+        "turn/start" => {
+            let turn = number(event, "turn")?;
+            if !event.data().has_exact_keys(&["turn"]) {
+                return fail(Rule::Payload, "turn/start data is exactly {turn}".into());
+            }
+            if let Some(open) = tracker.open_turn() {
+                return fail(
+                    Rule::Nesting,
+                    format!("turn {open} is still open: end it with turn/end before starting turn {turn}"),
+                );
+            }
+        }
+        "turn/end" => {
+            let turn = number(event, "turn")?;
+            let reason_kind = event
+                .data()
+                .get("reason")
+                .and_then(|r| r.get("kind"))
+                .and_then(|k| k.as_str());
+            if reason_kind.is_none_or(|k| k.is_empty()) {
+                return fail(
+                    Rule::Payload,
+                    "turn/end needs a reason with a non-empty kind".into(),
+                );
+            }
+            check_open_turn(
+                tracker,
+                event,
+                &turn,
+                "no turn is open (each turn ends once, after its turn/start)",
+            )?;
+        }
+        "step/start" => {
+            let (turn, step) = (number(event, "turn")?, number(event, "step")?);
+            let not_open = format!("turn {turn} is not open: append its turn/start first");
+            check_open_turn(tracker, event, &turn, &not_open)?;
+            if let Some(open_step) = tracker.open_step() {
+                return fail(
+                    Rule::Nesting,
+                    format!("step {open_step} is still open: end it with step/end before starting step {step}"),
+                );
+            }
+        }
+        "step/end" | "assistant/chunk" | "assistant/attempt" => {
+            check_in_open_step(tracker, event)?;
+        }
+        "assistant/message" if appended => check_in_open_step(tracker, event)?,
+        "tool/call" => {
+            check_in_open_step(tracker, event)?;
+            let call = call_id_of(event).unwrap_or_default();
+            if tracker.pending_call(&call).is_none() {
+                return fail(
+                    Rule::ToolPairing,
+                    format!("call {call:?} was not announced by a tool-call block of an assistant/message in this step, or was already answered"),
+                );
+            }
+        }
+        "tool/result" if appended => {
+            let (turn, step) = (number(event, "turn")?, number(event, "step")?);
+            let call = call_id_of(event).unwrap_or_default();
+            check_open_turn(
+                tracker,
+                event,
+                &turn,
+                "no turn is open: a tool result belongs to the turn of its call",
+            )?;
+            match tracker.pending_call(&call) {
+                None => {
+                    return fail(
+                        Rule::ToolPairing,
+                        format!("it answers call {call:?}, which no assistant/message of this turn announced or which already has a result"),
+                    )
+                }
+                Some((call_step, _)) if call_step != step => {
+                    return fail(
+                        Rule::Nesting,
+                        format!("it names step {step}, but call {call:?} was announced in step {call_step}"),
+                    )
+                }
+                Some(_) => {}
+            }
+        }
+        "user/message" if appended && !tracker.turn_open() => {
+            return fail(
+                Rule::Nesting,
+                "no turn is open: a user message belongs to a turn (append turn/start first)"
+                    .into(),
+            );
+        }
+        _ => {}
+    }
+    let surface = version.surface_type(event.event_type());
+    if surface.is_some_and(|s| s.rule != MessageRule::System) && !tracker.has_stepped() {
+        return fail(
+            Rule::SystemHead,
+            "a surface event before the first step/start has no system head (DeepSeek Harness 0.2 refuses it): append step/start first".into(),
+        );
+    }
+    Ok(())
 }

@@ -6,7 +6,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{assistant, empty_session, push, tool_result, user};
+use common::{assistant, push, session_in_step, tool_result, user};
 use sessionlog_session::compaction::{
     compact, recover_compaction, CompactionContext, CompactionOutcome, CompactionPolicy,
     DeterministicSummarizer, KeepRecent, INTERRUPTED_COMPACTION,
@@ -20,7 +20,7 @@ fn long(n: usize) -> String {
 
 #[test]
 fn crash_at_every_point_of_a_compaction_derives_before_or_after() {
-    let mut session = empty_session();
+    let mut session = session_in_step();
     for i in 0..6 {
         push(&mut session, user(&format!("u{i}"), &long(200)));
         push(

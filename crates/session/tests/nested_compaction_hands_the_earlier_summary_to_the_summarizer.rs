@@ -5,7 +5,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{assistant, empty_session, push, user};
+use common::{assistant, push, session_in_step, user};
 use sessionlog_session::compaction::{
     compact, CompactionContext, CompactionOutcome, CompactionPolicy, DeterministicSummarizer,
     KeepRecent, Summarizer, SummarizerError, Summary, SummaryRequest,
@@ -61,7 +61,7 @@ fn compact_once(session: &mut Session, summarizer: &mut Recording, id: &str) -> 
 
 #[test]
 fn nested_compaction_hands_the_earlier_summary_to_the_summarizer() {
-    let mut session = empty_session();
+    let mut session = session_in_step();
     let mut summarizer = Recording {
         inner: DeterministicSummarizer::new(),
         previous: Vec::new(),

@@ -6,19 +6,28 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{assistant, empty_session, push, tool_result, user};
+use common::{assistant, push, session_in_step, tool_result, user};
 use sessionlog_session::compaction::{history_view, prune_tool_results, HistoryMark, PruneOptions};
 use sessionlog_session::json::JsonRef;
 use sessionlog_session::tokens::{visible_text, HeuristicCounter, TokenProjection};
-use sessionlog_session::Seq;
+use sessionlog_session::{EventInput, Seq};
 
 #[test]
 fn pruned_tool_result_keeps_head_marker_and_tail() {
-    let mut session = empty_session();
+    let mut session = session_in_step();
     push(&mut session, user("u0", "run it"));
     push(&mut session, assistant("a0", "running", &["c0"]));
     let body = format!("HEAD{}TAIL", "middle ".repeat(5000));
     let original = push(&mut session, tool_result("r0", "c0", &body));
+    // The active turn's newest tool result is never pruned: end the turn.
+    push(
+        &mut session,
+        EventInput::new("step/end", 1, r#"{"turn":1,"step":1}"#),
+    );
+    push(
+        &mut session,
+        EventInput::new("turn/end", 1, r#"{"turn":1,"reason":{"kind":"completed"}}"#),
+    );
     let mut projection =
         TokenProjection::from_session(&session, Arc::new(HeuristicCounter)).expect("folds");
     let before = projection.surface_tokens();
@@ -64,7 +73,8 @@ fn pruned_tool_result_keeps_head_marker_and_tail() {
     assert_eq!(
         entry.mark,
         HistoryMark::Pruned {
-            replacement_seq: Seq(original + 2)
+            // After the step and turn ends and the compaction/prune event.
+            replacement_seq: Seq(original + 4)
         }
     );
 

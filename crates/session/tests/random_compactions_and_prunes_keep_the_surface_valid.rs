@@ -8,7 +8,7 @@ mod common;
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use common::{assistant, empty_session, tool_result, user};
+use common::{assistant, session_in_step, tool_result, user};
 use proptest::prelude::*;
 use sessionlog_session::compaction::{
     compact, prune_tool_results, CompactionContext, CompactionOutcome, CompactionPolicy,
@@ -94,8 +94,9 @@ fn check_pairing(session: &Session) {
 }
 
 fn run(ops: Vec<Op>) {
-    let session = empty_session();
-    let projection = TokenProjection::new(Arc::new(HeuristicCounter), session.version().clone());
+    let session = session_in_step();
+    let projection =
+        TokenProjection::from_session(&session, Arc::new(HeuristicCounter)).expect("folds");
     let mut world = World {
         session,
         projection,

@@ -17,8 +17,10 @@ fn build(choices: &[(u8, u16)]) -> Session {
     let mut step = 0u32;
     let mut in_turn = false;
     let mut in_step = false;
+    // A surface event needs a step opened before it (its system head).
+    let mut stepped = false;
     let mut calls: Vec<String> = Vec::new();
-    let mut results: Vec<(u64, String, String)> = Vec::new();
+    let mut results: Vec<(u64, String, String, u32, u32)> = Vec::new();
     let mut time = 1_000i64;
     for (n, &(op, arg)) in choices.iter().enumerate() {
         time += i64::from(arg % 7) - 2;
@@ -34,20 +36,21 @@ fn build(choices: &[(u8, u16)]) -> Session {
             1 if in_turn && !in_step => {
                 step += 1;
                 in_step = true;
+                stepped = true;
                 EventInput::new(
                     "step/start",
                     time,
                     format!(r#"{{"turn":{turn},"step":{step}}}"#),
                 )
             }
-            2 => common::user(&id, &format!("text {arg}")),
+            2 if in_turn && stepped => common::user(&id, &format!("text {arg}")),
             3 if in_step => {
                 let count = usize::from(arg % 3);
                 let new_calls: Vec<String> = (0..count).map(|k| format!("c{n}_{k}")).collect();
                 calls.extend(new_calls.iter().cloned());
                 let refs: Vec<&str> = new_calls.iter().map(String::as_str).collect();
                 let text = if arg % 5 == 0 { "" } else { "answer" };
-                let mut input = common::assistant(&id, text, &refs);
+                let mut input = common::at_step(common::assistant(&id, text, &refs), turn, step);
                 if arg % 4 == 0 {
                     input.data = input.data.replace(
                         r#""content":[{"type":"text","text":""}]"#,
@@ -62,17 +65,18 @@ fn build(choices: &[(u8, u16)]) -> Session {
                     "tool/call",
                     time,
                     format!(
-                        r#"{{"turn":1,"step":1,"callId":"{call}","name":"bash","arguments":"{{\"n\":{arg}}}"}}"#
+                        r#"{{"turn":{turn},"step":{step},"callId":"{call}","name":"bash","arguments":"{{\"n\":{arg}}}"}}"#
                     ),
                 )
             }
             5 if in_step && !calls.is_empty() => {
                 let call = calls.remove(usize::from(arg) % calls.len());
                 let seq = s.next_seq().get();
-                results.push((seq, id.clone(), call.clone()));
-                common::tool_result(&id, &call, &"long output ".repeat(usize::from(arg % 4) + 1))
+                results.push((seq, id.clone(), call.clone(), turn, step));
+                let output = "long output ".repeat(usize::from(arg % 4) + 1);
+                common::at_step(common::tool_result(&id, &call, &output), turn, step)
             }
-            6 if s.surface().len() >= 2 => {
+            6 if stepped && s.surface().len() >= 2 => {
                 let surface = s.surface();
                 let i = usize::from(arg) % surface.len();
                 let j = i + usize::from(arg / 7) % (surface.len() - i);
@@ -84,13 +88,17 @@ fn build(choices: &[(u8, u16)]) -> Session {
                 common::replacing(common::user(&id, "summary"), start, end, &sources)
             }
             7 => {
-                let live: Vec<&(u64, String, String)> = results
+                let live: Vec<&(u64, String, String, u32, u32)> = results
                     .iter()
-                    .filter(|(seq, _, _)| s.surface().contains(seq))
+                    .filter(|(seq, ..)| s.surface().contains(seq))
                     .collect();
                 match live.get(usize::from(arg) % live.len().max(1)) {
-                    Some((seq, msg_id, call)) => common::replacing(
-                        common::tool_result(msg_id, call, "short"),
+                    Some((seq, msg_id, call, at_turn, at_step)) => common::replacing(
+                        common::at_step(
+                            common::tool_result(msg_id, call, "short"),
+                            *at_turn,
+                            *at_step,
+                        ),
                         *seq,
                         *seq,
                         &[*seq],

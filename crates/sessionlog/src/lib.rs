@@ -20,8 +20,19 @@ mod store;
 pub mod workload;
 
 pub use error::{Error, Result};
+#[doc(inline)]
 pub use sessionlog_log::{Access, Durability, LogOptions, RecoveryMode};
+/// The session layer (events, validation, surface, repair, tokens, compaction, DSH import
+/// and export), re-exported whole.
 pub use sessionlog_session as session;
+#[doc(inline)]
+pub use sessionlog_session::build;
+#[doc(inline)]
+pub use sessionlog_session::{
+    BuildEvent, Error as SessionError, Event, EventInput, Position, Rule, RuleSet, Seq,
+    SessionHeader, SurfaceOp,
+};
+#[doc(inline)]
 pub use sessionlog_session::{NewEvent, SessionStore, StoreError, StoreResult};
 pub use store::{
     CacheUse, ImportSummary, SessionHandle, SessionInfo, SessionView, Store, StoreOptions,

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use sessionlog_log::{Access, Append, Durability, Log, LogOptions, Seq as LogSeq, StreamId};
 use sessionlog_session::{
-    decode_event, decode_header, encode_event, export_jsonl, kind_tag, Event, EventInput,
-    FormatVersion, Session, SessionHeader,
+    decode_event, decode_header, encode_event, export_jsonl, kind_tag, BuildEvent, Event,
+    EventInput, FormatVersion, Session, SessionHeader,
 };
 
 use sessionlog_session::compaction::{
@@ -705,6 +705,13 @@ pub struct SessionHandle {
     tokens: TokenProjection,
 }
 
+/// Epoch milliseconds now (0 if the clock reads before 1970).
+fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
 impl SessionHandle {
     /// The session's name in the store.
     pub fn name(&self) -> &str {
@@ -716,9 +723,12 @@ impl SessionHandle {
         &self.session
     }
 
-    /// Validates `input`, appends it to the session and to the log buffer. A refused event
-    /// changes nothing.
-    pub fn append(&mut self, input: EventInput) -> Result<&Event> {
+    /// Builds `event` (a typed builder of [`crate::build`] or a raw [`EventInput`]) at the
+    /// session's position, validates it against every rule of a native append, and appends
+    /// it to the session and to the log buffer. A builder with no time set gets the wall
+    /// clock. A refused event changes nothing.
+    pub fn append(&mut self, event: impl BuildEvent) -> Result<&Event> {
+        let input = event.build(&self.session.position(wall_clock_ms()))?;
         let seq = self.session.next_seq().get();
         if let Some(given) = input.seq {
             if given != seq {

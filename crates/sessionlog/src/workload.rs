@@ -216,7 +216,9 @@ impl Workload {
             self.config.prompt_bytes.1 as u64,
         ) as usize;
         let prompt = self.json_text(prompt_len);
-        out.push(
+        // The prompt goes inside the first step: a surface event needs a step opened before
+        // it (DSH 0.2 gives it a system head from there on).
+        let mut prompt = Some(
             EventInput::new("user/message", time, format!(r#"{{"content":[{{"type":"text","text":{prompt}}}],"source":{{"kind":"user"}},"role":"user","id":"u-{t}"}}"#))
                 .with_surface_op(SurfaceOp::Append),
         );
@@ -230,6 +232,7 @@ impl Workload {
                 time,
                 format!(r#"{{"turn":{t},"step":{s}}}"#),
             ));
+            out.extend(prompt.take());
             let chunks = self.rng.range(
                 u64::from(self.config.chunks_per_message.0),
                 u64::from(self.config.chunks_per_message.1),

@@ -152,6 +152,14 @@ fn turn_start(turn: u64) -> EventInput {
     )
 }
 
+fn step_start() -> EventInput {
+    EventInput::new("step/start", 1_500, "{\"turn\":1,\"step\":1}")
+}
+
+fn step_end() -> EventInput {
+    EventInput::new("step/end", 3_000, "{\"turn\":1,\"step\":1}")
+}
+
 fn user_message(id: &str, text: &str) -> EventInput {
     EventInput::new(
         "user/message",
@@ -199,14 +207,11 @@ fn expect_invalid(result: Result<u64, StoreError>, what: &str) -> Result<(), Str
     }
 }
 
-/// A session named `name` with a turn start and two user messages (seqs 0..3), committed.
+/// A session named `name` with turn 1 and its step 1 open and a user message (seqs 0..3),
+/// committed.
 fn seeded(store: &dyn SessionStore, name: &str) -> Result<Vec<String>, String> {
     ok(store.create(name, &header(name)), "create")?;
-    let batch = [
-        turn_start(1),
-        user_message("u1", "hello"),
-        user_message("u2", "again"),
-    ];
+    let batch = [turn_start(1), step_start(), user_message("u1", "hello")];
     let next = ok(store.append(name, &inputs(&batch), 0), "append")?;
     ensure(next == 3, || {
         format!("append of 3 events returned next seq {next}")
@@ -263,9 +268,10 @@ fn raw_envelopes_keep_their_bytes(subject: &mut dyn Subject) -> Result<Outcome, 
     ok(store.create("raw", &header("raw")), "create")?;
     // Envelope and payload keys in an order no writer of ours produces, and a number spelled
     // as written: the store must keep the bytes.
-    let lines: [&[u8]; 2] = [
+    let lines: [&[u8]; 3] = [
         br#"{"type":"turn/start","seq":0,"time":1.5e3,"data":{"turn":1}}"#,
-        br#"{"type":"user/message","seq":1,"time":7,"data":{"content":[{"text":"hi","type":"text"}],"role":"user","id":"m","source":{"kind":"user"}},"surfaceOp":"append"}"#,
+        br#"{"data":{"step":1,"turn":1},"type":"step/start","seq":1,"time":2e3}"#,
+        br#"{"type":"user/message","seq":2,"time":7,"data":{"content":[{"text":"hi","type":"text"}],"role":"user","id":"m","source":{"kind":"user"}},"surfaceOp":"append"}"#,
     ];
     let batch: Vec<NewEvent<'_>> = lines.iter().map(|l| NewEvent::Raw(l)).collect();
     ok(store.append("raw", &batch, 0), "append raw")?;
@@ -383,7 +389,7 @@ fn invalid_event_leaves_the_session_unchanged(
     let bad_replace = user_message("r", "replace")
         .with_surface_op(SurfaceOp::Replace { start: 0, end: 0 })
         .with_sources(vec![0]);
-    let valid = turn_start(2);
+    let valid = step_end();
     let cases: Vec<(&str, Vec<NewEvent<'_>>)> = vec![
         (
             "a surface event without surfaceOp",
@@ -476,7 +482,7 @@ fn torn_tail_is_cut_on_reopen(subject: &mut dyn Subject) -> Result<Outcome, Stri
             "the committed events differ after a torn tail".into()
         })?;
         let next = ok(
-            store.append("t", &inputs(&[turn_start(2)]), 3),
+            store.append("t", &inputs(&[step_end()]), 3),
             "append after the tear",
         )?;
         ensure(next == 4, || format!("next seq {next} after the tear"))?;

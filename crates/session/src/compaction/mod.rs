@@ -34,6 +34,7 @@ pub use recover::{recover_compaction, INTERRUPTED_COMPACTION};
 pub use summarizer::{
     DeterministicSummarizer, Summarizer, SummarizerError, Summary, SummaryRequest,
 };
+pub(crate) use transaction::summary_message_data;
 pub use transaction::{
     compact, plan_compaction, CompactionContext, CompactionOutcome, CompactionPlan,
     CompactionReport, SUMMARY_PREAMBLE,

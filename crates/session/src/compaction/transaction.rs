@@ -3,11 +3,12 @@
 use super::is_summary_message;
 use super::policy::{active_turn, select_range, CompactionPolicy, SkipReason};
 use super::summarizer::{Summarizer, SummarizerError, Summary, SummaryRequest};
+use crate::build::{saturating_i64, seqs_json, usage_json};
 use crate::error::Error;
 use crate::event::{EventInput, Seq, SurfaceOp};
 use crate::json::{write_js_string, JsonRef, ObjectWriter};
 use crate::session::Session;
-use crate::tokens::{TokenProjection, Usage};
+use crate::tokens::TokenProjection;
 use crate::validate::message_of;
 
 /// The fixed text that opens every summary message (DSH's wording, so the model sees the
@@ -155,29 +156,30 @@ fn summary_text(message: JsonRef<'_>) -> String {
     inner.join("\n")
 }
 
-fn seqs_json(seqs: &[u64]) -> String {
-    let items: Vec<String> = seqs.iter().map(|s| s.to_string()).collect();
-    format!("[{}]", items.join(","))
-}
-
-fn usage_json(usage: &Usage) -> String {
-    let mut writer = ObjectWriter::new()
-        .int("inputTokens", saturating_i64(usage.input))
-        .int("outputTokens", saturating_i64(usage.output));
-    for (key, value) in [
-        ("cacheReadTokens", usage.cache_read),
-        ("cacheWriteTokens", usage.cache_write),
-        ("reasoningTokens", usage.reasoning),
-    ] {
-        if value > 0 {
-            writer = writer.int(key, saturating_i64(value));
-        }
-    }
-    writer.finish()
-}
-
-fn saturating_i64(value: u64) -> i64 {
-    i64::try_from(value).unwrap_or(i64::MAX)
+/// The payload of a summary's replacement `user/message`: DSH's preamble, the summary
+/// blocks and the closing tag as text blocks, `source {kind:"plugin", plugin:"compact",
+/// compactionId}`, id `compaction-<compactionId>` unless `message_id` is given.
+pub(crate) fn summary_message_data(
+    compaction_id: &str,
+    message_id: Option<&str>,
+    summary_blocks: &[String],
+) -> String {
+    let mut blocks = vec![text_block(SUMMARY_PREAMBLE)];
+    blocks.extend(summary_blocks.iter().map(|b| text_block(b)));
+    blocks.push(text_block(SUMMARY_CLOSE));
+    let source = ObjectWriter::new()
+        .string("kind", "plugin")
+        .string("plugin", "compact")
+        .string("compactionId", compaction_id)
+        .finish();
+    let message_id =
+        message_id.map_or_else(|| format!("compaction-{compaction_id}"), str::to_owned);
+    ObjectWriter::new()
+        .raw("content", &format!("[{}]", blocks.join(",")))
+        .raw("source", &source)
+        .string("role", "user")
+        .string("id", &message_id)
+        .finish()
 }
 
 fn text_block(text: &str) -> String {
@@ -243,24 +245,11 @@ impl CompactionPlan {
 
     /// The replacement `user/message` for `summary` (seq `start_seq + 2`).
     pub fn replacement_event(&self, context: &CompactionContext, summary: &Summary) -> EventInput {
-        let mut blocks = vec![text_block(SUMMARY_PREAMBLE)];
-        blocks.extend(summary.blocks.iter().map(|b| text_block(b)));
-        blocks.push(text_block(SUMMARY_CLOSE));
-        let source = ObjectWriter::new()
-            .string("kind", "plugin")
-            .string("plugin", "compact")
-            .string("compactionId", &context.compaction_id)
-            .finish();
-        let message_id = context
-            .message_id
-            .clone()
-            .unwrap_or_else(|| format!("compaction-{}", context.compaction_id));
-        let data = ObjectWriter::new()
-            .raw("content", &format!("[{}]", blocks.join(",")))
-            .raw("source", &source)
-            .string("role", "user")
-            .string("id", &message_id)
-            .finish();
+        let data = summary_message_data(
+            &context.compaction_id,
+            context.message_id.as_deref(),
+            &summary.blocks,
+        );
         let (start, end) = self.range();
         let mut sources = vec![self.start_seq, self.start_seq + 1];
         sources.extend_from_slice(&self.shadowed);

@@ -68,7 +68,7 @@ pub fn golden_for(root: &Path, log: &Path) -> serde_json::Value {
     value(&std::fs::read_to_string(&golden).unwrap_or_else(|e| panic!("{}: {e}", golden.display())))
 }
 
-use sessionlog_session::{EventInput, FormatVersion, Session, SessionHeader, SurfaceOp};
+use sessionlog_session::{EventInput, FormatVersion, RuleSet, Session, SessionHeader, SurfaceOp};
 
 /// An empty DSH V0 session.
 pub fn empty_session() -> Session {
@@ -76,6 +76,21 @@ pub fn empty_session() -> Session {
         SessionHeader::new("s1", 1000, Some("/work")),
         FormatVersion::dsh_v0(),
     )
+}
+
+/// A DSH V0 session with turn 1 and its step 1 open (seqs 0 and 1), where the helpers'
+/// user, assistant (turn 1, step 1) and tool-result events are valid native appends.
+pub fn session_in_step() -> Session {
+    let mut session = empty_session();
+    for input in [
+        EventInput::new("turn/start", 1000, r#"{"turn":1}"#),
+        EventInput::new("step/start", 1000, r#"{"turn":1,"step":1}"#),
+    ] {
+        if let Err(e) = session.try_append(input) {
+            panic!("opening turn refused: {e}");
+        }
+    }
+    session
 }
 
 /// A `user/message` input with id `id`.
@@ -109,6 +124,17 @@ pub fn tool_result(id: &str, call: &str, text: &str) -> EventInput {
     EventInput::new("tool/result", 1000, data).with_surface_op(SurfaceOp::Append)
 }
 
+/// Moves an [`assistant`] or [`tool_result`] input (written for turn 1, step 1) to `turn`
+/// and `step`.
+pub fn at_step(mut input: EventInput, turn: u32, step: u32) -> EventInput {
+    input.data = input.data.replacen(
+        r#"{"turn":1,"step":1,"#,
+        &format!(r#"{{"turn":{turn},"step":{step},"#),
+        1,
+    );
+    input
+}
+
 /// Turns an input into a replacement of `start..=end` citing `sources`.
 pub fn replacing(input: EventInput, start: u64, end: u64, sources: &[u64]) -> EventInput {
     input
@@ -116,9 +142,11 @@ pub fn replacing(input: EventInput, start: u64, end: u64, sources: &[u64]) -> Ev
         .with_sources(sources.to_vec())
 }
 
-/// Appends or panics with the refusal (for building valid fixtures in tests).
+/// Appends under DSH's reader rules, or panics with the refusal: builds the DSH-shaped logs
+/// (surface sequences without turns, as in the interop spec's worked examples) that the
+/// surface and compaction tests replay, exactly as an import would accept them.
 pub fn push(session: &mut Session, input: EventInput) -> u64 {
-    match session.try_append(input) {
+    match session.try_append_with(input, RuleSet::Dsh) {
         Ok(event) => event.seq().get(),
         Err(e) => panic!("test event refused: {e}"),
     }
