@@ -18,6 +18,14 @@ fn vectors() -> Vec<Vector> {
         "/../../format-spec/events.md"
     ))
     .expect("format-spec/events.md");
+    // Only the "Golden vectors" section: other sections have `###` headings of their own.
+    let start = doc
+        .find("## Golden vectors")
+        .expect("a Golden vectors section");
+    let end = doc[start + 3..]
+        .find("\n## ")
+        .map_or(doc.len(), |e| start + 3 + e);
+    let doc = &doc[start..end];
     let mut out = Vec::new();
     let mut current: Option<Vector> = None;
     let mut in_hex = false;
