@@ -15,7 +15,7 @@ use sessionlog::session::compaction::{
     CompactionOutcome, CompactionPolicy, DeterministicSummarizer,
 };
 use sessionlog::session::tokens::{HeuristicCounter, Usage};
-use sessionlog::{SessionHandle, SessionHeader, Store, StoreOptions};
+use sessionlog::{LogOptions, SessionHandle, SessionHeader, Store, StoreOptions};
 
 const PROVIDER: &str = "deepseek";
 const MODEL: &str = "deepseek-chat";
@@ -74,9 +74,11 @@ fn turn(session: &mut SessionHandle, question: &str, path: &str) -> sessionlog::
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::env::temp_dir().join(format!("sessionlog-agent-turn-{}", std::process::id()));
-    let mut options = StoreOptions::default();
-    options.log.segment_size_bytes = 1 << 20;
-    options.log.preallocate = false;
+    let options = StoreOptions::default().with_log(
+        LogOptions::default()
+            .with_segment_size_bytes(1 << 20)
+            .with_preallocate(false),
+    );
     let store = Store::open(&dir, options.clone())?;
 
     for name in ["alpha", "beta", "gamma"] {
@@ -86,10 +88,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         if name == "beta" {
             // The context window is small: summarize the older part of the conversation.
-            let policy = CompactionPolicy {
-                trigger_fraction: 0.5,
-                ..CompactionPolicy::default()
-            };
+            let policy = CompactionPolicy::default().with_trigger_fraction(0.5);
             let outcome = session.compact(
                 &policy,
                 &mut DeterministicSummarizer::new(),

@@ -380,13 +380,13 @@ fn a_batch_refused_part_way_leaves_nothing_and_the_handle_keeps_working() {
     let valid = || {
         vec![
             user("u3", "more"),
-            // Replaces u1 and a2 (seqs 1 and 2) with one message.
-            replacing(user("u4", "summary"), 1, 2, &[1, 2]),
+            // Replaces u1 and a2 (seqs 2 and 3) with one message.
+            replacing(user("u4", "summary"), 2, 3, &[2, 3]),
         ]
     };
     let mut batch = valid();
-    // Seq 1 is no longer on the surface once the replacement above is applied.
-    batch.push(replacing(user("u5", "x"), 1, 1, &[1]));
+    // Seq 2 is no longer on the surface once the replacement above is applied.
+    batch.push(replacing(user("u5", "x"), 2, 2, &[2]));
     let refused = handle.append_atomic(batch);
     assert!(
         matches!(&refused, Err(e) if rule(e, Rule::ReplaceRange)),
@@ -398,8 +398,8 @@ fn a_batch_refused_part_way_leaves_nothing_and_the_handle_keeps_working() {
     assert_eq!(store.export_dsh("s1").expect("export"), export_before);
 
     let seqs = handle.append_atomic(valid()).expect("the valid part alone");
-    assert_eq!(seqs.iter().map(|s| s.get()).collect::<Vec<_>>(), [3, 4]);
-    assert_eq!(handle.session().surface(), vec![4, 3]);
+    assert_eq!(seqs.iter().map(|s| s.get()).collect::<Vec<_>>(), [4, 5]);
+    assert_eq!(handle.session().surface(), vec![5, 4]);
     let folded =
         TokenProjection::from_session(handle.session(), Arc::new(HeuristicCounter)).expect("fold");
     assert_eq!(handle.pressure(), folded.pressure());

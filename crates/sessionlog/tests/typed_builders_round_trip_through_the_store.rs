@@ -5,13 +5,14 @@
 use sessionlog::build::{
     AssistantMessage, StepEnd, StepStart, ToolCall, ToolResult, TurnEnd, TurnStart, UserMessage,
 };
-use sessionlog::{Error, Rule, SessionError, SessionHeader, Store, StoreOptions};
+use sessionlog::{Error, LogOptions, Rule, SessionError, SessionHeader, Store, StoreOptions};
 
 fn options() -> StoreOptions {
-    let mut options = StoreOptions::default();
-    options.log.preallocate = false;
-    options.log.segment_size_bytes = 256 << 10;
-    options
+    StoreOptions::default().with_log(
+        LogOptions::default()
+            .with_preallocate(false)
+            .with_segment_size_bytes(256 << 10),
+    )
 }
 
 fn write_turn(store: &Store) -> Vec<String> {
