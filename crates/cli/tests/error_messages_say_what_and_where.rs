@@ -28,13 +28,14 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-const TURN_START: &str = r#"{"type":"turn/start","data":{"turn":1,"trigger":{"kind":"message","source":{"kind":"user"}}}}"#;
+const TURN_START: &str = r#"{"type":"turn/start","data":{"turn":1}}"#;
+const STEP_START: &str = r#"{"type":"step/start","data":{"turn":1,"step":1}}"#;
 const USER: &str = r#"{"type":"user/message","data":{"content":[{"type":"text","text":"hi"}],"source":{"kind":"user"},"role":"user","id":"u1"},"surfaceOp":"append"}"#;
 
-/// A store `s` holding session `a` with two events.
+/// A store `s` holding session `a` with three events (a turn, its step, a user message).
 fn store_with_session(dir: &Path) -> String {
     let store = dir.join("s").to_str().expect("utf8").to_owned();
-    let input = format!("{TURN_START}\n{USER}\n");
+    let input = format!("{TURN_START}\n{STEP_START}\n{USER}\n");
     let out = sessionlog(
         &["append", "--store", &store, "--session", "a", "--create"],
         input.as_bytes(),
@@ -216,7 +217,7 @@ fn a_full_page_of_sessions_says_how_to_get_the_next() {
         assert_eq!(out.status.code(), Some(0));
     }
     let first = sessionlog(&["sessions", "--store", &store, "--limit", "2"], b"");
-    assert_eq!(text(&first.stdout), "a\t2 events\nb\t1 event\n");
+    assert_eq!(text(&first.stdout), "a\t3 events\nb\t1 event\n");
     let hint = text(&first.stderr);
     let expected = format!(
         "more sessions follow; next page: sessionlog sessions --store {store} --limit 2 --after b\n"
