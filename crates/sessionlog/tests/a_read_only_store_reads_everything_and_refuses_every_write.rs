@@ -40,13 +40,13 @@ fn a_read_only_store_reads_everything_and_refuses_every_write() {
     let mut handle = writer
         .create_session("s", SessionHeader::new("s", 1, None))
         .expect("create");
-    for turn in 1..=3 {
+    for (time, event_type, data) in [
+        (1, "turn/start", r#"{"turn":1}"#),
+        (2, "turn/end", r#"{"turn":1,"reason":{"kind":"completed"}}"#),
+        (3, "turn/start", r#"{"turn":2}"#),
+    ] {
         handle
-            .append(EventInput::new(
-                "turn/start",
-                turn,
-                format!(r#"{{"turn":{turn}}}"#),
-            ))
+            .append(EventInput::new(event_type, time, data))
             .expect("append");
     }
     handle.commit().expect("commit");
