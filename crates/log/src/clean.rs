@@ -16,6 +16,9 @@ use crate::segment::ScanOutcome;
 use crate::state::{Catalog, State};
 use crate::storage::{OpenMode, Storage};
 
+/// Bytes past the described data that must be zero for a clean-close file to be used.
+pub(crate) const ZERO_CHECK_BYTES: usize = 1 << 16;
+
 /// The clean-close file of segment `id`.
 pub(crate) fn clean_path(dir: &Path, id: SegmentId) -> PathBuf {
     dir.join(format!("{:020}.clean", id.0))
@@ -72,6 +75,16 @@ pub(crate) fn read(
     Ok(adopt(&bytes, id, segment, catalog))
 }
 
+/// The end of the data a verifying clean-close file of segment `id` describes, if there is
+/// one. Only a hint: whoever uses it still checks the segment against it.
+pub(crate) fn data_end_hint(storage: &dyn Storage, dir: &Path, id: SegmentId) -> Option<u64> {
+    let file = storage
+        .open_file(&clean_path(dir, id), OpenMode::ReadOnly)
+        .ok()?;
+    let bytes = crate::snapshot::read_copy(&*file).ok()?;
+    Some(FooterView::decode_detached(&bytes, id.0).ok()?.data_end)
+}
+
 fn adopt(
     bytes: &[u8],
     id: SegmentId,
@@ -83,7 +96,7 @@ fn adopt(
     // Nothing may lie past the described data (the file is removed before any append, so
     // this holds unless the segment was changed behind the log's back).
     let after = segment.get(data_end..)?;
-    if !is_zero(&after[..after.len().min(1 << 16)]) {
+    if !is_zero(&after[..after.len().min(ZERO_CHECK_BYTES)]) {
         return None;
     }
     let mut trial = catalog.clone();

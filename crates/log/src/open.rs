@@ -19,11 +19,11 @@ use crate::index::SealedExtent;
 use crate::log::{Inner, Log, RecoveryReport};
 use crate::options::{Access, LogOptions};
 use crate::recovery::{
-    any_valid_batch, decide_segment, FooterFact, HeaderFact, LaterBatchFact, PositionFact,
+    any_valid_batch, decide_segment, is_zero, FooterFact, HeaderFact, LaterBatchFact, PositionFact,
     RoleFact, SegmentDecision,
 };
 use crate::segment::{scan_segment, segment_path, ScanOutcome, SealedSegment};
-use crate::snapshot::{read_copy, SnapshotFile};
+use crate::snapshot::{read_copy, read_prefix, SnapshotFile};
 use crate::state::{ActiveSegment, Catalog, Counters, State};
 use crate::storage::{OpenMode, Storage, StorageFile};
 use crate::writer::create_segment;
@@ -153,7 +153,9 @@ pub(crate) fn open(
         // read-only open copies the last segment instead: a live writer may still append to
         // it, seal it or cut it, and a mapping must never see a file shrink.
         let bytes = if last && read_only {
-            Bytes::from(read_copy(&*file).map_err(io_err("reading", &path))?)
+            Bytes::from(
+                read_last_segment(&*storage, dir, id, &*file).map_err(io_err("reading", &path))?,
+            )
         } else {
             file.map_readonly().map_err(io_err("mapping", &path))?
         };
@@ -228,8 +230,9 @@ pub(crate) fn open(
                 report.active_records = scan.outcome.records;
                 let file = if read_only {
                     // Reads are served from the copy, up to where its valid data ends.
+                    // A fresh allocation: the copy may be a mostly empty preallocated segment.
                     let end = usize::try_from(scan.outcome.data_end).unwrap_or(usize::MAX);
-                    let kept = bytes.slice(..end.min(bytes.len()));
+                    let kept = Bytes::copy_from_slice(&bytes[..end.min(bytes.len())]);
                     Arc::new(SnapshotFile::new(kept)) as Arc<dyn StorageFile>
                 } else {
                     file
@@ -360,6 +363,29 @@ pub(crate) fn open(
     Ok(Log {
         inner: Arc::new(inner),
     })
+}
+
+/// A read-only copy of the last segment. After a clean close, the clean-close file says where
+/// the data ends: then only that much and the zeros after it that a clean open checks are
+/// read, not the whole preallocated file. When those bytes are not zero (a writer has
+/// appended since), or without such a file, the whole file is copied.
+fn read_last_segment(
+    storage: &dyn Storage,
+    dir: &Path,
+    id: SegmentId,
+    file: &dyn StorageFile,
+) -> std::io::Result<Vec<u8>> {
+    if let Some(end) = crate::clean::data_end_hint(storage, dir, id) {
+        let want = end.saturating_add(crate::clean::ZERO_CHECK_BYTES as u64);
+        if want < file.len()? {
+            let prefix = read_prefix(file, want)?;
+            let rest = usize::try_from(end).ok().and_then(|e| prefix.get(e..));
+            if prefix.len() as u64 == want && rest.is_some_and(is_zero) {
+                return Ok(prefix);
+            }
+        }
+    }
+    read_copy(file)
 }
 
 /// The scan of the active segment, and whether a clean-close file stood in for it.

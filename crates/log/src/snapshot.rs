@@ -13,7 +13,12 @@ use crate::storage::StorageFile;
 /// Reads the whole file as it is now. A file that shrinks while it is read (a writer sealing
 /// it) yields what was there; a file that grows yields at least its size when reading began.
 pub(crate) fn read_copy(file: &dyn StorageFile) -> io::Result<Vec<u8>> {
-    let len = usize::try_from(file.len()?)
+    read_prefix(file, file.len()?)
+}
+
+/// Reads up to the first `len` bytes of the file (fewer if it ends first).
+pub(crate) fn read_prefix(file: &dyn StorageFile, len: u64) -> io::Result<Vec<u8>> {
+    let len = usize::try_from(len)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "file too large to read"))?;
     let mut out = vec![0u8; len];
     let mut got = 0;
