@@ -1,9 +1,10 @@
 //! `sessionlog`: the command-line tool for sessionlog stores.
 //!
 //! The command names, flags, output lines and exit codes are a stable contract that scripts
-//! and tests outside the project drive. Exit codes: 0 success; 1 `verify` found damage;
-//! 2 usage, I/O or any other error; 3 invalid input (refused data). Errors are one line on
-//! stderr.
+//! and tests outside the project drive. Exit codes: 0 success; 1 damage (found by `verify`,
+//! or met by any command); 2 usage, environment or I/O error (a missing session or store, a
+//! store or session held elsewhere); 3 refused input. Errors are one line on stderr; the code
+//! follows from the error's [`ErrorClass`] alone (see [`exit_code`]).
 
 #![forbid(unsafe_code)]
 
@@ -13,7 +14,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use sessionlog_log::{Access, Append, Durability, Log, LogOptions, RealStorage, Seq};
+use sessionlog_log::{Access, Append, Durability, ErrorClass, Log, LogOptions, RealStorage, Seq};
 
 mod demo;
 mod dump;
@@ -334,24 +335,30 @@ impl Failure {
     }
 }
 
+/// The exit code of an error of `class`; the only place the tool maps errors to exit codes.
+pub(crate) fn exit_code(class: ErrorClass) -> u8 {
+    match class {
+        ErrorClass::Refused => 3,
+        ErrorClass::Damaged => 1,
+        _ => 2,
+    }
+}
+
 impl From<sessionlog_log::Error> for Failure {
     fn from(e: sessionlog_log::Error) -> Self {
-        let code = match e {
-            sessionlog_log::Error::InvalidInput(_)
-            | sessionlog_log::Error::RecordTooLarge { .. } => 3,
-            _ => 2,
-        };
-        Failure::new(code, e.to_string())
+        Failure::new(exit_code(e.class()), e.to_string())
     }
 }
 
 impl From<sessionlog::Error> for Failure {
     fn from(e: sessionlog::Error) -> Self {
-        match e {
-            sessionlog::Error::Log(e) => e.into(),
-            e if e.is_refusal() => Failure::new(3, e.to_string()),
-            e => Failure::new(2, e.to_string()),
-        }
+        Failure::new(exit_code(e.class()), e.to_string())
+    }
+}
+
+impl From<sessionlog::StoreError> for Failure {
+    fn from(e: sessionlog::StoreError) -> Self {
+        Failure::new(exit_code(e.class()), e.to_string())
     }
 }
 

@@ -211,15 +211,17 @@ fn usage(spec: &str) -> Failure {
     )
 }
 
-/// Refusals of input exit with 3, everything else with 2.
+/// The exit code follows the error's class, as for every command.
 fn failure(e: StoreError) -> Failure {
-    Failure::new(if e.is_refusal() { 3 } else { 2 }, e.to_string())
+    e.into()
 }
 
 fn in_session(name: &str) -> impl Fn(StoreError) -> Failure + '_ {
     move |e| {
-        let code = if e.is_refusal() { 3 } else { 2 };
-        Failure::new(code, format!("session {name:?}: {e}"))
+        Failure::new(
+            crate::exit_code(e.class()),
+            format!("session {name:?}: {e}"),
+        )
     }
 }
 

@@ -1,6 +1,6 @@
 //! One flipped bit in a batch that later batches vouch for (they were written after it was
 //! synced): that is damage to acknowledged data, not a torn tail. Reading commands refuse
-//! with exit 2 and change no byte; an open for writing refuses too and cuts nothing.
+//! with exit 1 (damage) and change no byte; an open for writing refuses too and cuts nothing.
 
 mod common;
 
@@ -30,7 +30,7 @@ fn a_bit_flip_in_acknowledged_data_is_refused_by_reads_and_writers_alike() {
         vec!["stats", "--store", s],
     ] {
         let r = run(&args, "");
-        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        assert_eq!(r.code, 1, "damage exits 1: {args:?}: {r:?}");
         assert!(
             r.stderr.contains("corruption in segment 1"),
             "{args:?}: {r:?}"
@@ -43,7 +43,7 @@ fn a_bit_flip_in_acknowledged_data_is_refused_by_reads_and_writers_alike() {
     assert_eq!(picture(&store), before, "a read changed the store");
 
     let rebuild = run(&["cache", "rebuild", "--store", s], "");
-    assert_eq!(rebuild.code, 2, "{rebuild:?}");
+    assert_eq!(rebuild.code, 1, "damage exits 1: {rebuild:?}");
     assert!(
         rebuild.stderr.contains("corruption in segment 1"),
         "{rebuild:?}"

@@ -153,7 +153,7 @@ fn a_damaged_segment_header_is_described_in_words() {
     let store = raw_store(dir.path());
     flip_byte(&segment_file(&store), 10);
     let out = sessionlog(&["log", "read", "--store", &store, "--stream", "x"], b"");
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(1), "damage exits 1");
     let stderr = text(&out.stderr);
     assert!(
         stderr.contains("segment header is damaged (bytes that do not verify"),

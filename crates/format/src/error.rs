@@ -108,3 +108,14 @@ impl FormatError {
         }
     }
 }
+
+impl FormatError {
+    /// The class of this error: bytes from a newer format version are an environment
+    /// problem (a newer build reads them); every other decoding failure is damage.
+    pub fn class(&self) -> crate::ErrorClass {
+        match self {
+            FormatError::UnsupportedVersion { .. } => crate::ErrorClass::Environment,
+            _ => crate::ErrorClass::Damaged,
+        }
+    }
+}

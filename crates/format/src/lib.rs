@@ -12,6 +12,7 @@
 
 mod batch;
 mod checksum;
+mod class;
 mod error;
 mod footer;
 mod header;
@@ -24,6 +25,7 @@ pub use batch::{
     RECORD_ALIGN, RECORD_HEADER_LEN,
 };
 pub use checksum::{masked_crc, segment_crc, SegmentCrc};
+pub use class::ErrorClass;
 pub use error::{FormatError, Structure};
 pub use footer::{
     decode_footer_trailer, encode_footer, CatalogEntry, CatalogOp, FooterTrailer, FooterView,

@@ -4,7 +4,7 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use sessionlog_format::FormatError;
+use sessionlog_format::{ErrorClass, FormatError};
 
 use crate::ids::{SegmentId, Seq, StreamId};
 
@@ -104,6 +104,33 @@ pub enum Error {
     /// A record, stream name or batch breaks a rule of the log.
     #[error("invalid input: {0}")]
     InvalidInput(String),
+}
+
+impl Error {
+    /// The class of this error ([`ErrorClass`]), the same for the same cause on every path
+    /// (the command-line tool derives its exit code from it).
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            Error::RecordTooLarge { .. }
+            | Error::StreamExists(_)
+            | Error::SeqMismatch { .. }
+            | Error::InvalidInput(_) => ErrorClass::Refused,
+            Error::UnknownStream(_) | Error::NoSuchRecord { .. } | Error::NotAStore { .. } => {
+                ErrorClass::NotFound
+            }
+            Error::Locked { .. } => ErrorClass::Busy,
+            Error::Corrupted {
+                format: Some(format),
+                ..
+            } => format.class(),
+            Error::Corrupted { .. } => ErrorClass::Damaged,
+            Error::Io { .. }
+            | Error::Poisoned { .. }
+            | Error::Closed
+            | Error::ReadOnly { .. }
+            | Error::InvalidOptions(_) => ErrorClass::Environment,
+        }
+    }
 }
 
 /// Shorthand for results of this crate.

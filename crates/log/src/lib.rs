@@ -32,6 +32,6 @@ pub use open::{classify_dir, StoreDir, LOCK_FILE};
 pub use options::{Access, Durability, LogOptions, RecoveryMode};
 pub use read::RecordIter;
 pub use segment::TailCut;
-pub use sessionlog_format::encoded_batch_len;
+pub use sessionlog_format::{encoded_batch_len, ErrorClass};
 pub use storage::{DirLock, OpenMode, RealStorage, Storage, StorageFile};
 pub use verify::{verify_store, Damage, SegmentCheck, VerifyReport};

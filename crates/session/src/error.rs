@@ -3,6 +3,8 @@
 //! Every refusal names the event (seq and type) and the rule it broke, so a caller can
 //! print it as one line and a user can find the offending record.
 
+use sessionlog_format::ErrorClass;
+
 use std::fmt;
 
 use crate::json::JsonErrorKind;
@@ -156,6 +158,15 @@ pub enum Error {
 }
 
 impl Error {
+    /// The class of this error: a stored record that does not decode is damage; everything
+    /// else is input the session rules refuse.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            Error::Decode { .. } => ErrorClass::Damaged,
+            _ => ErrorClass::Refused,
+        }
+    }
+
     pub(crate) fn invalid(
         seq: u64,
         event_type: &str,

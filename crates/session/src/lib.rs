@@ -39,6 +39,7 @@ pub use event::{Event, EventInput, Seq, SurfaceOp};
 pub use header::SessionHeader;
 pub use repair::{TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN};
 pub use session::{derive_message, Session};
+pub use sessionlog_format::ErrorClass;
 pub use store_trait::{NewEvent, SessionStore, StoreError, StoreResult};
 pub use surface::Surface;
 pub use upgrade::needs_upgrade;

@@ -98,16 +98,25 @@ impl StoreError {
         StoreError::Io(Box::new(e))
     }
 
-    /// True when the input was refused (as opposed to a failure of the storage).
+    /// The class of this error, the same as the engine's own error types give the same cause.
+    pub fn class(&self) -> crate::ErrorClass {
+        use crate::ErrorClass;
+        match self {
+            StoreError::StaleWriter { .. } | StoreError::Exists(_) | StoreError::BadName { .. } => {
+                ErrorClass::Refused
+            }
+            StoreError::Invalid(e) => e.class(),
+            StoreError::NoSuchSession(_) => ErrorClass::NotFound,
+            StoreError::Corrupt { .. } => ErrorClass::Damaged,
+            StoreError::Io(_) => ErrorClass::Environment,
+        }
+    }
+
+    /// True when the input was refused: [`StoreError::class`] is
+    /// [`Refused`](crate::ErrorClass::Refused). A missing session is
+    /// [`NotFound`](crate::ErrorClass::NotFound), not a refusal.
     pub fn is_refusal(&self) -> bool {
-        matches!(
-            self,
-            StoreError::StaleWriter { .. }
-                | StoreError::Exists(_)
-                | StoreError::Invalid(_)
-                | StoreError::BadName { .. }
-                | StoreError::NoSuchSession(_)
-        )
+        self.class() == crate::ErrorClass::Refused
     }
 }
 

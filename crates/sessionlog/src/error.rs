@@ -1,5 +1,7 @@
 //! The facade's error type.
 
+use sessionlog_session::ErrorClass;
+
 /// What can go wrong in a store.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -40,10 +42,23 @@ pub enum Error {
 }
 
 impl Error {
-    /// True when the error refuses input (an invalid event, a log the session rules refuse),
-    /// as opposed to an environment failure.
+    /// The class of this error ([`ErrorClass`]): the same bad input gets the same class here,
+    /// through the log, the session rules and the `SessionStore` trait.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            Error::Log(e) => e.class(),
+            Error::Session(e) => e.class(),
+            Error::NoSuchSession(_) => ErrorClass::NotFound,
+            Error::SessionExists(_) | Error::BadName { .. } => ErrorClass::Refused,
+            Error::BadRecord { .. } => ErrorClass::Damaged,
+            Error::WriterBusy(_) => ErrorClass::Busy,
+        }
+    }
+
+    /// True when the error refuses input (an invalid event, a log the session rules refuse, a
+    /// name that is taken or not allowed): [`Error::class`] is [`ErrorClass::Refused`].
     pub fn is_refusal(&self) -> bool {
-        matches!(self, Error::Session(_))
+        self.class() == ErrorClass::Refused
     }
 }
 

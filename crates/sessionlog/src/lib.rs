@@ -33,7 +33,7 @@ pub use sessionlog_session::{
     SessionHeader, SurfaceOp,
 };
 #[doc(inline)]
-pub use sessionlog_session::{NewEvent, SessionStore, StoreError, StoreResult};
+pub use sessionlog_session::{ErrorClass, NewEvent, SessionStore, StoreError, StoreResult};
 pub use store::{
     CacheUse, ImportSummary, SessionHandle, SessionInfo, SessionView, Store, StoreOptions,
     KIND_SESSION_HEADER,
