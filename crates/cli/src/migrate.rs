@@ -84,6 +84,31 @@ fn is_session_dir(path: &Path) -> bool {
             .is_some()
 }
 
+/// DSH's compressed log file name (its default encoding), which this tool does not read.
+const COMPRESSED_SESSION_FILE: &str = "session.jsonl.zstd";
+
+/// A session directory holding only DSH's compressed log.
+fn is_compressed_session_dir(path: &Path) -> bool {
+    path.join(COMPRESSED_SESSION_FILE).is_file() && !path.join(SESSION_FILE).exists()
+}
+
+/// The compressed-only session directories directly under `dir` and one level down.
+fn compressed_sessions(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
+    let mut found = Vec::new();
+    for sub in subdirs(dir)? {
+        if is_compressed_session_dir(&sub) {
+            found.push(sub);
+        } else if !is_session_dir(&sub) {
+            found.extend(
+                subdirs(&sub)?
+                    .into_iter()
+                    .filter(|d| is_compressed_session_dir(d)),
+            );
+        }
+    }
+    Ok(found)
+}
+
 /// The subdirectories of `dir`, sorted.
 fn subdirs(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
     let entries = std::fs::read_dir(dir)
@@ -165,6 +190,22 @@ fn open_dsh_source(dir: &Path) -> Result<Source, Failure> {
     } else {
         dir.to_path_buf()
     };
+    // DSH writes zstd-compressed logs by default. Migrating the plain ones and leaving those
+    // behind would look like success, so any of them refuses the whole migration.
+    let compressed = compressed_sessions(&root)?;
+    if let Some(first) = compressed.first() {
+        return Err(Failure::new(
+            3,
+            format!(
+                "{} holds {} stored compressed ({COMPRESSED_SESSION_FILE}, e.g. in {}), which \
+                 migrate does not read; nothing was copied. Decompress each next to it \
+                 (zstd -d {COMPRESSED_SESSION_FILE} -o {SESSION_FILE}) and run migrate again",
+                dir.display(),
+                plural(compressed.len(), "session", "sessions"),
+                first.display()
+            ),
+        ));
+    }
     // Session directories directly under the root make it a project directory; directories
     // holding session directories are projects of a sessions root. (A root may hold both.)
     let mut projects = Vec::new();
