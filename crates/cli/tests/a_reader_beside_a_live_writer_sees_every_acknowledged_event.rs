@@ -1,6 +1,7 @@
 //! A writer process appends events durably and keeps going; reader processes started one
 //! after another beside it each see every event the writer acknowledged before the reader
-//! started, and only a gap-free prefix of what was written, byte for byte.
+//! started, and only a gap-free prefix of what was written, byte for byte; `verify` beside it
+//! finds the store intact.
 
 mod common;
 
@@ -83,6 +84,8 @@ fn a_reader_beside_a_live_writer_sees_every_acknowledged_event() {
         if n < EVENTS {
             seen_while_writing += 1;
         }
+        let verify = run(&["verify", "--store", &s], "");
+        assert_eq!(verify.code, 0, "verify beside the writer: {verify:?}");
         std::thread::sleep(Duration::from_millis(15));
     }
     feeder.join().expect("feeder");
