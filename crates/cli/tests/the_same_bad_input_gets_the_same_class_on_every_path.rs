@@ -180,8 +180,10 @@ fn a_store_or_session_held_elsewhere_is_busy_on_every_path() {
     let second_open = Store::open(&lib, options())
         .map(drop)
         .expect_err("second open");
+    let via_trait = SessionStore::delete(&store, "w").expect_err("trait delete of a held session");
     assert_eq!(second_writer.class(), ErrorClass::Busy);
     assert_eq!(second_open.class(), ErrorClass::Busy);
+    assert_eq!(via_trait.class(), ErrorClass::Busy);
     // Reading commands open read-only and work beside the writer; a writing one is refused.
     let held = lib.to_str().expect("utf8");
     // No input: the tool exits at the lock before reading any.

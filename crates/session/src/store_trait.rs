@@ -90,6 +90,16 @@ pub enum StoreError {
     /// The storage underneath failed. Appends since the last commit may be lost; reopen.
     #[error("storage failed: {0}")]
     Io(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
+    /// A failure of the store underneath that no variant above names, with the class its own
+    /// error type gave it, so the trait reports the class the store's own API would.
+    #[error("{source}")]
+    Other {
+        /// The class of `source`.
+        class: crate::ErrorClass,
+        /// The store's own error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
 }
 
 impl StoreError {
@@ -98,10 +108,22 @@ impl StoreError {
         StoreError::Io(Box::new(e))
     }
 
+    /// Wraps an error of the store underneath with the class its own type gives it.
+    pub fn classified(
+        class: crate::ErrorClass,
+        e: impl std::error::Error + Send + Sync + 'static,
+    ) -> StoreError {
+        StoreError::Other {
+            class,
+            source: Box::new(e),
+        }
+    }
+
     /// The class of this error, the same as the engine's own error types give the same cause.
     pub fn class(&self) -> crate::ErrorClass {
         use crate::ErrorClass;
         match self {
+            StoreError::Other { class, .. } => *class,
             StoreError::StaleWriter { .. } | StoreError::Exists(_) | StoreError::BadName { .. } => {
                 ErrorClass::Refused
             }

@@ -44,7 +44,8 @@ fn store_error(name: &str, e: Error) -> StoreError {
             detail: e.to_string(),
         },
         Error::Log(e) => log_error(name, e),
-        e => StoreError::io(e),
+        Error::BadName { name, reason } => StoreError::BadName { name, reason },
+        e => StoreError::classified(e.class(), e),
     }
 }
 
@@ -59,7 +60,7 @@ fn log_error(name: &str, e: sessionlog_log::Error) -> StoreError {
             expected: expected.0.saturating_sub(1),
             actual: actual.0.saturating_sub(1),
         },
-        e => StoreError::io(e),
+        e => StoreError::classified(e.class(), e),
     }
 }
 
