@@ -140,10 +140,30 @@ impl KilledOutcome {
 }
 
 /// What was acknowledged of one session: events durable, and a checksum of their envelopes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 struct Acked {
     events: u64,
     crc: u32,
+    /// The checksum state after `events` envelopes, so each envelope is hashed once.
+    hasher: crc32fast::Hasher,
+}
+
+impl Acked {
+    /// Acknowledges every event of `session`, hashing only those not acknowledged yet
+    /// (rehashing the whole session at every commit made long demos quadratic).
+    fn advance(&mut self, session: &Session) {
+        let n = session.next_seq().get();
+        let new = session
+            .events()
+            .get(self.events as usize..n as usize)
+            .unwrap_or_default();
+        for e in new {
+            self.hasher.update(e.raw().as_bytes());
+            self.hasher.update(b"\n");
+        }
+        self.events = n;
+        self.crc = self.hasher.clone().finalize();
+    }
 }
 
 fn envelope_crc(session: &Session, upto: u64) -> u32 {
@@ -184,11 +204,7 @@ fn drive_turn(
             let t = Instant::now();
             h.commit()?;
             latencies.push(t.elapsed());
-            let n = h.session().next_seq().get();
-            *acked = Acked {
-                events: n,
-                crc: envelope_crc(h.session(), n),
-            };
+            acked.advance(h.session());
         }
     }
     Ok(latencies)
@@ -212,11 +228,7 @@ fn maybe_compact(
         counter.clone(),
         now_ms(),
     )?;
-    let n = h.session().next_seq().get();
-    *acked = Acked {
-        events: n,
-        crc: envelope_crc(h.session(), n),
-    };
+    acked.advance(h.session());
     Ok(matches!(outcome, CompactionOutcome::Compacted(_)))
 }
 
@@ -320,11 +332,7 @@ pub(crate) fn demo(args: DemoArgs) -> Result<u8, Failure> {
                     }
                     // With no turns (or a final compaction) some events are not yet durable.
                     h.commit()?;
-                    let n = h.session().next_seq().get();
-                    mine = Acked {
-                        events: n,
-                        crc: envelope_crc(h.session(), n),
-                    };
+                    mine.advance(h.session());
                     events.fetch_add(h.session().next_seq().get(), Ordering::Relaxed);
                     latencies
                         .lock()
@@ -581,6 +589,7 @@ fn run_and_kill_child(
                 Acked {
                     events: parse(n)?,
                     crc: parse(crc)? as u32,
+                    ..Acked::default()
                 },
             );
             seen += 1;
@@ -605,6 +614,7 @@ fn run_and_kill_child(
                     Acked {
                         events: n,
                         crc: crc as u32,
+                        ..Acked::default()
                     },
                 );
             }
@@ -651,11 +661,7 @@ pub(crate) fn demo_child(dir: &Path, sessions: usize, seed: u64) -> Result<u8, F
                 }
             }
             h.commit()?;
-            let n = h.session().next_seq().get();
-            *acked = Acked {
-                events: n,
-                crc: envelope_crc(h.session(), n),
-            };
+            acked.advance(h.session());
             writeln!(stdout, "ack {} {} {}", h.name(), acked.events, acked.crc)
                 .map_err(|e| Failure::new(2, e.to_string()))?;
             stdout.flush().map_err(|e| Failure::new(2, e.to_string()))?;
