@@ -1,0 +1,417 @@
+//! The session state machine: everything the rules and projections need to know about a
+//! session, without its events.
+//!
+//! [`SessionState`] holds the surface with its replacements, the turn and step tracker with
+//! the open tool calls, and the last event's type and time. Every append is split into a
+//! read-only check that plans the change and an apply that cannot fail, so a refused event
+//! leaves the state exactly as it was; [`SessionState::atomically`] extends that to batches.
+//! The few rules that look at an earlier event (a tool-result replacement compares itself
+//! with the result it shadows) read it through [`LookBack`], so the state can be kept for a
+//! session whose events are not in memory. [`Session`](crate::Session) is this state plus
+//! the events.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use crate::build::Position;
+use crate::error::{Error, Rule};
+use crate::event::{Event, Seq, SurfaceOp};
+use crate::header::SessionHeader;
+use crate::repair::TurnTracker;
+use crate::surface::{RangeError, ShadowedLinks, Surface};
+use crate::validate::{self, RuleSet};
+use crate::version::FormatVersion;
+
+/// Reads earlier events of a session by seq, for the rules that look back.
+pub trait LookBack {
+    /// The event with `seq`, or `None` when the session has no such event. A store that
+    /// reads it from disk reports a failed read as an error.
+    fn event_at(&self, seq: Seq) -> Result<Option<Cow<'_, Event>>, Error>;
+}
+
+impl LookBack for &[Event] {
+    fn event_at(&self, seq: Seq) -> Result<Option<Cow<'_, Event>>, Error> {
+        Ok(usize::try_from(seq.get())
+            .ok()
+            .and_then(|i| (*self).get(i))
+            .map(Cow::Borrowed))
+    }
+}
+
+/// What an accepted event does to the surface.
+pub(crate) enum SurfacePlan {
+    None,
+    Append,
+    Replace(Vec<u64>),
+}
+
+/// How to take back one applied event's surface change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum SurfaceUndo {
+    None,
+    Append(u64),
+    Replace(u64, ShadowedLinks),
+}
+
+/// The type and time of the newest event: what `session/end-seed` and restart closers need.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LastEvent {
+    pub(crate) event_type: String,
+    pub(crate) time: i64,
+}
+
+/// Where an open [`SessionState::atomically`] started: enough to put the state back without
+/// having copied it. The turn tracker is small (open turn and step, calls of the open
+/// step), so it is saved whole; the surface is journaled per event.
+#[derive(Debug)]
+pub(crate) struct Savepoint {
+    next_seq: u64,
+    last: Option<LastEvent>,
+    tracker: TurnTracker,
+    journal_len: usize,
+    outermost: bool,
+}
+
+/// The state of one session: header, format version, surface, turn state, next seq.
+#[derive(Debug, Clone)]
+pub struct SessionState {
+    header: SessionHeader,
+    version: Arc<FormatVersion>,
+    next_seq: u64,
+    last: Option<LastEvent>,
+    surface: Surface,
+    tracker: TurnTracker,
+    /// Surface undo steps; recorded only inside [`SessionState::atomically`].
+    journal: Option<Vec<SurfaceUndo>>,
+}
+
+impl PartialEq for SessionState {
+    /// States are equal when their contents are; an open undo journal is not content.
+    fn eq(&self, other: &SessionState) -> bool {
+        self.header == other.header
+            && self.version == other.version
+            && self.next_seq == other.next_seq
+            && self.last == other.last
+            && self.surface == other.surface
+            && self.tracker == other.tracker
+    }
+}
+
+impl Eq for SessionState {}
+
+impl SessionState {
+    /// The state of an empty session.
+    pub fn new(header: SessionHeader, version: FormatVersion) -> SessionState {
+        SessionState {
+            header,
+            version: Arc::new(version),
+            next_seq: 0,
+            last: None,
+            surface: Surface::default(),
+            tracker: TurnTracker::default(),
+            journal: None,
+        }
+    }
+
+    /// Validates `event` (its seq must be the next one) under `rules` and folds it in. A
+    /// refused event changes nothing.
+    pub fn append(
+        &mut self,
+        event: &Event,
+        rules: RuleSet,
+        past: &dyn LookBack,
+    ) -> Result<(), Error> {
+        self.check_vocabulary(event)?;
+        let plan = self.check(event, rules, past)?;
+        self.apply(event, plan);
+        Ok(())
+    }
+
+    /// Runs `f` as one atomic change: if it fails, every event it folded in is taken back
+    /// and the state is exactly as before, without ever having been copied. Undo costs
+    /// O(events folded inside) plus the nodes their replacements shadowed. Nested calls roll
+    /// back to their own start.
+    pub fn atomically<R, E>(
+        &mut self,
+        f: impl FnOnce(&mut SessionState) -> Result<R, E>,
+    ) -> Result<R, E> {
+        let savepoint = self.savepoint();
+        let result = f(self);
+        self.release(savepoint, result.is_err());
+        result
+    }
+
+    /// Starts an atomic change (see [`SessionState::atomically`]); every savepoint must be
+    /// released, innermost first.
+    pub(crate) fn savepoint(&mut self) -> Savepoint {
+        let outermost = self.journal.is_none();
+        let journal = self.journal.get_or_insert_with(Vec::new);
+        Savepoint {
+            next_seq: self.next_seq,
+            last: self.last.clone(),
+            tracker: self.tracker.clone(),
+            journal_len: journal.len(),
+            outermost,
+        }
+    }
+
+    /// Ends the change `savepoint` started, taking it back when it `failed`.
+    pub(crate) fn release(&mut self, savepoint: Savepoint, failed: bool) {
+        let outermost = savepoint.outermost;
+        if failed {
+            self.undo_to(savepoint);
+        }
+        if outermost {
+            self.journal = None;
+        }
+    }
+
+    fn undo_to(&mut self, savepoint: Savepoint) {
+        if let Some(journal) = self.journal.as_mut() {
+            for undo in journal.drain(savepoint.journal_len..).rev() {
+                match undo {
+                    SurfaceUndo::None => {}
+                    SurfaceUndo::Append(seq) => self.surface.undo_append(seq),
+                    SurfaceUndo::Replace(seq, links) => self.surface.undo_replace(seq, links),
+                }
+            }
+        }
+        self.next_seq = savepoint.next_seq;
+        self.last = savepoint.last;
+        self.tracker = savepoint.tracker;
+    }
+
+    /// The closing events restart repair would append now (spec §8), without appending
+    /// them: tool results for pending calls, then `step/end` if a step is open, then
+    /// `turn/end {kind: interrupted}`. Empty when the last turn is closed.
+    pub fn repair_closers(&self) -> Result<Vec<Event>, Error> {
+        let Some(last) = &self.last else {
+            return Ok(Vec::new());
+        };
+        self.tracker
+            .closers(self.next_seq - 1, last.time)
+            .into_iter()
+            .map(|(seq, raw)| Event::parse(&raw, seq))
+            .collect()
+    }
+
+    /// Where the next event goes, for [`BuildEvent::build`](crate::build::BuildEvent::build):
+    /// the next seq, the open turn and step, the announced calls; `now_ms` is the time of
+    /// builders that set none.
+    pub fn position(&self, now_ms: i64) -> Position<'_> {
+        Position::new(&self.tracker, self.next_seq, now_ms)
+    }
+
+    /// The time of the newest event, if any.
+    pub fn last_event_time(&self) -> Option<i64> {
+        self.last.as_ref().map(|l| l.time)
+    }
+
+    /// Whether the last turn is open (a restart would append closers).
+    pub fn turn_open(&self) -> bool {
+        self.tracker.turn_open()
+    }
+
+    /// The header.
+    pub fn header(&self) -> &SessionHeader {
+        &self.header
+    }
+
+    /// The format version.
+    pub fn version(&self) -> &FormatVersion {
+        &self.version
+    }
+
+    /// The seq the next event gets.
+    pub fn next_seq(&self) -> Seq {
+        Seq(self.next_seq)
+    }
+
+    /// The type of the newest event, if any.
+    pub fn last_event_type(&self) -> Option<&str> {
+        self.last.as_ref().map(|l| l.event_type.as_str())
+    }
+
+    /// The current surface, in order.
+    pub fn surface(&self) -> Vec<u64> {
+        self.surface.to_vec()
+    }
+
+    /// The surface state (for iteration without collecting).
+    pub fn surface_state(&self) -> &Surface {
+        &self.surface
+    }
+
+    /// How many replacements have been applied.
+    pub fn replace_generation(&self) -> u64 {
+        self.surface.replace_generation()
+    }
+
+    /// The model history, verbatim, as one JSON array: the message of every surface node,
+    /// read through `past`, skipping assistant settlements whose content is empty.
+    pub fn derive_messages_json(&self, past: &dyn LookBack) -> Result<String, Error> {
+        let mut out = String::from("[");
+        for seq in self.surface.iter() {
+            let Some(event) = past.event_at(Seq(seq))? else {
+                continue;
+            };
+            if let Some(message) = crate::session::derive_message(&self.version, &event) {
+                if out.len() > 1 {
+                    out.push(',');
+                }
+                out.push_str(message);
+            }
+        }
+        out.push(']');
+        Ok(out)
+    }
+
+    pub(crate) fn check_vocabulary(&self, event: &Event) -> Result<(), Error> {
+        if !event.is_ignorable() && !self.version.is_known(event.event_type()) {
+            return Err(Error::UnknownEventType {
+                seq: event.seq().get(),
+                event_type: event.event_type().to_owned(),
+                version: self.version.name(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Every stateful and stateless rule; returns the surface change to make.
+    fn check(
+        &self,
+        event: &Event,
+        rules: RuleSet,
+        past: &dyn LookBack,
+    ) -> Result<SurfacePlan, Error> {
+        let expected = self.next_seq;
+        if event.seq().get() != expected {
+            return Err(Error::SeqMismatch {
+                expected,
+                got: event.seq().get(),
+            });
+        }
+        validate::check_retired(event)?;
+        validate::check_message(&self.version, event)?;
+        validate::check_request_header(event)?;
+        validate::check_native(&self.version, event)?;
+        let plan = self.check_surface(event, past)?;
+        if rules == RuleSet::Native {
+            validate::check_structure(&self.tracker, &self.version, event)?;
+        }
+        Ok(plan)
+    }
+
+    fn check_surface(&self, event: &Event, past: &dyn LookBack) -> Result<SurfacePlan, Error> {
+        let seq = event.seq().get();
+        let event_type = event.event_type();
+        let fail = |rule: Rule, detail: String| Err(Error::invalid(seq, event_type, rule, detail));
+        if self.version.surface_type(event_type).is_none() {
+            if event.surface_op().is_some() || event.source_event_seqs().is_some() {
+                return fail(
+                    Rule::SurfaceOp,
+                    "only surface events may carry surfaceOp or sourceEventSeqs".into(),
+                );
+            }
+            return Ok(SurfacePlan::None);
+        }
+        let sources = event.source_event_seqs();
+        if sources.is_some_and(|s| s.is_empty()) && event_type != "assistant/message" {
+            return fail(
+                Rule::SourceEventSeqs,
+                "may be empty only on assistant/message".into(),
+            );
+        }
+        match event.surface_op() {
+            None => fail(
+                Rule::SurfaceOp,
+                "surfaceOp is mandatory on surface events".into(),
+            ),
+            Some(SurfaceOp::Append) => Ok(SurfacePlan::Append),
+            Some(SurfaceOp::Replace { start, end }) => {
+                let shadowed = match self
+                    .surface
+                    .plan_replace(start, end, sources.unwrap_or(&[]))
+                {
+                    Ok(shadowed) => shadowed,
+                    Err(RangeError::NotOnSurface(s)) => {
+                        return fail(
+                            Rule::ReplaceRange,
+                            format!("seq {s} is not a current surface node"),
+                        )
+                    }
+                    Err(RangeError::Reversed { start, end }) => {
+                        return fail(
+                            Rule::ReplaceRange,
+                            format!("node {start} comes after node {end} on the surface"),
+                        )
+                    }
+                    Err(RangeError::MissingSource(s)) => {
+                        return fail(Rule::SourceEventSeqs, format!("missing shadowed node {s}"))
+                    }
+                };
+                if event_type == "tool/result" {
+                    check_tool_result_replace(event, &shadowed, past)?;
+                }
+                Ok(SurfacePlan::Replace(shadowed))
+            }
+        }
+    }
+
+    /// Folds in an event checked by [`SessionState::check`] on this same state.
+    pub(crate) fn apply(&mut self, event: &Event, plan: SurfacePlan) {
+        let seq = event.seq().get();
+        let undo = match plan {
+            SurfacePlan::None => SurfaceUndo::None,
+            SurfacePlan::Append => {
+                self.surface.append(seq);
+                SurfaceUndo::Append(seq)
+            }
+            SurfacePlan::Replace(shadowed) => {
+                SurfaceUndo::Replace(seq, self.surface.apply_replace(&shadowed, seq))
+            }
+        };
+        if let Some(journal) = self.journal.as_mut() {
+            journal.push(undo);
+        }
+        self.tracker.apply(event);
+        match &mut self.last {
+            Some(last) if last.event_type == event.event_type() => last.time = event.time(),
+            last => {
+                *last = Some(LastEvent {
+                    event_type: event.event_type().to_owned(),
+                    time: event.time(),
+                })
+            }
+        }
+        self.next_seq = seq + 1;
+    }
+}
+
+fn check_tool_result_replace(
+    event: &Event,
+    shadowed: &[u64],
+    past: &dyn LookBack,
+) -> Result<(), Error> {
+    let fail = |detail: &str| {
+        Err(Error::invalid(
+            event.seq().get(),
+            event.event_type(),
+            Rule::ToolResultReplace,
+            detail,
+        ))
+    };
+    let [original] = shadowed else {
+        return fail("a tool-result replacement must shadow exactly one node");
+    };
+    let Some(original) = past
+        .event_at(Seq(*original))?
+        .filter(|e| e.event_type() == "tool/result")
+    else {
+        return fail("a tool-result replacement must shadow a tool/result");
+    };
+    if !validate::only_tool_content_differs(original.data(), event.data()) {
+        return fail("a tool-result replacement may change only content");
+    }
+    Ok(())
+}
