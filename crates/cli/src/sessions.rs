@@ -95,7 +95,7 @@ pub(crate) fn append(
 pub(crate) fn events(dir: &Path, name: &str, from: u64) -> Result<u8, Failure> {
     let store = open_store(dir, Access::ReadOnly)?;
     let mut w = io::BufWriter::new(io::stdout().lock());
-    for e in store.raw_events(name, from)? {
+    for e in store.raw_events(name, sessionlog::Seq(from))? {
         out(&mut w, e.raw().as_bytes())?;
         out(&mut w, b"\n")?;
     }

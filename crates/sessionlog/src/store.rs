@@ -370,8 +370,9 @@ impl Store {
         Ok(export_jsonl(&self.load_session(name)?))
     }
 
-    /// The stored envelopes of a session's events from `from` on, without folding the session.
-    pub fn raw_events(&self, name: &str, from: u64) -> Result<Vec<Event>> {
+    /// The stored envelopes of a session's events from event seq `from` on, without folding
+    /// the session.
+    pub fn raw_events(&self, name: &str, from: Seq) -> Result<Vec<Event>> {
         let stream = self.stream(name)?;
         let info = self
             .inner
@@ -382,7 +383,7 @@ impl Store {
         for r in self
             .inner
             .log
-            .iter(stream, LogSeq(from.saturating_add(1)), info.next_seq)
+            .iter(stream, LogSeq(from.get().saturating_add(1)), info.next_seq)
         {
             let r = r?;
             out.push(decode_event(&r.payload).map_err(|e| Error::BadRecord {
