@@ -40,7 +40,7 @@ fn session_name(i: usize) -> String {
     format!("session-{i:02}")
 }
 
-/// A store with 64 empty sessions.
+/// A store with 64 sessions, each with its first turn and step open.
 fn prepared(kind: &str, dir: &Path) -> Arc<dyn SessionStore> {
     let store: Arc<dyn SessionStore> = match kind {
         "sessionlog" => {
@@ -50,11 +50,19 @@ fn prepared(kind: &str, dir: &Path) -> Arc<dyn SessionStore> {
         "dsh" => Arc::new(DshDirStore::open(dir.join("dsh")).expect("dsh")),
         _ => unreachable!("unknown store kind {kind}"),
     };
+    // Each session's turn and step are open, so every appended user message is valid.
+    let opening = [
+        EventInput::new("turn/start", 1_700_000_000_000, r#"{"turn":1}"#),
+        EventInput::new("step/start", 1_700_000_000_000, r#"{"turn":1,"step":1}"#),
+    ];
+    let opening: Vec<NewEvent<'_>> = opening.iter().map(NewEvent::Input).collect();
     for i in 0..SESSIONS {
         let name = session_name(i);
         store
             .create(&name, &SessionHeader::new(&name, 1_700_000_000_000, None))
             .expect("create");
+        store.append(&name, &opening, 0).expect("open a turn");
+        store.commit(&name).expect("commit");
     }
     store
 }

@@ -72,6 +72,13 @@ fn session_of(events: u64, words: usize) -> Session {
         SessionHeader::new("bench", 0, Some("/bench")),
         FormatVersion::dsh_v0(),
     );
+    // Turn 1 and its step 1 stay open: every exchange below belongs to them.
+    for input in [
+        EventInput::new("turn/start", 1000, r#"{"turn":1}"#),
+        EventInput::new("step/start", 1000, r#"{"turn":1,"step":1}"#),
+    ] {
+        session.try_append(input).expect("opening accepted");
+    }
     let mut n = 0;
     while session.next_seq().get() < events {
         for input in exchange(n, words) {
