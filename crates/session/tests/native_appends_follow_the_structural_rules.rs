@@ -262,3 +262,26 @@ fn import_stays_as_lenient_as_dsh_for_the_structural_rules() {
     let import = import_jsonl(&file, &ImportOptions::default()).expect("import accepts it");
     assert_eq!(import.session.events(), s.events());
 }
+
+#[test]
+fn surface_event_without_surface_op_is_refused_at_import_too() {
+    // DSH's reader refuses it as well, so import does not relax this rule.
+    let file = concat!(
+        r#"{"type":"session","version":0,"id":"s","createdAt":0,"delegationDepth":0}"#,
+        "\n",
+        r#"{"type":"user/message","seq":0,"time":0,"data":{"id":"u0","role":"user","content":[],"source":{"kind":"user"}}}"#,
+        "\n",
+    );
+    let err = import_jsonl(file.as_bytes(), &ImportOptions::default())
+        .expect_err("DSH refuses a surface event without surfaceOp");
+    assert!(
+        matches!(
+            err,
+            Error::Invalid {
+                rule: Rule::SurfaceOp,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
