@@ -240,3 +240,64 @@ fn compaction_builders_write_a_valid_transaction() {
     let import = import_jsonl(&export_jsonl(&s), &ImportOptions::default()).expect("imports");
     assert_eq!(import.session.surface(), s.surface());
 }
+
+#[test]
+fn stream_chunks_todos_and_the_end_seed_are_built_and_packed_on_export() {
+    use sessionlog_session::build::{AssistantChunk, Block, EndSeed, TodoStatus, TodoWrite};
+    let mut s = empty_session();
+    s.try_append(TurnStart::new().at(1)).expect("turn");
+    s.try_append(StepStart::new()).expect("step");
+    s.try_append(UserMessage::text("hi")).expect("user");
+    s.try_append(AssistantChunk::block_start(0, "text"))
+        .expect("start");
+    for piece in ["Hel", "lo ", "the", "re"] {
+        s.try_append(AssistantChunk::text_delta(0, piece))
+            .expect("delta");
+    }
+    s.try_append(AssistantChunk::block_end(
+        0,
+        Block::Text("Hello there".into()),
+    ))
+    .expect("end");
+    s.try_append(AssistantChunk::tool_call_delta(1, "c1", Some("ls"), "{}"))
+        .expect("call delta");
+    s.try_append(AssistantChunk::usage(Usage {
+        input: 3,
+        output: 3,
+        ..Usage::default()
+    }))
+    .expect("usage");
+    s.try_append(AssistantChunk::finish("stop"))
+        .expect("finish");
+    s.try_append(TodoWrite::new().todo("answer", TodoStatus::InProgress))
+        .expect("todos");
+    s.try_append(AssistantMessage::new("p", "m").text("Hello there"))
+        .expect("settlement");
+    s.try_append(StepEnd::new()).expect("step end");
+    s.try_append(TurnEnd::completed()).expect("turn end");
+    s.try_append(EndSeed::new()).expect("end seed");
+    let raw: Vec<&str> = s.events().iter().map(|e| e.raw()).collect();
+    assert_eq!(
+        raw[4],
+        r#"{"type":"assistant/chunk","seq":4,"time":1,"data":{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"Hel"}}}"#
+    );
+    assert_eq!(
+        raw[9],
+        r#"{"type":"assistant/chunk","seq":9,"time":1,"data":{"turn":1,"step":1,"chunk":{"type":"tool-call-delta","index":1,"id":"c1","name":"ls","argumentsDelta":"{}"}}}"#
+    );
+    assert_eq!(
+        raw[12],
+        r#"{"type":"todo/write","seq":12,"time":1,"data":{"todos":[{"content":"answer","status":"in_progress"}]}}"#
+    );
+    let exported = export_jsonl(&s);
+    let text = String::from_utf8(exported.clone()).expect("utf8");
+    assert!(
+        text.contains(r#""type":"text-chunks""#),
+        "the deltas are packed: {text}"
+    );
+    let import = import_jsonl(&exported, &ImportOptions::default()).expect("imports");
+    assert_eq!(import.session.events(), s.events());
+    for event in s.events() {
+        event.view().expect("every built event has a typed view");
+    }
+}

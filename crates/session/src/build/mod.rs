@@ -1,4 +1,8 @@
-//! Typed event builders: every event of the DSH vocabulary without writing JSON.
+//! Typed event builders: the events of the DSH vocabulary that shape a session (turns and
+//! steps, messages, tool calls and results, the provider stream, request header and context,
+//! usage, compaction, todo lists) without writing JSON. The log-only plugin types (`hook/*`,
+//! `approval/*`, `session/title`, …) and capability types are appended as a raw
+//! [`EventInput`].
 //!
 //! A builder holds what only the caller knows (texts, tool names, provider and model, the
 //! reason a turn ended). What the session already knows is filled in when the event is
@@ -32,12 +36,14 @@ use crate::repair::TurnTracker;
 mod compaction;
 mod messages;
 mod request;
+mod stream;
 mod turns;
 
 use crate::tokens::Usage;
 pub use compaction::{CompactionEnd, CompactionStart, CompactionSummary, SummaryMessage};
 pub use messages::{AssistantMessage, SystemMessage, ToolCall, ToolResult, UserMessage};
 pub use request::{HeaderReason, RequestContext, RequestHeader, ToolSchema};
+pub use stream::{AssistantChunk, EndSeed, TodoStatus, TodoWrite};
 pub use turns::{AbortCause, StepEnd, StepStart, TurnEnd, TurnEndReason, TurnStart};
 
 /// What a builder reads from the session when it is appended: the next seq, the turn
@@ -174,6 +180,9 @@ time_setter!(
     CompactionEnd,
     CompactionSummary,
     SummaryMessage,
+    AssistantChunk,
+    TodoWrite,
+    EndSeed,
 );
 id_setter!(
     UserMessage,
