@@ -65,7 +65,7 @@ fn long_session(dir: &Path) {
     std::fs::write(dir.join(MARKER), b"").expect("marker");
     println!(
         "built a {}-event session in {:.1?}",
-        store.log().stats().records,
+        store.log_reader().stats().records,
         started.elapsed()
     );
 }
@@ -133,7 +133,7 @@ fn main() {
         .expect("view");
     let events = Store::open(&dir, options(false))
         .expect("open")
-        .log()
+        .log_reader()
         .stats()
         .records;
     println!("reopen + derive of a {events}-record session (best of {RUNS}):");

@@ -215,7 +215,7 @@ fn every_invalid_event_is_refused_with_its_error_and_changes_nothing() {
     let (_dir, store, mut handle) = store_with_session();
     let export_before = store.export_dsh("s1").expect("export");
     let session_before = handle.session().clone();
-    let records_before = store.log().stats().records;
+    let records_before = store.log_reader().stats().records;
     let mut wrong = Vec::new();
     for (what, input, expect) in cases() {
         match handle.append(input) {
@@ -229,7 +229,7 @@ fn every_invalid_event_is_refused_with_its_error_and_changes_nothing() {
             "{what}: the in-memory session changed"
         );
         assert_eq!(
-            store.log().stats().records,
+            store.log_reader().stats().records,
             records_before,
             "{what}: a record reached the log"
         );
@@ -376,7 +376,7 @@ fn a_batch_refused_part_way_leaves_nothing_and_the_handle_keeps_working() {
     let export_before = store.export_dsh("s1").expect("export");
     let session_before = handle.session().clone();
     let pressure_before = handle.pressure();
-    let records_before = store.log().stats().records;
+    let records_before = store.log_reader().stats().records;
     let valid = || {
         vec![
             user("u3", "more"),
@@ -394,7 +394,7 @@ fn a_batch_refused_part_way_leaves_nothing_and_the_handle_keeps_working() {
     );
     assert_eq!(handle.session(), &session_before);
     assert_eq!(handle.pressure(), pressure_before);
-    assert_eq!(store.log().stats().records, records_before);
+    assert_eq!(store.log_reader().stats().records, records_before);
     assert_eq!(store.export_dsh("s1").expect("export"), export_before);
 
     let seqs = handle.append_atomic(valid()).expect("the valid part alone");

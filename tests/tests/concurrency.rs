@@ -230,7 +230,7 @@ fn stress(strict: bool, segment_size_bytes: u64) {
          ({early_reads} hit the read-before-write race); {} segments",
         reads.load(Ordering::Relaxed),
         started.elapsed(),
-        store.log().stats().segments
+        store.log_reader().stats().segments
     );
     assert!(turns >= WRITERS as u64, "the writers made no progress");
     assert!(

@@ -360,7 +360,7 @@ pub(crate) fn demo(args: DemoArgs) -> Result<u8, Failure> {
     }
     let write_time = phase.elapsed();
     bar.finish_with_message("done");
-    let stats = store.log().stats();
+    let stats = store.log_reader().stats();
     drop(store);
 
     // Phase 3: a writer killed mid-turn.
@@ -372,7 +372,7 @@ pub(crate) fn demo(args: DemoArgs) -> Result<u8, Failure> {
     let reopen = Instant::now();
     let store = Store::open(&dir, StoreOptions::default())?;
     let recovery_time = reopen.elapsed();
-    let report = store.log().recovery_report().clone();
+    let report = store.log_reader().recovery_report().clone();
     let mut killed = KilledOutcome::default();
     for i in 0..args.crash_sessions {
         let name = killed_name(i);
@@ -425,7 +425,7 @@ pub(crate) fn demo(args: DemoArgs) -> Result<u8, Failure> {
         verify_bar.inc(1);
     }
     verify_bar.finish();
-    let stats_after = store.log().stats();
+    let stats_after = store.log_reader().stats();
     drop(store);
     let integrity = sessionlog_log::verify_store(Arc::new(sessionlog_log::RealStorage), &dir)?;
     if !integrity.is_intact() {

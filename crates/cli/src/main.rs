@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use sessionlog_log::{Access, Append, Durability, ErrorClass, Log, LogOptions, RealStorage, Seq};
+use sessionlog_log::{Access, Durability, ErrorClass, Log, LogOptions, RealStorage};
 
 mod demo;
 mod dump;
@@ -36,7 +36,7 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Raw log records: append and read payload lines of a stream.
+    /// Raw streams: append and read payload lines in a namespace of their own (never a session).
     #[command(subcommand)]
     Log(LogCommand),
     /// Check every checksum, footer and index entry of a store.
@@ -258,20 +258,21 @@ enum Command {
 
 #[derive(Subcommand, Debug)]
 enum LogCommand {
-    /// Append each stdin line as one record; print `{"stream":NAME,"seq":N}` once it is
-    /// committed (durable with `--durability sync`).
+    /// Append each stdin line as one record of a raw stream; print `{"stream":NAME,"seq":N}`
+    /// once it is committed (durable with `--durability sync`). Refused (exit 3) when NAME
+    /// is a session: raw streams live in their own namespace and never touch sessions.
     Append {
         /// The store directory (created if missing).
         #[arg(long)]
         store: PathBuf,
-        /// The stream (created if missing).
+        /// The raw stream (created if missing).
         #[arg(long)]
         stream: String,
         /// When each line counts as committed.
         #[arg(long, value_enum, default_value_t = DurabilityArg::Sync)]
         durability: DurabilityArg,
     },
-    /// Print the payloads of a stream, one per line, in seq order.
+    /// Print the payloads of a raw stream, one per line, in seq order.
     Read {
         /// The store directory.
         #[arg(long)]
@@ -494,7 +495,7 @@ pub(crate) fn open_store(
         sessionlog::StoreOptions::default(),
         access,
     )?;
-    report_recovery(store.log().recovery_report());
+    report_recovery(store.log_reader().recovery_report());
     Ok(store)
 }
 
@@ -526,11 +527,8 @@ fn log_append(
     stream: &str,
     durability: DurabilityArg,
 ) -> Result<u8, Failure> {
-    let log = open_log(store, Access::CreateOrOpen)?;
-    let id = match log.stream_id(stream) {
-        Some(id) => id,
-        None => log.create_stream(stream)?,
-    };
+    let store = open_store(store, Access::CreateOrOpen)?;
+    let raw = store.raw_stream(stream)?;
     let durability = Durability::from(durability);
     let stdin = io::stdin();
     let mut input = stdin.lock();
@@ -546,14 +544,14 @@ fn log_append(
         if line.last() == Some(&b'\n') {
             line.pop();
         }
-        let receipt = log.commit(&[Append::new(id, 0, &line)], durability)?;
+        let receipt = raw.append(&[&line], durability)?;
         out(
             &mut w,
             format!("{{\"stream\":{name},\"seq\":{}}}\n", receipt.seqs[0]).as_bytes(),
         )?;
         w.flush()?;
     }
-    log.close()?;
+    store.close()?;
     Ok(0)
 }
 
@@ -563,17 +561,11 @@ fn log_read(
     from: u64,
     to: Option<u64>,
 ) -> Result<u8, Failure> {
-    let log = open_log(store, Access::ReadOnly)?;
-    let id = log.stream_id(stream).ok_or_else(|| {
-        Failure::new(
-            2,
-            format!("no stream named {stream:?} in {}", store.display()),
-        )
-    })?;
+    let store = open_store(store, Access::ReadOnly)?;
     let end = to.unwrap_or(u64::MAX);
     let stdout = io::stdout();
     let mut w = io::BufWriter::new(stdout.lock());
-    for record in log.iter(id, Seq(from), Seq(end)) {
+    for record in store.raw_read(stream, from, end)? {
         let record = record?;
         out(&mut w, &record.payload)?;
         out(&mut w, b"\n")?;

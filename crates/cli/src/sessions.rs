@@ -51,7 +51,7 @@ pub(crate) fn append(
             Access::Existing
         },
     )?;
-    let mut handle = if store.log().stream_id(name).is_none() && create {
+    let mut handle = if create && !store.session_names().iter().any(|n| n == name) {
         store.create_session(name, SessionHeader::new(name, now_ms(), None))?
     } else {
         store.open_session(name)?.0

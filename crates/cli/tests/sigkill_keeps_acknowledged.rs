@@ -88,7 +88,7 @@ fn acknowledged_records_survive_sigkill() {
         let log = Log::open(&store, LogOptions::default()).unwrap_or_else(|e| {
             panic!("round {round}: reopen after SIGKILL failed: {e} (seed {seed})")
         });
-        let n = match log.stream_id("killed") {
+        let n = match log.stream_id(&format!("{}killed", sessionlog::RAW_STREAM_PREFIX)) {
             Some(id) => {
                 let n = log.stream_info(id).expect("info").next_seq.0;
                 let acked_end = first + acks.len() as u64;

@@ -39,6 +39,12 @@ pub enum Error {
         /// Why it is refused.
         reason: String,
     },
+    /// A raw-stream operation named a session.
+    #[error("{0:?} is a session, not a raw stream; write sessions with `sessionlog append` and read them with `sessionlog events`")]
+    RawNameIsSession(String),
+    /// No raw stream has this name.
+    #[error("no raw stream named {0:?}")]
+    NoSuchRawStream(String),
 }
 
 impl Error {
@@ -49,7 +55,10 @@ impl Error {
             Error::Log(e) => e.class(),
             Error::Session(e) => e.class(),
             Error::NoSuchSession(_) => ErrorClass::NotFound,
-            Error::SessionExists(_) | Error::BadName { .. } => ErrorClass::Refused,
+            Error::SessionExists(_) | Error::BadName { .. } | Error::RawNameIsSession(_) => {
+                ErrorClass::Refused
+            }
+            Error::NoSuchRawStream(_) => ErrorClass::NotFound,
             Error::BadRecord { .. } => ErrorClass::Damaged,
             Error::WriterBusy(_) => ErrorClass::Busy,
         }

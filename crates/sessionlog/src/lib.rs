@@ -15,11 +15,13 @@
 pub mod cache;
 mod error;
 pub mod projection;
+mod raw;
 mod session_store;
 mod store;
 pub mod workload;
 
 pub use error::{Error, Result};
+pub use raw::{LogReader, RawStream, KIND_RAW_RECORD, RAW_STREAM_PREFIX};
 #[doc(inline)]
 pub use sessionlog_log::{Access, Durability, LogOptions, RecoveryMode};
 /// The session layer (events, validation, surface, repair, tokens, compaction, DSH import

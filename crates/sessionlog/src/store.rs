@@ -231,8 +231,8 @@ impl Store {
         self.inner.discarded_imports
     }
 
-    /// The log underneath.
-    pub fn log(&self) -> &Log {
+    /// The log underneath, writable: crate-internal (see [`Store::log_reader`]).
+    pub(crate) fn log(&self) -> &Log {
         &self.inner.log
     }
 

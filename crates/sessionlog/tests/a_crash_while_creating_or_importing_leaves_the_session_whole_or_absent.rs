@@ -167,7 +167,7 @@ fn crash_once(making: &dyn Making, options: &StoreOptions, point: u64, seed: u64
         );
         assert!(
             store
-                .log()
+                .log_reader()
                 .streams()
                 .iter()
                 .all(|s| !s.name.starts_with('\0')),
@@ -188,7 +188,7 @@ fn crash_once(making: &dyn Making, options: &StoreOptions, point: u64, seed: u64
                 "point {point} seed {seed}: the call returned Ok but the session is gone"
             );
             assert_eq!(
-                store.log().stream_id(name),
+                store.log_reader().stream_id(name),
                 None,
                 "point {point} seed {seed}: an absent session leaves no name behind"
             );

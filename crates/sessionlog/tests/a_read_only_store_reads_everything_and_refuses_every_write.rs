@@ -54,7 +54,7 @@ fn a_read_only_store_reads_everything_and_refuses_every_write() {
     let before = picture(dir.path());
 
     let reader = Store::open_read_only(dir.path(), StoreOptions::default()).expect("read-only");
-    assert!(reader.log().is_read_only());
+    assert!(reader.log_reader().is_read_only());
     assert_eq!(reader.session_names(), vec!["s".to_owned()]);
     assert_eq!(reader.load_session("s").expect("load").events().len(), 3);
     assert_eq!(reader.view("s").expect("view").events, 3);

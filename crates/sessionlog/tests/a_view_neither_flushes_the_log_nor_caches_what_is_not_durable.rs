@@ -15,7 +15,7 @@ fn a_view_neither_flushes_the_log_nor_caches_what_is_not_durable() {
     handle
         .append(EventInput::new("turn/start", 1, r#"{"turn":1}"#))
         .expect("append");
-    let durable = store.log().durable_lsn();
+    let durable = store.log_reader().durable_lsn();
     let view = store.view("s").expect("view");
     assert_eq!(view.events, 1, "the buffered event is visible");
     assert!(
@@ -24,7 +24,7 @@ fn a_view_neither_flushes_the_log_nor_caches_what_is_not_durable() {
         view.cache
     );
     assert_eq!(
-        store.log().durable_lsn(),
+        store.log_reader().durable_lsn(),
         durable,
         "the view made the log durable"
     );
@@ -33,7 +33,7 @@ fn a_view_neither_flushes_the_log_nor_caches_what_is_not_durable() {
     assert_eq!(cached(&cache), 0, "a cache of records that are not durable");
 
     handle.commit().expect("commit");
-    assert!(store.log().durable_lsn() > durable);
+    assert!(store.log_reader().durable_lsn() > durable);
     store.view("s").expect("view");
     assert_eq!(cached(&cache), 1, "no cache once the records are durable");
     let again = store.view("s").expect("view");

@@ -1,5 +1,5 @@
-//! Helpers shared by the CLI scenario tests: run the binary, build a small store, and take
-//! a byte-exact picture of a store directory.
+//! Helpers shared by the CLI scenario tests: run the binary, build a small store, take a
+//! byte-exact picture of a store directory, and pin a session's events.
 
 #![allow(dead_code, reason = "each test file uses the helpers it needs")]
 
@@ -33,23 +33,7 @@ impl From<Output> for Run {
 
 /// Runs `sessionlog ARGS` with `stdin` as its input.
 pub fn run(args: &[&str], stdin: &str) -> Run {
-    let mut child = Command::new(bin())
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn sessionlog");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stdin.as_bytes())
-        .expect("write stdin");
-    child
-        .wait_with_output()
-        .expect("wait for sessionlog")
-        .into()
+    sessionlog(args, stdin.as_bytes()).into()
 }
 
 /// Event line `i` of a session made of complete turns: even lines start a turn, odd lines
@@ -123,4 +107,67 @@ pub fn gap_free_seqs(events_stdout: &str) -> u64 {
         n += 1;
     }
     n
+}
+
+/// Runs `sessionlog ARGS` with `stdin` bytes (possibly not UTF-8) and waits for it.
+pub fn sessionlog(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(bin())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // A command that refuses early may close stdin before reading it all.
+    let _ = child.stdin.take().expect("stdin").write_all(stdin);
+    child.wait_with_output().expect("wait")
+}
+
+/// Lossy text of a byte output.
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The exit code, stdout and stderr of a run, for assertion messages.
+pub fn describe(out: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        text(&out.stdout),
+        text(&out.stderr)
+    )
+}
+
+/// `events` of a session: exit code and the exact stdout bytes.
+pub fn events(store: &str, session: &str) -> (Option<i32>, Vec<u8>) {
+    let out = sessionlog(&["events", "--store", store, "--session", session], b"");
+    (out.status.code(), out.stdout)
+}
+
+/// Record count of the whole store, as `stats --json` reports it.
+pub fn records(store: &str) -> u64 {
+    let out = sessionlog(&["stats", "--store", store, "--json"], b"");
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stats json");
+    v["records"].as_u64().expect("records")
+}
+
+/// A complete turn of five events, in native order: turn start, step start, user message,
+/// step end, turn end.
+pub fn turn_lines(turn: u32) -> String {
+    format!(
+        concat!(
+            r#"{{"type":"turn/start","data":{{"turn":{t}}}}}"#,
+            "\n",
+            r#"{{"type":"step/start","data":{{"turn":{t},"step":1}}}}"#,
+            "\n",
+            r#"{{"type":"user/message","data":{{"content":[{{"type":"text","text":"question {t}"}}],"source":{{"kind":"user"}},"role":"user","id":"u{t}"}},"surfaceOp":"append"}}"#,
+            "\n",
+            r#"{{"type":"step/end","data":{{"turn":{t},"step":1}}}}"#,
+            "\n",
+            r#"{{"type":"turn/end","data":{{"turn":{t},"reason":{{"kind":"completed"}}}}}}"#,
+            "\n",
+        ),
+        t = turn
+    )
 }

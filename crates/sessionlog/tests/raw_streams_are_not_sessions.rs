@@ -1,0 +1,80 @@
+//! Raw streams live in their own namespace: no session listing shows them, no raw write
+//! reaches a session, and no session can be made inside the raw namespace.
+
+use sessionlog::session::SessionHeader;
+use sessionlog::{Durability, Error, SessionStore, Store, StoreOptions, RAW_STREAM_PREFIX};
+
+fn opts() -> StoreOptions {
+    StoreOptions::default().with_log(
+        sessionlog::LogOptions::default()
+            .with_preallocate(false)
+            .with_segment_size_bytes(64 << 10),
+    )
+}
+
+#[test]
+fn raw_streams_never_appear_as_sessions_and_never_reach_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path(), opts()).expect("open");
+    drop(
+        store
+            .create_session("s", SessionHeader::new("s", 1, None))
+            .expect("create"),
+    );
+    let raw = store.raw_stream("r").expect("raw stream");
+    let receipt = raw
+        .append(&[b"one", b"two"], Durability::Sync)
+        .expect("append");
+    assert_eq!(receipt.seqs.len(), 2);
+
+    assert_eq!(store.session_names(), vec!["s".to_owned()]);
+    let listed: Vec<String> = store
+        .list_sessions(None, None, 10)
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(listed, vec!["s".to_owned()]);
+    assert_eq!(
+        SessionStore::list(&store, None, 10).expect("list"),
+        vec!["s".to_owned()]
+    );
+    assert!(matches!(
+        store.load_session("r"),
+        Err(Error::NoSuchSession(_))
+    ));
+    assert_eq!(store.raw_stream_names(), vec!["r".to_owned()]);
+
+    let payloads: Vec<Vec<u8>> = store
+        .raw_read("r", 0, u64::MAX)
+        .expect("read")
+        .map(|r| r.expect("record").payload.to_vec())
+        .collect();
+    assert_eq!(payloads, vec![b"one".to_vec(), b"two".to_vec()]);
+
+    let before = store.load_session("s").expect("load").events().len();
+    assert!(matches!(
+        store.raw_stream("s"),
+        Err(Error::RawNameIsSession(_))
+    ));
+    assert!(matches!(
+        store.raw_read("s", 0, u64::MAX),
+        Err(Error::RawNameIsSession(_))
+    ));
+    assert_eq!(
+        store.load_session("s").expect("load").events().len(),
+        before
+    );
+}
+
+#[test]
+fn a_session_name_in_the_raw_namespace_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path(), opts()).expect("open");
+    let name = format!("{RAW_STREAM_PREFIX}x");
+    let refused = store.create_session(&name, SessionHeader::new(&name, 1, None));
+    assert!(matches!(refused, Err(Error::BadName { .. })));
+    assert!(
+        store.log_reader().streams().is_empty(),
+        "nothing was created"
+    );
+}
