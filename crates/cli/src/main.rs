@@ -78,6 +78,7 @@ enum Command {
         session: String,
     },
     /// Append each stdin line as an event; print `{"session":NAME,"seq":N}` once committed.
+    #[command(after_long_help = APPEND_HELP)]
     Append {
         /// The store directory.
         #[arg(long)]
@@ -88,6 +89,10 @@ enum Command {
         /// Create the session if it does not exist.
         #[arg(long)]
         create: bool,
+        /// First close a turn or compaction left open by an earlier writer (restart repair),
+        /// printing the closers appended on stderr.
+        #[arg(long)]
+        repair: bool,
         /// When each event counts as committed.
         #[arg(long, value_enum, default_value_t = DurabilityArg::Sync)]
         durability: DurabilityArg,
@@ -255,6 +260,24 @@ enum Command {
         allow_empty: bool,
     },
 }
+
+/// The line format of `append`, shown by `append --help`.
+const APPEND_HELP: &str = r#"Line format: one event per line, a JSON object with "type" and "data", and
+"surfaceOp" for surface events; "seq" and "time" may be omitted (the next seq and the
+current time are used), "sourceEventSeqs" and "ignorable" as in the session format.
+Blank lines are skipped. Example (a complete turn):
+
+  {"type":"turn/start","data":{"turn":1}}
+  {"type":"step/start","data":{"turn":1,"step":1}}
+  {"type":"user/message","data":{"content":[{"type":"text","text":"hi"}],"source":{"kind":"user"},"role":"user","id":"u1"},"surfaceOp":"append"}
+  {"type":"step/end","data":{"turn":1,"step":1}}
+  {"type":"turn/end","data":{"turn":1,"reason":{"kind":"completed"}}}
+
+Nothing is repaired implicitly: events that continue an open turn are accepted; an event
+the session's rules refuse (e.g. a new turn/start while a turn is open) exits 3 naming
+the line, and that line changes nothing. Lines before it stay committed. To close a turn
+left open by an earlier writer, run `sessionlog open` (prints the closers) or pass
+--repair. Input that is not UTF-8 exits 3 naming the line."#;
 
 #[derive(Subcommand, Debug)]
 enum LogCommand {
@@ -445,8 +468,9 @@ fn run(command: Command) -> Result<u8, Failure> {
             store,
             session,
             create,
+            repair,
             durability,
-        } => sessions::append(&store, &session, create, durability.into()),
+        } => sessions::append(&store, &session, create, repair, durability.into()),
         Command::Events {
             store,
             session,

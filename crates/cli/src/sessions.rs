@@ -4,7 +4,7 @@ use std::io::{self, BufRead, Write};
 use std::path::Path;
 
 use sessionlog::session::{EventInput, SessionHeader};
-use sessionlog::{Access, Durability};
+use sessionlog::{Access, Durability, SessionHandle};
 
 use crate::{open_store, out, Failure};
 
@@ -41,6 +41,7 @@ pub(crate) fn append(
     dir: &Path,
     name: &str,
     create: bool,
+    repair: bool,
     durability: Durability,
 ) -> Result<u8, Failure> {
     let store = open_store(
@@ -51,33 +52,42 @@ pub(crate) fn append(
             Access::Existing
         },
     )?;
-    let mut handle = if create && !store.session_names().iter().any(|n| n == name) {
-        store.create_session(name, SessionHeader::new(name, now_ms(), None))?
-    } else {
-        store.open_session(name)?.0
+    let mut handle = match store.open_session_as_is(name) {
+        Err(sessionlog::Error::NoSuchSession(_)) if create => {
+            store.create_session(name, SessionHeader::new(name, now_ms(), None))?
+        }
+        Err(e) => return Err(e.into()),
+        Ok(handle) if repair => {
+            drop(handle);
+            let (handle, closers) = store.open_session(name)?;
+            let mut err = io::stderr().lock();
+            for c in &closers {
+                let _ = writeln!(err, "sessionlog: --repair appended {}", c.raw());
+            }
+            handle
+        }
+        Ok(handle) => handle,
     };
     let mut input = io::stdin().lock();
     let mut w = io::stdout().lock();
     let session = json_string(name);
-    let mut line = String::new();
+    let mut bytes = Vec::new();
     let mut number = 0usize;
     loop {
-        line.clear();
-        if input.read_line(&mut line)? == 0 {
+        bytes.clear();
+        if input.read_until(b'\n', &mut bytes)? == 0 {
             break;
         }
         number += 1;
-        let text = line.strip_suffix('\n').unwrap_or(&line);
-        let text = text.strip_suffix('\r').unwrap_or(text);
-        if text.trim().is_empty() {
-            continue;
-        }
-        let refused = |e: String| Failure::new(3, format!("line {number}: {e}"));
-        let event = EventInput::from_json(text, now_ms()).map_err(|e| refused(e.to_string()))?;
-        let seq = match handle.append(event) {
-            Ok(e) => e.seq().get(),
-            Err(e) if e.is_refusal() => return Err(refused(e.to_string())),
-            Err(e) => return Err(e.into()),
+        let result = append_line(&mut handle, &bytes, number, dir);
+        let seq = match result {
+            Ok(Some(seq)) => seq,
+            Ok(None) => continue,
+            Err(refusal) => {
+                // What was accepted before the refused line was acknowledged: keep it.
+                handle.commit()?;
+                return Err(refusal);
+            }
         };
         if durability == Durability::Sync {
             handle.commit()?;
@@ -90,6 +100,57 @@ pub(crate) fn append(
     }
     handle.commit()?;
     Ok(0)
+}
+
+/// Appends one stdin line (`number` counts from 1); `None` for a blank line. A refused
+/// line changes nothing.
+fn append_line(
+    handle: &mut SessionHandle,
+    bytes: &[u8],
+    number: usize,
+    dir: &Path,
+) -> Result<Option<u64>, Failure> {
+    let refused = |e: String| Failure::new(3, format!("line {number}: {e}"));
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        refused(format!(
+            "not valid UTF-8 (byte {} of the line); nothing of it was appended",
+            e.valid_up_to() + 1
+        ))
+    })?;
+    let text = text.strip_suffix('\n').unwrap_or(text);
+    let text = text.strip_suffix('\r').unwrap_or(text);
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    let event = EventInput::from_json(text, now_ms()).map_err(|e| refused(e.to_string()))?;
+    // DSH's reader lets a turn/start reset an open turn; a writer must not, or the open
+    // turn would be left without its end. Closing it is restart repair, never implicit.
+    if event.event_type == "turn/start" && handle.session().turn_open() {
+        return Err(refused(format!(
+            "a new turn/start is refused{}",
+            repair_hint(handle, dir)
+        )));
+    }
+    match handle.append(event) {
+        Ok(e) => Ok(Some(e.seq().get())),
+        Err(e) if e.is_refusal() => Err(refused(format!("{e}{}", repair_hint(handle, dir)))),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// When the session was left needing restart repair, how to get it.
+fn repair_hint(handle: &SessionHandle, dir: &Path) -> String {
+    let session = handle.session();
+    let closers = session.repair_closers().map_or(0, |c| c.len());
+    let compaction = sessionlog::session::compaction::recover_compaction(session).len();
+    if closers + compaction == 0 {
+        return String::new();
+    }
+    format!(
+        "; the session's last turn or compaction is still open: continue it, or if its writer is gone, run `sessionlog open --store {} --session {}` to close it (it prints the closers) or pass --repair",
+        dir.display(),
+        handle.name()
+    )
 }
 
 pub(crate) fn events(dir: &Path, name: &str, from: u64) -> Result<u8, Failure> {

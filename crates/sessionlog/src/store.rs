@@ -252,6 +252,15 @@ impl Store {
         Ok(())
     }
 
+    /// Opens a session for writing as it is, without restart repair: appends must
+    /// continue it under the session's rules (a final turn left open stays open until an
+    /// event closes it or [`Store::open_session`] repairs it).
+    pub fn open_session_as_is(&self, name: &str) -> Result<SessionHandle> {
+        let stream = self.stream(name)?;
+        let session = self.load_session(name)?;
+        self.handle(name, stream, session)
+    }
+
     /// Names of all sessions, sorted.
     pub fn session_names(&self) -> Vec<String> {
         let mut names: Vec<String> = self
