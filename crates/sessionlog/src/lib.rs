@@ -18,6 +18,7 @@ pub mod projection;
 mod raw;
 mod session_store;
 mod store;
+mod verify;
 pub mod workload;
 
 pub use error::{Error, Result};
@@ -40,6 +41,7 @@ pub use store::{
     CacheUse, ImportSummary, SessionHandle, SessionInfo, SessionView, Store, StoreOptions,
     KIND_SESSION_HEADER,
 };
+pub use verify::{SessionDamage, SessionsCheck};
 
 /// The README's example, compiled and run as a doctest so it cannot rot.
 #[doc = include_str!("../../../README.md")]

@@ -252,6 +252,10 @@ impl Store {
         Ok(())
     }
 
+    pub(crate) fn options(&self) -> &StoreOptions {
+        &self.inner.options
+    }
+
     /// Opens a session for writing as it is, without restart repair: appends must
     /// continue it under the session's rules (a final turn left open stays open until an
     /// event closes it or [`Store::open_session`] repairs it).
