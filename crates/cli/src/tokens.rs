@@ -8,7 +8,9 @@ use sessionlog::session::compaction::{
     CompactionOutcome, CompactionPolicy, DeterministicSummarizer, KeepRecent, PruneOptions,
     Summarizer, SummarizerError, Summary, SummaryRequest,
 };
-use sessionlog::session::tokens::{HeuristicCounter, Label, TokenCounter, TokenFigure};
+use sessionlog::session::tokens::{
+    HeuristicCounter, Label, TokenCounter, TokenFigure, UnreadableUsage,
+};
 use sessionlog::Access;
 
 use crate::{open_store, out, Failure};
@@ -34,6 +36,9 @@ pub(crate) fn tokens(dir: &Path, name: &str, json: bool) -> Result<u8, Failure> 
     let ledger = projection.ledger();
     let p = &view.pressure;
     let mut w = io::stdout().lock();
+    if let Some(warning) = unreadable_warning(ledger.unreadable()) {
+        eprintln!("sessionlog: warning: {warning}");
+    }
     if json {
         let requests: Vec<serde_json::Value> = ledger
             .requests()
@@ -43,13 +48,20 @@ pub(crate) fn tokens(dir: &Path, name: &str, json: bool) -> Result<u8, Failure> 
                     "seq": r.seq.get(), "kind": format!("{:?}", r.kind), "model": &*r.model,
                     "input": r.usage.input, "output": r.usage.output, "cacheRead": r.usage.cache_read,
                     "cacheWrite": r.usage.cache_write, "reasoning": r.usage.reasoning, "label": "exact",
+                    "shape": r.shape.name(),
                 })
             })
+            .collect();
+        let unreadable: Vec<serde_json::Value> = ledger
+            .unreadable()
+            .iter()
+            .map(|u| serde_json::json!({"seq": u.seq.get(), "kind": format!("{:?}", u.kind), "keys": u.keys}))
             .collect();
         let cumulative = ledger.cumulative();
         let v = serde_json::json!({
             "session": name,
             "requests": requests,
+            "unreadableUsage": unreadable,
             "cumulative": {"requests": cumulative.requests(), "prompt": figure(&cumulative.prompt_tokens()), "output": figure(&cumulative.output_tokens()), "total": figure(&cumulative.total_tokens())},
             "surface": {"nodes": view.surface_nodes, "estimate": figure(&view.surface_estimate)},
             "envelope": figure(&view.envelope_estimate),
@@ -113,6 +125,22 @@ pub(crate) fn tokens(dir: &Path, name: &str, json: bool) -> Result<u8, Failure> 
     out(&mut w, text.as_bytes())?;
     w.flush()?;
     Ok(0)
+}
+
+/// One line saying which usage records could not be read, so a total that leaves them
+/// out is not taken for the whole.
+fn unreadable_warning(unreadable: &[UnreadableUsage]) -> Option<String> {
+    let first = unreadable.first()?;
+    let keys = if first.keys.is_empty() {
+        "not an object".to_owned()
+    } else {
+        format!("keys {}", first.keys.join(", "))
+    };
+    Some(format!(
+        "{} usage record(s) in no known shape are left out of the exact totals (first: seq {}, {keys}); known shapes: DSH, Anthropic, OpenAI chat and responses, DeepSeek, Gemini",
+        unreadable.len(),
+        first.seq.get()
+    ))
 }
 
 /// A summarizer that returns the text of a file.

@@ -29,7 +29,8 @@ pub use counter::{HeuristicCounter, TokenCounter};
 pub use projection::{ContextPressure, TokenProjection, TokenView};
 pub use text::{visible_text, write_visible_text};
 pub use usage::{
-    CumulativeUsage, RequestKind, RequestUsage, Usage, UsageLedger, USAGE_LEDGER_STATE_VERSION,
+    CumulativeUsage, RequestKind, RequestUsage, UnreadableUsage, Usage, UsageLedger, UsageShape,
+    USAGE_LEDGER_STATE_VERSION,
 };
 
 /// Where a token figure comes from.

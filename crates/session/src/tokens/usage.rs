@@ -1,5 +1,9 @@
 //! Exact accounting: provider-reported usage folded into a per-session ledger.
 //!
+//! Usage is read in any [`UsageShape`] (DSH's own and the common provider conventions) into
+//! the same disjoint buckets; usage in no known shape is kept as [`UnreadableUsage`] so a
+//! report can say it left it out instead of showing 0.
+//!
 //! DSH records usage as `{inputTokens, outputTokens, cacheReadTokens?, cacheWriteTokens?,
 //! reasoningTokens?}` on each `assistant/message` settlement (the `usage` chunk of the
 //! stream repeats it; only the settlement is counted so nothing is counted twice) and on
@@ -19,7 +23,7 @@ use crate::json::JsonRef;
 
 /// The version of [`UsageLedger`]'s state; a persisted state with another version is
 /// rebuilt from the log.
-pub const USAGE_LEDGER_STATE_VERSION: u32 = 1;
+pub const USAGE_LEDGER_STATE_VERSION: u32 = 2;
 
 /// One provider usage record, bucket by bucket (all exact).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -36,21 +40,152 @@ pub struct Usage {
     pub reasoning: u64,
 }
 
+/// The convention a usage object was written in. Each is read into the same disjoint
+/// buckets: `input` never includes cached prompt tokens, so `prompt = input + cache_read +
+/// cache_write` whichever shape the provider used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum UsageShape {
+    /// DSH: `inputTokens`, `outputTokens`, `cacheReadTokens`, `cacheWriteTokens`,
+    /// `reasoningTokens` (input excludes the cached buckets).
+    Dsh,
+    /// Anthropic Messages: `input_tokens`, `output_tokens`, `cache_read_input_tokens`,
+    /// `cache_creation_input_tokens` (input excludes the cached buckets).
+    Anthropic,
+    /// OpenAI Chat Completions: `prompt_tokens` (cached included),
+    /// `completion_tokens`, `prompt_tokens_details.cached_tokens`,
+    /// `completion_tokens_details.reasoning_tokens`.
+    OpenAiChat,
+    /// OpenAI Responses: `input_tokens` (cached included), `output_tokens`,
+    /// `input_tokens_details.cached_tokens`, `output_tokens_details.reasoning_tokens`.
+    OpenAiResponses,
+    /// DeepSeek: `prompt_tokens` = `prompt_cache_hit_tokens` + `prompt_cache_miss_tokens`,
+    /// `completion_tokens`, `completion_tokens_details.reasoning_tokens`.
+    DeepSeek,
+    /// Gemini: `promptTokenCount` (cached included), `candidatesTokenCount`,
+    /// `cachedContentTokenCount`, `thoughtsTokenCount` (billed beside the candidates, so
+    /// it is added to the output and also shown as the reasoning bucket).
+    Gemini,
+}
+
+impl UsageShape {
+    /// A short name for reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            UsageShape::Dsh => "dsh",
+            UsageShape::Anthropic => "anthropic",
+            UsageShape::OpenAiChat => "openai-chat",
+            UsageShape::OpenAiResponses => "openai-responses",
+            UsageShape::DeepSeek => "deepseek",
+            UsageShape::Gemini => "gemini",
+        }
+    }
+}
+
+/// A bucket of a usage object: `key`, or `key.nested` when `nested` is given. Absent or
+/// not a non-negative safe integer reads as 0.
+fn bucket(usage: JsonRef<'_>, key: &str, nested: Option<&str>) -> u64 {
+    let value = usage.get(key);
+    let value = match nested {
+        Some(inner) => value.and_then(|v| v.get(inner)),
+        None => value,
+    };
+    value.and_then(|v| v.as_seq()).unwrap_or(0)
+}
+
 impl Usage {
-    /// Reads a DSH usage object; `None` when it is not an object. A bucket that is absent
-    /// or not a non-negative safe integer counts as 0.
-    pub fn from_json(usage: JsonRef<'_>) -> Option<Usage> {
+    /// Reads a usage object in any [`UsageShape`]; `None` when it is not an object or has
+    /// none of the keys of a known shape (the caller should say so rather than count 0).
+    pub fn read(usage: JsonRef<'_>) -> Option<(Usage, UsageShape)> {
         if !usage.is_object() {
             return None;
         }
-        let bucket = |key: &str| usage.get(key).and_then(|v| v.as_seq()).unwrap_or(0);
-        Some(Usage {
-            input: bucket("inputTokens"),
-            output: bucket("outputTokens"),
-            cache_read: bucket("cacheReadTokens"),
-            cache_write: bucket("cacheWriteTokens"),
-            reasoning: bucket("reasoningTokens"),
-        })
+        let has = |key: &str| usage.get(key).is_some();
+        let b = |key: &str| bucket(usage, key, None);
+        let nested = |key: &str, inner: &str| bucket(usage, key, Some(inner));
+        if has("inputTokens") || has("outputTokens") {
+            return Some((
+                Usage {
+                    input: b("inputTokens"),
+                    output: b("outputTokens"),
+                    cache_read: b("cacheReadTokens"),
+                    cache_write: b("cacheWriteTokens"),
+                    reasoning: b("reasoningTokens"),
+                },
+                UsageShape::Dsh,
+            ));
+        }
+        if has("prompt_cache_hit_tokens") || has("prompt_cache_miss_tokens") {
+            let hit = b("prompt_cache_hit_tokens");
+            return Some((
+                Usage {
+                    input: b("prompt_tokens").saturating_sub(hit),
+                    output: b("completion_tokens"),
+                    cache_read: hit,
+                    cache_write: 0,
+                    reasoning: nested("completion_tokens_details", "reasoning_tokens"),
+                },
+                UsageShape::DeepSeek,
+            ));
+        }
+        if has("prompt_tokens") || has("completion_tokens") {
+            let cached = nested("prompt_tokens_details", "cached_tokens");
+            return Some((
+                Usage {
+                    input: b("prompt_tokens").saturating_sub(cached),
+                    output: b("completion_tokens"),
+                    cache_read: cached,
+                    cache_write: 0,
+                    reasoning: nested("completion_tokens_details", "reasoning_tokens"),
+                },
+                UsageShape::OpenAiChat,
+            ));
+        }
+        if has("input_tokens_details") || has("output_tokens_details") {
+            let cached = nested("input_tokens_details", "cached_tokens");
+            return Some((
+                Usage {
+                    input: b("input_tokens").saturating_sub(cached),
+                    output: b("output_tokens"),
+                    cache_read: cached,
+                    cache_write: 0,
+                    reasoning: nested("output_tokens_details", "reasoning_tokens"),
+                },
+                UsageShape::OpenAiResponses,
+            ));
+        }
+        if has("input_tokens") || has("output_tokens") {
+            return Some((
+                Usage {
+                    input: b("input_tokens"),
+                    output: b("output_tokens"),
+                    cache_read: b("cache_read_input_tokens"),
+                    cache_write: b("cache_creation_input_tokens"),
+                    reasoning: 0,
+                },
+                UsageShape::Anthropic,
+            ));
+        }
+        if has("promptTokenCount") || has("candidatesTokenCount") {
+            let cached = b("cachedContentTokenCount");
+            let thoughts = b("thoughtsTokenCount");
+            return Some((
+                Usage {
+                    input: b("promptTokenCount").saturating_sub(cached),
+                    output: b("candidatesTokenCount").saturating_add(thoughts),
+                    cache_read: cached,
+                    cache_write: 0,
+                    reasoning: thoughts,
+                },
+                UsageShape::Gemini,
+            ));
+        }
+        None
+    }
+
+    /// Reads a usage object in any known shape (see [`Usage::read`]); `None` when it cannot.
+    pub fn from_json(usage: JsonRef<'_>) -> Option<Usage> {
+        Usage::read(usage).map(|(usage, _)| usage)
     }
 
     /// The whole prompt as the provider counted it: `input + cache_read + cache_write`.
@@ -100,6 +235,20 @@ pub struct RequestUsage {
     pub model: Arc<str>,
     /// The buckets.
     pub usage: Usage,
+    /// The convention the usage was written in.
+    pub shape: UsageShape,
+}
+
+/// A usage object the ledger found but could not read: its figures are not in any total,
+/// and a report should say so instead of showing 0.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnreadableUsage {
+    /// The event that recorded it.
+    pub seq: Seq,
+    /// Which request.
+    pub kind: RequestKind,
+    /// Its top-level keys (empty when it is not an object), for the report.
+    pub keys: Vec<String>,
 }
 
 impl RequestUsage {
@@ -162,6 +311,7 @@ pub struct UsageLedger {
     settlements: CumulativeUsage,
     auxiliary: CumulativeUsage,
     last_settlement: Option<usize>,
+    unreadable: Vec<UnreadableUsage>,
 }
 
 fn text_at(value: Option<JsonRef<'_>>, previous: Option<&Arc<str>>) -> Arc<str> {
@@ -181,7 +331,8 @@ impl UsageLedger {
     }
 
     /// Folds one event; returns the request it recorded, if any. Events without usage
-    /// (and usage that is not an object) change nothing.
+    /// change nothing; usage in no known [`UsageShape`] is kept in
+    /// [`UsageLedger::unreadable`] and counted in no total.
     pub fn apply(&mut self, event: &Event) -> Option<&RequestUsage> {
         let data = event.data();
         let (kind, usage, provider, model) = match event.event_type() {
@@ -202,7 +353,16 @@ impl UsageLedger {
             ),
             _ => return None,
         };
-        let usage = Usage::from_json(usage)?;
+        let Some((usage_read, shape)) = Usage::read(usage) else {
+            let keys = usage.members().map(|(k, _)| k.into_owned()).collect();
+            self.unreadable.push(UnreadableUsage {
+                seq: event.seq(),
+                kind,
+                keys,
+            });
+            return None;
+        };
+        let usage = usage_read;
         let previous = self.requests.last();
         let request = RequestUsage {
             seq: event.seq(),
@@ -212,6 +372,7 @@ impl UsageLedger {
             provider: text_at(provider, previous.map(|r| &r.provider)),
             model: text_at(model, previous.map(|r| &r.model)),
             usage,
+            shape,
         };
         match kind {
             RequestKind::Settlement => {
@@ -222,6 +383,11 @@ impl UsageLedger {
         }
         self.requests.push(request);
         self.requests.last()
+    }
+
+    /// Usage objects found in no known shape, in log order.
+    pub fn unreadable(&self) -> &[UnreadableUsage] {
+        &self.unreadable
     }
 
     /// Every request, in log order.
