@@ -5,8 +5,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use sessionlog::session::compaction::{
-    CompactionOutcome, CompactionPolicy, DeterministicSummarizer, KeepRecent, PruneOptions,
-    Summarizer, SummarizerError, Summary, SummaryRequest,
+    self, recover_compaction, CompactionContext, CompactionOutcome, CompactionPolicy,
+    DeterministicSummarizer, KeepRecent, PruneOptions, SkipReason, Summarizer, SummarizerError,
+    Summary, SummaryRequest,
 };
 use sessionlog::session::tokens::{
     HeuristicCounter, Label, TokenCounter, TokenFigure, UnreadableUsage,
@@ -165,15 +166,33 @@ pub(crate) fn compact(
     prune_over: Option<usize>,
     summary_file: Option<&Path>,
 ) -> Result<u8, Failure> {
+    // Everything that can refuse is checked before anything is written.
+    let mut summarizer: Box<dyn Summarizer> = match summary_file {
+        Some(path) => Box::new(FileSummarizer(
+            std::fs::read_to_string(path)
+                .map_err(|e| Failure::new(2, format!("reading {}: {e}", path.display())))?,
+        )),
+        None => Box::new(DeterministicSummarizer::new()),
+    };
     let store = open_store(dir, Access::Existing)?;
-    let (mut handle, _closers) = store.open_session(name)?;
+    let mut handle = store.open_session_as_is(name)?;
+    if !recover_compaction(handle.session()).is_empty() {
+        return Err(Failure::new(
+            3,
+            format!(
+                "session {name:?} has a compaction left open by an earlier writer; run `sessionlog open --store {} --session {name}` to close it first",
+                dir.display()
+            ),
+        ));
+    }
     let counter: Arc<dyn TokenCounter> = Arc::new(HeuristicCounter);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
     let mut w = io::stdout().lock();
+    let mut pruned = 0;
     if let Some(threshold) = prune_over {
-        let pruned = handle.prune(
+        pruned = handle.prune(
             &PruneOptions::default().with_threshold_bytes(threshold),
             counter.clone(),
             now,
@@ -185,27 +204,57 @@ pub(crate) fn compact(
     }
     let policy = CompactionPolicy::default()
         .with_keep_recent(keep_tokens.map_or(KeepRecent::Fraction(0.25), KeepRecent::Tokens));
-    let mut summarizer: Box<dyn Summarizer> = match summary_file {
-        Some(path) => Box::new(FileSummarizer(
-            std::fs::read_to_string(path)
-                .map_err(|e| Failure::new(2, format!("reading {}: {e}", path.display())))?,
-        )),
-        None => Box::new(DeterministicSummarizer::new()),
-    };
-    let line = match handle.compact(&policy, summarizer.as_mut(), counter, now)? {
-        CompactionOutcome::Compacted(r) => format!(
-            "compacted: {} surface nodes ({} estimated tokens) replaced by a summary of {} estimated tokens in {} attempt(s); originals kept in the log\n",
-            r.shadowed.len(),
-            r.shadowed_tokens,
-            r.summary_tokens,
-            r.attempts
-        ),
-        CompactionOutcome::Failed { error, attempts, .. } => {
-            out(&mut w, format!("compaction failed after {attempts} attempt(s): {error}; the surface is unchanged\n").as_bytes())?;
-            return Ok(1);
+    let projection = handle.tokens(counter)?;
+    let context =
+        CompactionContext::new(format!("{name}-{}", handle.session().next_seq().get()), now);
+    // Both summarizers here are local and deterministic, so a summary that is refused
+    // would be refused again: the attempt is not put on record, nothing is written.
+    let outcome = compaction::compact(
+        handle.session(),
+        &projection,
+        &policy,
+        summarizer.as_mut(),
+        &context,
+    )
+    .map_err(sessionlog::Error::from)?;
+    let report = match outcome {
+        CompactionOutcome::Compacted(report) => report,
+        CompactionOutcome::Skipped(reason) if pruned > 0 => {
+            out(&mut w, format!("nothing compacted: {reason}\n").as_bytes())?;
+            return Ok(0);
         }
-        CompactionOutcome::Skipped(reason) => format!("nothing compacted: {reason:?}\n"),
+        CompactionOutcome::Skipped(reason) => {
+            let hint = match reason {
+                SkipReason::NothingToCompact | SkipReason::SummaryCannotBeSmaller { .. }
+                    if keep_tokens != Some(0) =>
+                {
+                    "; a smaller --keep-tokens lets more of the recent surface be summarized"
+                }
+                _ => "",
+            };
+            return Err(Failure::new(
+                3,
+                format!("nothing compacted and nothing written: {reason}{hint}"),
+            ));
+        }
+        CompactionOutcome::Failed {
+            error, attempts, ..
+        } => {
+            return Err(Failure::new(
+                3,
+                format!("compaction refused after {attempts} attempt(s), nothing written: {error}"),
+            ));
+        }
     };
+    handle.append_atomic(report.events.clone())?;
+    handle.commit()?;
+    let line = format!(
+        "compacted: {} surface nodes ({} estimated tokens) replaced by a summary of {} estimated tokens in {} attempt(s); originals kept in the log\n",
+        report.shadowed.len(),
+        report.shadowed_tokens,
+        report.summary_tokens,
+        report.attempts
+    );
     out(&mut w, line.as_bytes())?;
     Ok(0)
 }

@@ -33,12 +33,13 @@ impl Summarizer for Verbose {
 #[test]
 fn summary_not_smaller_than_what_it_shadows_is_refused_after_one_retry() {
     let mut session = empty_session();
+    // Long enough that a summary could be smaller (a shorter span is skipped before any
+    // summarizer call; see compaction_too_small_to_help_is_skipped_before_the_summarizer).
+    let question = "a question of some length ".repeat(8);
+    let answer = "an answer of some length ".repeat(8);
     for i in 0..4 {
-        push(&mut session, user(&format!("u{i}"), "short question"));
-        push(
-            &mut session,
-            assistant(&format!("a{i}"), "short answer", &[]),
-        );
+        push(&mut session, user(&format!("u{i}"), &question));
+        push(&mut session, assistant(&format!("a{i}"), &answer, &[]));
     }
     let projection =
         TokenProjection::from_session(&session, Arc::new(HeuristicCounter)).expect("folds");

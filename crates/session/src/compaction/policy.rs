@@ -76,6 +76,38 @@ pub enum SkipReason {
     NothingToCompact,
     /// The only candidate is a single earlier summary; summarizing it again gains nothing.
     AlreadyCompact,
+    /// The span that may be shadowed is no larger than a summary message holding no
+    /// summary at all (the fixed preamble and tags): no summary can be smaller than what it
+    /// shadows, so no summarizer is asked.
+    SummaryCannotBeSmaller {
+        /// Estimated tokens of the span.
+        shadowed_tokens: u64,
+        /// Estimated tokens of the replacement message with an empty summary.
+        summary_floor_tokens: u64,
+    },
+}
+
+impl std::fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SkipReason::BelowTrigger => f.write_str("the context pressure is below the trigger"),
+            SkipReason::NothingToCompact => f.write_str(
+                "no surface node may be summarized: all are in the kept recent tail, in a tool \
+                 call not yet answered, or the open turn's newest tool result",
+            ),
+            SkipReason::AlreadyCompact => {
+                f.write_str("the only span that may be summarized is an earlier summary")
+            }
+            SkipReason::SummaryCannotBeSmaller {
+                shadowed_tokens,
+                summary_floor_tokens,
+            } => write!(
+                f,
+                "the span that may be summarized holds about {shadowed_tokens} estimated tokens, \
+                 and a summary message costs at least {summary_floor_tokens}"
+            ),
+        }
+    }
 }
 
 impl CompactionPolicy {

@@ -41,6 +41,19 @@ pub struct Summary {
     pub max_tokens: Option<u64>,
 }
 
+impl Summary {
+    /// A summary with no text, by no model: the smallest replacement a compaction can write.
+    pub fn empty() -> Summary {
+        Summary {
+            blocks: Vec::new(),
+            provider: String::new(),
+            model: String::new(),
+            usage: None,
+            max_tokens: None,
+        }
+    }
+}
+
 /// Why a summarizer produced nothing; recorded as the `error` of `compaction/end`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SummarizerError(pub String);

@@ -328,6 +328,17 @@ pub fn compact(
         Ok(plan) => plan,
         Err(skip) => return Ok(CompactionOutcome::Skipped(skip)),
     };
+    // A foreseeable failure is not tried: when even an empty summary is not smaller than
+    // the span, no summarizer can help and no lock should be written.
+    let summary_floor_tokens = plan.summary_tokens(projection, context, &Summary::empty());
+    if summary_floor_tokens >= plan.shadowed_tokens {
+        return Ok(CompactionOutcome::Skipped(
+            SkipReason::SummaryCannotBeSmaller {
+                shadowed_tokens: plan.shadowed_tokens,
+                summary_floor_tokens,
+            },
+        ));
+    }
     let mut error = String::from("the summarizer was not called");
     let attempts = policy.max_attempts.max(1);
     for attempt in 1..=attempts {
