@@ -718,19 +718,31 @@ fn stats(store: &std::path::Path, json: bool) -> Result<u8, Failure> {
     } else {
         s.index_memory_bytes as f64 * 100.0 / s.bytes as f64
     };
+    // Raw streams live under a reserved name prefix; every other live stream is a session
+    // (staged imports, also under a reserved prefix, are neither until published).
+    let streams = log.streams();
+    let raw_streams = streams
+        .iter()
+        .filter(|i| i.name.starts_with(sessionlog::RAW_STREAM_PREFIX))
+        .count();
+    let sessions = streams
+        .iter()
+        .filter(|i| !i.name.starts_with('\u{0}'))
+        .count();
     let stdout = io::stdout();
     let mut w = stdout.lock();
     if json {
         let v = serde_json::json!({
-            "segments": s.segments, "sessions": s.streams, "records": s.records, "bytes": s.bytes,
+            "segments": s.segments, "sessions": sessions, "rawStreams": raw_streams,
+            "records": s.records, "bytes": s.bytes,
             "indexMemoryBytes": s.index_memory_bytes, "indexMemoryPercent": pct,
             "recovery": recovery_json(log.recovery_report()),
         });
         out(&mut w, format!("{v}\n").as_bytes())?;
     } else {
         let text = format!(
-            "segments: {}\nsessions: {}\nrecords: {} (of live sessions and streams; `verify` counts every record in the segments, catalog records and deleted streams' included)\nbytes: {}\nindex memory: {} bytes ({pct:.3}% of data)\n",
-            s.segments, s.streams, s.records, s.bytes, s.index_memory_bytes
+            "segments: {}\nsessions: {sessions}\nraw streams: {raw_streams}\nrecords: {} (of live sessions and streams; `verify` counts every record in the segments, catalog records and deleted streams' included)\nbytes: {}\nindex memory: {} bytes ({pct:.3}% of data)\n",
+            s.segments, s.records, s.bytes, s.index_memory_bytes
         );
         out(&mut w, text.as_bytes())?;
     }

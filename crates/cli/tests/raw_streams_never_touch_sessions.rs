@@ -71,6 +71,16 @@ fn raw_streams_round_trip_and_stay_out_of_session_listings() {
     );
     assert!(text(&no_session.stderr).contains("no session named \"b\""));
 
+    let stats = sessionlog(&["stats", "--store", store], b"");
+    assert_eq!(stats.status.code(), Some(0), "{}", describe(&stats));
+    let stats = text(&stats.stdout);
+    assert!(stats.contains("\nsessions: 1\n"), "{stats}");
+    assert!(stats.contains("\nraw streams: 1\n"), "{stats}");
+    let stats = sessionlog(&["stats", "--store", store, "--json"], b"");
+    let stats: serde_json::Value = serde_json::from_slice(&stats.stdout).expect("stats JSON");
+    assert_eq!(stats["sessions"], 1, "{stats}");
+    assert_eq!(stats["rawStreams"], 1, "{stats}");
+
     let verify = sessionlog(&["verify", "--store", store], b"");
     assert_eq!(verify.status.code(), Some(0), "{}", describe(&verify));
     let missing = sessionlog(&["log", "read", "--store", store, "--stream", "c"], b"");
