@@ -4,7 +4,7 @@ use std::io::{self, BufRead, Write};
 use std::path::Path;
 
 use sessionlog::session::{EventInput, SessionHeader};
-use sessionlog::{Access, Durability, SessionHandle};
+use sessionlog::{Access, CacheCheck, Durability, SessionHandle};
 
 use crate::{open_store, out, Failure};
 
@@ -339,8 +339,9 @@ pub(crate) fn cache_verify(dir: &Path) -> Result<u8, Failure> {
     let mut w = io::stdout().lock();
     for (name, verdict) in store.cache_verify()? {
         let line = match verdict {
-            None => format!("{name}: ok\n"),
-            Some(why) => {
+            CacheCheck::Ok => format!("{name}: ok\n"),
+            CacheCheck::Missing => format!("{name}: no cache (the next view writes one)\n"),
+            CacheCheck::Unusable(why) => {
                 bad += 1;
                 format!("{name}: {why}\n")
             }

@@ -38,8 +38,8 @@ pub use sessionlog_session::{
 #[doc(inline)]
 pub use sessionlog_session::{ErrorClass, NewEvent, SessionStore, StoreError, StoreResult};
 pub use store::{
-    CacheUse, ImportSummary, SessionHandle, SessionInfo, SessionView, Store, StoreOptions,
-    KIND_SESSION_HEADER,
+    CacheCheck, CacheUse, ImportSummary, SessionHandle, SessionInfo, SessionView, Store,
+    StoreOptions, KIND_SESSION_HEADER,
 };
 pub use verify::{SessionDamage, SessionsCheck};
 

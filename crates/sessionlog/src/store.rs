@@ -148,6 +148,19 @@ pub struct SessionView {
     pub cache: CacheUse,
 }
 
+/// What [`Store::cache_verify`] found for one session's cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CacheCheck {
+    /// The cache is usable and equal to a fresh fold of the log.
+    Ok,
+    /// There is no cache file. Not damage: the cache is disposable, and the next view of the
+    /// session writes one.
+    Missing,
+    /// The cache cannot be used (corrupt, stale, of another version, or different from a
+    /// fold of the log), and why. Views rebuild it from the log.
+    Unusable(String),
+}
+
 /// A session as listed by [`Store::list_sessions`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionInfo {
@@ -640,8 +653,9 @@ impl Store {
     }
 
     /// Checks every session's cache against a fresh fold of its log. Returns, per session,
-    /// `None` when the cache is usable and equal to the fold, or why it is not.
-    pub fn cache_verify(&self) -> Result<Vec<(String, Option<String>)>> {
+    /// what was found: a usable cache equal to the fold, no cache at all (not damage: the
+    /// cache is disposable and the next view writes one), or why the cache cannot be used.
+    pub fn cache_verify(&self) -> Result<Vec<(String, CacheCheck)>> {
         let mut out = Vec::new();
         let fresh_store = Store {
             inner: Arc::new(Inner {
@@ -663,14 +677,15 @@ impl Store {
             let mut surface = SurfaceProjection::new(self.inner.options.version.clone());
             let mut request = RequestProjection::default();
             let verdict = match self.load_cache(stream, next, &path, &mut surface, &mut request) {
-                Err(miss) => Some(miss.to_string()),
+                Err(CacheMiss::Missing) => CacheCheck::Missing,
+                Err(miss) => CacheCheck::Unusable(miss.to_string()),
                 Ok(_) => {
                     let cached = self.view(&name)?;
                     let fresh = fresh_store.view(&name)?;
                     if cached.surface != fresh.surface || cached.request != fresh.request {
-                        Some("cached state differs from a fold of the log".to_owned())
+                        CacheCheck::Unusable("cached state differs from a fold of the log".into())
                     } else {
-                        None
+                        CacheCheck::Ok
                     }
                 }
             };
