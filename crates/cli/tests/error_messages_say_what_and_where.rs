@@ -3,30 +3,11 @@
 //! number, a readable segment-header state, the seq that is actually missing, what `stats` and
 //! `verify` each count, and how to get the next page of `sessions`.
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
 
-fn sessionlog(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sessionlog"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stdin)
-        .expect("write stdin");
-    child.wait_with_output().expect("wait")
-}
+mod common;
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use common::{sessionlog, text};
 
 const TURN_START: &str = r#"{"type":"turn/start","data":{"turn":1}}"#;
 const STEP_START: &str = r#"{"type":"step/start","data":{"turn":1,"step":1}}"#;

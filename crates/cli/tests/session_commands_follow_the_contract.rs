@@ -1,29 +1,9 @@
 //! The session commands keep their contract: output lines, exit codes, and refusals that
 //! leave the store unchanged.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+mod common;
 
-fn sessionlog(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sessionlog"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stdin)
-        .expect("write stdin");
-    child.wait_with_output().expect("wait")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use common::{sessionlog, text};
 
 /// A fixture log, or `None` when the DSH corpus is absent (`test` is then skipped, said once).
 fn fixture(test: &str, rel: &str) -> Option<std::path::PathBuf> {
@@ -100,9 +80,23 @@ fn a_refused_import_exits_3_and_leaves_the_store_unchanged() {
     );
     assert_eq!(out.status.code(), Some(3), "stderr: {}", text(&out.stderr));
     assert!(text(&out.stderr).contains("corrupt session log"));
+    assert!(
+        !std::path::Path::new(store).exists(),
+        "a refused import into an absent directory creates no store"
+    );
+
+    // Into an existing store: refused again, and not one byte of the store changes.
+    common::make_store(std::path::Path::new(store), "a", 4);
+    let before = common::picture(std::path::Path::new(store));
+    let out = sessionlog(
+        &["import", "--store", store, corrupt.to_str().expect("utf8")],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(3), "stderr: {}", text(&out.stderr));
+    assert_eq!(common::picture(std::path::Path::new(store)), before);
     let stats = sessionlog(&["stats", "--store", store, "--json"], b"");
     let v: serde_json::Value = serde_json::from_slice(&stats.stdout).expect("json");
-    assert_eq!(v["sessions"], 0);
+    assert_eq!(v["sessions"], 1);
 }
 
 #[test]
