@@ -71,6 +71,31 @@ fn text_that_is_not_json_is_called_so() {
 }
 
 #[test]
+fn an_import_line_that_is_json_null_is_named_without_a_placeholder_type() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("null.jsonl");
+    let header = r#"{"type":"session","version":0,"id":"n","createdAt":1,"delegationDepth":0}"#;
+    std::fs::write(&file, format!("{header}\nnull\n")).expect("write");
+    let store = dir.path().join("s");
+    let out = sessionlog(
+        &[
+            "import",
+            "--store",
+            store.to_str().expect("utf8"),
+            file.to_str().expect("utf8"),
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("event 0 (no type) rejected by the envelope rule: line 1 is JSON null"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("(?)"), "{stderr}");
+}
+
+#[test]
 fn an_import_names_the_line_of_the_file() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("gap.jsonl");

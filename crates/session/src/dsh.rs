@@ -126,7 +126,7 @@ pub fn scan(file: &[u8]) -> Result<ScannedLog, Error> {
             Err(LineError::Null) => {
                 return Err(Error::invalid(
                     events.len() as u64,
-                    "?",
+                    "no type",
                     Rule::Envelope,
                     format!("line {line_no} is JSON null{}", file_line(line_no)),
                 ))

@@ -121,7 +121,7 @@ impl Event {
             JsonRef::new(raw)
                 .get("type")
                 .and_then(|t| t.as_str().map(|s| s.into_owned()))
-                .unwrap_or_else(|| "?".to_owned())
+                .unwrap_or_else(|| "no type".to_owned())
         };
         if lossless_scan {
             json::validate_str(raw).map_err(|e| {
