@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use sessionlog_log::{Access, Durability, ErrorClass, Log, LogOptions, RealStorage};
+use sessionlog_log::{Access, Durability, ErrorClass, RealStorage};
 
 mod demo;
 mod dump;
@@ -505,13 +505,6 @@ fn run(command: Command) -> Result<u8, Failure> {
     }
 }
 
-/// Opens the log of a store as `access` allows and prints what its recovery did.
-pub(crate) fn open_log(dir: &std::path::Path, access: Access) -> Result<Log, Failure> {
-    let log = Log::open_with_access(Arc::new(RealStorage), dir, LogOptions::default(), access)?;
-    report_recovery(log.recovery_report());
-    Ok(log)
-}
-
 /// Opens a store as `access` allows and prints what its recovery did. Commands that only
 /// read use [`Access::ReadOnly`]: they never lock, write or repair anything.
 pub(crate) fn open_store(
@@ -711,24 +704,17 @@ fn verify(store: &std::path::Path, json: bool, fast: bool) -> Result<u8, Failure
 }
 
 fn stats(store: &std::path::Path, json: bool) -> Result<u8, Failure> {
-    let log = open_log(store, Access::ReadOnly)?;
+    let store = open_store(store, Access::ReadOnly)?;
+    let log = store.log_reader();
     let s = log.stats();
     let pct = if s.bytes == 0 {
         0.0
     } else {
         s.index_memory_bytes as f64 * 100.0 / s.bytes as f64
     };
-    // Raw streams live under a reserved name prefix; every other live stream is a session
-    // (staged imports, also under a reserved prefix, are neither until published).
-    let streams = log.streams();
-    let raw_streams = streams
-        .iter()
-        .filter(|i| i.name.starts_with(sessionlog::RAW_STREAM_PREFIX))
-        .count();
-    let sessions = streams
-        .iter()
-        .filter(|i| !i.name.starts_with('\u{0}'))
-        .count();
+    // The store tells sessions and raw streams apart (staged imports are neither).
+    let sessions = store.session_names().len();
+    let raw_streams = store.raw_stream_names().len();
     let stdout = io::stdout();
     let mut w = stdout.lock();
     if json {
@@ -746,6 +732,6 @@ fn stats(store: &std::path::Path, json: bool) -> Result<u8, Failure> {
         );
         out(&mut w, text.as_bytes())?;
     }
-    log.close()?;
+    store.close()?;
     Ok(0)
 }
