@@ -15,19 +15,11 @@ fn json_string(s: &str) -> String {
 pub(crate) fn import(dir: &Path, file: &Path, name: Option<&str>) -> Result<u8, Failure> {
     let bytes = std::fs::read(file)
         .map_err(|e| Failure::new(2, format!("reading {}: {e}", file.display())))?;
-    // The store validates the whole file before it writes anything, but opening it would
-    // already create a store in an absent or empty directory: check a file bound for a new
-    // store first, so a refused log leaves no store behind.
-    let storage = sessionlog_log::RealStorage;
-    if matches!(
-        sessionlog_log::classify_dir(&storage, dir)?,
-        sessionlog_log::StoreDir::Absent | sessionlog_log::StoreDir::Empty
-    ) {
-        let options = sessionlog::session::ImportOptions::default().with_repair(false);
-        sessionlog::session::import_jsonl(&bytes, &options).map_err(sessionlog::Error::from)?;
-    }
+    // Validated before the store is opened, so a refused log leaves no store behind (an
+    // absent or empty directory would otherwise become one).
+    let parsed = sessionlog::parse_dsh(&bytes)?;
     let store = open_store(dir, Access::CreateOrOpen)?;
-    let s = store.import_dsh(&bytes, name)?;
+    let s = store.import_parsed(parsed, name)?;
     let line = format!(
         "{{\"session\":{},\"events\":{},\"tailDiscarded\":{},\"closers\":{}}}\n",
         json_string(&s.session),

@@ -38,7 +38,7 @@ pub use sessionlog_session::{
 #[doc(inline)]
 pub use sessionlog_session::{ErrorClass, NewEvent, SessionStore, StoreError, StoreResult};
 pub use store::{
-    CacheCheck, CacheUse, ImportSummary, SessionHandle, SessionInfo, SessionView, Store,
+    parse_dsh, CacheCheck, CacheUse, ImportSummary, SessionHandle, SessionInfo, SessionView, Store,
     StoreOptions, KIND_SESSION_HEADER,
 };
 pub use verify::{SessionDamage, SessionsCheck};

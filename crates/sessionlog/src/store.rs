@@ -25,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::projection::{Projection, RequestProjection, SurfaceProjection};
 
 mod create;
+pub use create::parse_dsh;
 
 /// Kind tag of the session header record (record 0 of a session's stream).
 /// spec: events.md#session-header-record

@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use sessionlog_log::{Append, Durability, Log, StreamId};
 use sessionlog_session::{
-    encode_event, encode_header, import_jsonl, kind_tag, ImportOptions, Session, SessionHeader,
+    encode_event, encode_header, import_jsonl, kind_tag, DshImport, ImportOptions, Session,
+    SessionHeader,
 };
 
 use super::{ImportSummary, SessionHandle, Store, KIND_SESSION_HEADER};
@@ -27,6 +28,15 @@ const STAGING_PREFIX: &str = "\0staging/";
 const CATALOG_ID_BYTES: usize = 8;
 
 /// Whether `name` is a store-internal name that no session may take.
+/// Parses and validates a DeepSeek Harness `session.jsonl` the way [`Store::import_dsh`]
+/// does (no restart repair: that is left to opening the session), without any store.
+pub fn parse_dsh(file: &[u8]) -> Result<DshImport> {
+    Ok(import_jsonl(
+        file,
+        &ImportOptions::default().with_repair(false),
+    )?)
+}
+
 pub(crate) fn is_reserved(name: &str) -> bool {
     name.starts_with(RESERVED_NAME_START)
 }
@@ -88,8 +98,13 @@ impl Store {
     /// file; restart repair is left to [`Store::open_session`], so exporting reproduces the
     /// file.
     pub fn import_dsh(&self, file: &[u8], name: Option<&str>) -> Result<ImportSummary> {
-        let options = ImportOptions::default().with_repair(false);
-        let imported = import_jsonl(file, &options)?;
+        self.import_parsed(parse_dsh(file)?, name)
+    }
+
+    /// Stores a file already validated by [`parse_dsh`] as session `name` (default: the
+    /// header's id), as [`Store::import_dsh`] does; lets a caller refuse a bad file before it
+    /// opens (or creates) a store, without parsing it twice.
+    pub fn import_parsed(&self, imported: DshImport, name: Option<&str>) -> Result<ImportSummary> {
         let session = imported.session;
         let name = name.unwrap_or(session.header().id()).to_owned();
         refuse_reserved(&name)?;
