@@ -305,18 +305,11 @@ impl Store {
 
     fn handle(&self, name: &str, stream: StreamId, session: Session) -> Result<SessionHandle> {
         self.check_writable()?;
+        let tokens =
+            TokenProjection::from_session(&session, self.inner.options.token_counter.clone())?;
         if !self.inner.writers.lock().insert(stream) {
             return Err(Error::WriterBusy(name.to_owned()));
         }
-        let tokens =
-            match TokenProjection::from_session(&session, self.inner.options.token_counter.clone())
-            {
-                Ok(tokens) => tokens,
-                Err(e) => {
-                    self.inner.writers.lock().remove(&stream);
-                    return Err(e.into());
-                }
-            };
         Ok(SessionHandle {
             store: self.clone(),
             name: name.to_owned(),
@@ -365,9 +358,7 @@ impl Store {
     /// Opens a session for writing: loads it and, when its final turn was left open by a
     /// crash, appends the closers (durably) as new events. Returns the handle and the closers.
     pub fn open_session(&self, name: &str) -> Result<(SessionHandle, Vec<Event>)> {
-        let stream = self.stream(name)?;
-        let session = self.load_session(name)?;
-        let mut handle = self.handle(name, stream, session)?;
+        let mut handle = self.open_session_as_is(name)?;
         let first = handle.session.next_seq().get();
         // Restart repair: close a final turn left open (DeepSeek Harness's closers), then an
         // interrupted compaction (an orphaned lock gets an error end; a summary that never got
@@ -831,24 +822,17 @@ impl SessionHandle {
         Ok(seqs)
     }
 
-    /// Folds events `from..` of the session into the maintained token projection. Those
-    /// events were accepted by the session, so the projection takes them; should it not,
-    /// it is rebuilt from the session rather than left behind it.
+    /// Folds events `from..` of the session into the maintained token projection. The
+    /// session accepted them, so the projection takes them in order; a refusal leaves the
+    /// projection as it was and is returned (a refold would stop at the same event).
     fn fold_tokens(&mut self, from: u64) -> Result<()> {
         let events = self
             .session
             .events()
             .get(from as usize..)
             .unwrap_or_default();
-        if events
-            .iter()
-            .try_for_each(|e| self.tokens.apply(e))
-            .is_err()
-        {
-            self.tokens = TokenProjection::from_session(
-                &self.session,
-                self.store.inner.options.token_counter.clone(),
-            )?;
+        for event in events {
+            self.tokens.apply(event)?;
         }
         Ok(())
     }
