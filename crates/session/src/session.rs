@@ -87,10 +87,10 @@ impl Session {
     /// event already is one. The caller supplies the wall-clock `time`: this crate reads
     /// no clock.
     pub fn end_seed(&self, time: i64) -> Option<EventInput> {
-        match self.state.last_event_type() {
-            Some("session/end-seed") => None,
-            _ => Some(EventInput::new("session/end-seed", time, "{}")),
+        if self.state.ends_with_end_seed() {
+            return None;
         }
+        Some(EventInput::new("session/end-seed", time, "{}"))
     }
 
     /// Builds `event` (a typed builder of [`crate::build`], or a raw [`EventInput`]) at the

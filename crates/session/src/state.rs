@@ -2,9 +2,9 @@
 //! session, without its events.
 //!
 //! [`SessionState`] holds the surface with its replacements, the turn and step tracker with
-//! the open tool calls, and the last event's type and time. Every append is split into a
-//! read-only check that plans the change and an apply that cannot fail, so a refused event
-//! leaves the state exactly as it was; [`SessionState::atomically`] extends that to batches.
+//! the open tool calls, and what the restart rules need of the last event. Every append is
+//! split into a read-only check that plans the change and an apply that cannot fail, so a
+//! refused event leaves the state exactly as it was; [`SessionState::atomically`] extends that to batches.
 //! The few rules that look at an earlier event (a tool-result replacement compares itself
 //! with the result it shadows) read it through [`LookBack`], so the state can be kept for a
 //! session whose events are not in memory. [`Session`](crate::Session) is this state plus
@@ -53,10 +53,11 @@ enum SurfaceUndo {
     Replace(u64, ShadowedLinks),
 }
 
-/// The type and time of the newest event: what `session/end-seed` and restart closers need.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What `session/end-seed` and restart closers need of the newest event: whether it is an
+/// end-seed, and its time. Kept without the type's text, so folding an event allocates nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct LastEvent {
-    pub(crate) event_type: String,
+    pub(crate) end_seed: bool,
     pub(crate) time: i64,
 }
 
@@ -148,7 +149,7 @@ impl SessionState {
         let journal = self.journal.get_or_insert_with(Vec::new);
         Savepoint {
             next_seq: self.next_seq,
-            last: self.last.clone(),
+            last: self.last,
             tracker: self.tracker.clone(),
             journal_len: journal.len(),
             outermost,
@@ -227,9 +228,9 @@ impl SessionState {
         Seq(self.next_seq)
     }
 
-    /// The type of the newest event, if any.
-    pub fn last_event_type(&self) -> Option<&str> {
-        self.last.as_ref().map(|l| l.event_type.as_str())
+    /// Whether the newest event is a `session/end-seed`.
+    pub fn ends_with_end_seed(&self) -> bool {
+        self.last.is_some_and(|l| l.end_seed)
     }
 
     /// The current surface, in order.
@@ -245,25 +246,6 @@ impl SessionState {
     /// How many replacements have been applied.
     pub fn replace_generation(&self) -> u64 {
         self.surface.replace_generation()
-    }
-
-    /// The model history, verbatim, as one JSON array: the message of every surface node,
-    /// read through `past`, skipping assistant settlements whose content is empty.
-    pub fn derive_messages_json(&self, past: &dyn LookBack) -> Result<String, Error> {
-        let mut out = String::from("[");
-        for seq in self.surface.iter() {
-            let Some(event) = past.event_at(Seq(seq))? else {
-                continue;
-            };
-            if let Some(message) = crate::session::derive_message(&self.version, &event) {
-                if out.len() > 1 {
-                    out.push(',');
-                }
-                out.push_str(message);
-            }
-        }
-        out.push(']');
-        Ok(out)
     }
 
     pub(crate) fn check_vocabulary(&self, event: &Event) -> Result<(), Error> {
@@ -375,15 +357,10 @@ impl SessionState {
             journal.push(undo);
         }
         self.tracker.apply(event);
-        match &mut self.last {
-            Some(last) if last.event_type == event.event_type() => last.time = event.time(),
-            last => {
-                *last = Some(LastEvent {
-                    event_type: event.event_type().to_owned(),
-                    time: event.time(),
-                })
-            }
-        }
+        self.last = Some(LastEvent {
+            end_seed: event.event_type() == "session/end-seed",
+            time: event.time(),
+        });
         self.next_seq = seq + 1;
     }
 }
