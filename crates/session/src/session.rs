@@ -65,7 +65,7 @@ impl Session {
         for (i, event) in events.iter().enumerate() {
             session
                 .state
-                .append(event, RuleSet::Dsh, &events.get(..i).unwrap_or_default())?;
+                .fold(event, RuleSet::Dsh, &events.get(..i).unwrap_or_default())?;
         }
         session.events = events;
         Ok(session)

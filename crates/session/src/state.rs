@@ -123,6 +123,17 @@ impl SessionState {
         past: &dyn LookBack,
     ) -> Result<(), Error> {
         self.check_vocabulary(event)?;
+        self.fold(event, rules, past)
+    }
+
+    /// [`SessionState::append`] for an event whose type the caller has already checked
+    /// against the vocabulary (a load checks every event's type before folding any).
+    pub(crate) fn fold(
+        &mut self,
+        event: &Event,
+        rules: RuleSet,
+        past: &dyn LookBack,
+    ) -> Result<(), Error> {
         let plan = self.check(event, rules, past)?;
         self.apply(event, plan);
         Ok(())
