@@ -192,21 +192,20 @@ impl Store {
 /// Deletes the streams that imports cut short by a crash left under staging names; called by
 /// an open for writing. Returns how many there were.
 pub(crate) fn discard_staged_imports(log: &Log) -> Result<usize> {
-    // Reserved names sort before every other name, so the walk stops at the first
-    // session's name instead of listing the store.
+    // Staging names sort together after their prefix (which itself names no stream), so
+    // the walk starts there and stops at the first other name: it lists neither raw streams
+    // nor sessions.
     let mut staged: Vec<StreamId> = Vec::new();
-    let mut cursor: Option<String> = None;
+    let mut cursor = STAGING_PREFIX.to_owned();
     'pages: loop {
-        let page = log.streams_page(cursor.as_deref(), 64);
+        let page = log.streams_page(Some(&cursor), 64);
         let Some(last) = page.last() else { break };
-        cursor = Some(last.name.clone());
+        cursor = last.name.clone();
         for s in page {
-            if !is_reserved(&s.name) {
+            if !s.name.starts_with(STAGING_PREFIX) {
                 break 'pages;
             }
-            if s.name.starts_with(STAGING_PREFIX) {
-                staged.push(s.id);
-            }
+            staged.push(s.id);
         }
     }
     for &stream in &staged {
