@@ -252,9 +252,7 @@ impl Log {
         };
         match &s.active {
             None => true,
-            Some(a) => {
-                st.synced.segment() == st.active.id && st.synced.offset() > u64::from(a.last_offset)
-            }
+            Some(a) => st.synced_offset_in_active() > u64::from(a.last_offset),
         }
     }
 
