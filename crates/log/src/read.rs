@@ -41,9 +41,15 @@ struct ActiveReader {
 impl ActiveReader {
     /// The pending bytes from `offset` on, when `offset` lies in the copied buffer.
     fn pending_at(&self, offset: u64) -> Option<&[u8]> {
+        let (bytes, at) = self.pending_from(offset)?;
+        Some(bytes.get(at..).unwrap_or(&[]))
+    }
+
+    /// The copied buffer and where `offset` lies in it, when it does.
+    fn pending_from(&self, offset: u64) -> Option<(&Bytes, usize)> {
         let (base, bytes) = self.pending.as_ref()?;
         let at = usize::try_from(offset.checked_sub(*base)?).ok()?;
-        Some(bytes.get(at..).unwrap_or(&[]))
+        Some((bytes, at))
     }
 
     fn header(&self, offset: u64) -> Result<RecordHeader> {
@@ -55,15 +61,26 @@ impl ActiveReader {
     }
 
     fn record(&self, offset: u64) -> Result<Record> {
-        let Some(tail) = self.pending_at(offset) else {
+        let Some((bytes, at)) = self.pending_from(offset) else {
             return pread_record(&*self.file, self.segment, offset);
         };
+        let tail = bytes.get(at..).unwrap_or(&[]);
         let (h, _) = verify_record(tail, self.segment.0, offset)
             .map_err(|e| corrupted(self.segment, offset, "record fails verification", Some(e)))?;
-        let payload = tail.get(RECORD_HEADER_LEN..RECORD_HEADER_LEN + h.payload_len as usize);
-        let payload = payload
-            .ok_or_else(|| corrupted(self.segment, offset, "record runs past the buffer", None))?;
-        Ok(Record::new(h, Bytes::copy_from_slice(payload)))
+        let end = RECORD_HEADER_LEN + h.payload_len as usize;
+        if tail.len() < end {
+            return Err(corrupted(
+                self.segment,
+                offset,
+                "record runs past the buffer",
+                None,
+            ));
+        }
+        // The payload shares the buffer copy made for this read instead of being copied again.
+        Ok(Record::new(
+            h,
+            bytes.slice(at + RECORD_HEADER_LEN..at + end),
+        ))
     }
 }
 
