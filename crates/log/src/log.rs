@@ -242,6 +242,12 @@ impl Log {
         self.inner.report.read_only
     }
 
+    /// Refuses with [`Error::ReadOnly`] when this log was opened read-only: what every write
+    /// call checks first, for layers that must refuse before they prepare a write.
+    pub fn check_writable(&self) -> Result<()> {
+        self.inner.check_writable()
+    }
+
     /// Whether every record of `stream` committed so far is durable (for a read-only log:
     /// every record it holds). Derived state written beside the log, such as a cache, may
     /// only cover durable records.

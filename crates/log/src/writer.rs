@@ -41,7 +41,7 @@ impl Inner {
     }
 
     /// Refuses every write to a log opened read-only.
-    fn check_writable(&self) -> Result<()> {
+    pub(crate) fn check_writable(&self) -> Result<()> {
         if self.report.read_only {
             return Err(Error::ReadOnly {
                 dir: self.dir.clone(),

@@ -257,13 +257,7 @@ impl Store {
 
     /// Refuses a write to a store opened read-only, before anything is done.
     fn check_writable(&self) -> Result<()> {
-        if self.inner.log.is_read_only() {
-            return Err(sessionlog_log::Error::ReadOnly {
-                dir: self.inner.log.dir().to_owned(),
-            }
-            .into());
-        }
-        Ok(())
+        Ok(self.inner.log.check_writable()?)
     }
 
     pub(crate) fn options(&self) -> &StoreOptions {
