@@ -1,4 +1,4 @@
-//! The event envelope: `type, seq, time, data, surfaceOp?, sourceEventSeqs?, ignorable?`.
+//! The event envelope: `type, seq, time, data, sourceEventSeqs?, surfaceOp?, ignorable?`.
 //!
 //! An [`Event`] keeps the exact JSON text of its envelope (`raw`) and parsed copies of the
 //! envelope fields. The raw text is the unit of storage and export, so key order, number
@@ -418,10 +418,7 @@ impl EventInput {
         write_js_string(&mut out, &self.event_type);
         out.push_str(&format!(",\"seq\":{seq},\"time\":{},\"data\":", self.time));
         out.push_str(&self.data);
-        if let Some(op) = &self.surface_op {
-            out.push_str(",\"surfaceOp\":");
-            op.write(&mut out);
-        }
+        // DSH's `Session.append` writes the cited sources before the surface operation.
         if let Some(sources) = &self.source_event_seqs {
             out.push_str(",\"sourceEventSeqs\":[");
             for (i, s) in sources.iter().enumerate() {
@@ -431,6 +428,10 @@ impl EventInput {
                 out.push_str(&s.to_string());
             }
             out.push(']');
+        }
+        if let Some(op) = &self.surface_op {
+            out.push_str(",\"surfaceOp\":");
+            op.write(&mut out);
         }
         if self.ignorable {
             out.push_str(",\"ignorable\":true");

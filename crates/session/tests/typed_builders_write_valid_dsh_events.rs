@@ -72,7 +72,7 @@ fn builders_fill_numbers_surface_ops_and_sources_from_the_session() {
     );
     assert_eq!(
         raw[7],
-        r#"{"type":"tool/result","seq":7,"time":10,"data":{"turn":1,"step":1,"message":{"id":"tool-result-7","role":"user","content":[{"type":"tool-result","toolCallId":"c1","content":[{"type":"text","text":"a.txt"}]}],"source":{"kind":"tool","callId":"c1"}}},"surfaceOp":"append","sourceEventSeqs":[6]}"#
+        r#"{"type":"tool/result","seq":7,"time":10,"data":{"turn":1,"step":1,"message":{"id":"tool-result-7","role":"user","content":[{"type":"tool-result","toolCallId":"c1","content":[{"type":"text","text":"a.txt"}]}],"source":{"kind":"tool","callId":"c1"}}},"sourceEventSeqs":[6],"surfaceOp":"append"}"#
     );
     assert_eq!(
         raw[9],

@@ -62,7 +62,7 @@ fn built_events_read_back_after_reopen_and_derive_the_expected_messages() {
     assert_eq!(read, written);
     assert_eq!(
         read[5],
-        r#"{"type":"tool/result","seq":5,"time":6,"data":{"turn":1,"step":1,"message":{"id":"tool-result-5","role":"user","content":[{"type":"tool-result","toolCallId":"c1","content":[{"type":"text","text":"a.txt"}]}],"source":{"kind":"tool","callId":"c1"}}},"surfaceOp":"append","sourceEventSeqs":[4]}"#
+        r#"{"type":"tool/result","seq":5,"time":6,"data":{"turn":1,"step":1,"message":{"id":"tool-result-5","role":"user","content":[{"type":"tool-result","toolCallId":"c1","content":[{"type":"text","text":"a.txt"}]}],"source":{"kind":"tool","callId":"c1"}}},"sourceEventSeqs":[4],"surfaceOp":"append"}"#
     );
     drop(handle);
     let view = store.view("s1").expect("view");
