@@ -8,6 +8,7 @@ use crate::build::{BuildEvent, Position};
 use crate::error::Error;
 use crate::event::{Event, EventInput, Seq};
 use crate::header::SessionHeader;
+use crate::json::JsonRef;
 use crate::state::SessionState;
 use crate::surface::Surface;
 use crate::upgrade::upgrade_event;
@@ -26,6 +27,19 @@ impl Session {
     pub fn new(header: SessionHeader, version: FormatVersion) -> Session {
         Session {
             state: SessionState::new(header, version),
+            events: Vec::new(),
+        }
+    }
+
+    /// An empty session whose state also measures tokens with `counter` (see
+    /// [`SessionState::with_tokens`]).
+    pub fn with_tokens(
+        header: SessionHeader,
+        version: FormatVersion,
+        counter: std::sync::Arc<dyn crate::tokens::TokenCounter>,
+    ) -> Session {
+        Session {
+            state: SessionState::with_tokens(header, version, counter),
             events: Vec::new(),
         }
     }
@@ -268,6 +282,14 @@ impl Session {
 /// assistant settlement whose content is empty). [`Session::derive_messages`] is this over the
 /// surface in order; projections that fold only surface events use it directly.
 pub fn derive_message<'e>(version: &FormatVersion, event: &'e Event) -> Option<&'e str> {
+    derived_message_ref(version, event).map(|m| m.raw())
+}
+
+/// [`derive_message`] as the parsed message.
+pub(crate) fn derived_message_ref<'e>(
+    version: &FormatVersion,
+    event: &'e Event,
+) -> Option<JsonRef<'e>> {
     let surface = version.surface_type(event.event_type())?;
     let message = validate::message_of(version, event)?;
     let empty = message
@@ -276,5 +298,5 @@ pub fn derive_message<'e>(version: &FormatVersion, event: &'e Event) -> Option<&
     if surface.skip_empty_content && empty {
         return None;
     }
-    Some(message.raw())
+    Some(message)
 }

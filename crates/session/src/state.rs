@@ -9,6 +9,13 @@
 //! with the result it shadows) read it through [`LookBack`], so the state can be kept for a
 //! session whose events are not in memory. [`Session`](crate::Session) is this state plus
 //! the events.
+//!
+//! The state also holds what a reader needs to rebuild a view from the log without a
+//! second fold: which surface nodes contribute a derived message
+//! ([`SessionState::message_nodes`]; the text itself is read from the log by seq), the
+//! seqs of the latest `request/header` and `request/context`, and, when built with
+//! [`SessionState::with_tokens`], the token measurement (per-node estimates, usage ledger,
+//! context pressure) that a [`TokenProjection`](crate::tokens::TokenProjection) would fold.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -18,7 +25,10 @@ use crate::error::{Error, Rule};
 use crate::event::{Event, Seq, SurfaceOp};
 use crate::header::SessionHeader;
 use crate::repair::TurnTracker;
-use crate::surface::{RangeError, ShadowedLinks, Surface};
+use crate::session::derived_message_ref;
+use crate::surface::{NodeFacts, RangeError, ShadowedLinks, Surface};
+use crate::tokens::projection::{estimate_nodes, TallyMark, TokenTally};
+use crate::tokens::{ContextPressure, TokenCounter, TokenView, UsageLedger};
 use crate::validate::{self, RuleSet};
 use crate::version::FormatVersion;
 
@@ -61,27 +71,41 @@ pub(crate) struct LastEvent {
     pub(crate) time: i64,
 }
 
+/// The seqs of the newest `request/header` and `request/context`: the envelope and tool
+/// schemas of the next provider request, and its context window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct RequestSeqs {
+    pub(crate) header: Option<u64>,
+    pub(crate) context: Option<u64>,
+}
+
 /// Where an open [`SessionState::atomically`] started: enough to put the state back without
 /// having copied it. The turn tracker is small (open turn and step, calls of the open
-/// step), so it is saved whole; the surface is journaled per event.
+/// step), so it is saved whole; the surface is journaled per event; the token tally is
+/// saved as its scalars and the usage ledger's length.
 #[derive(Debug)]
 pub(crate) struct Savepoint {
     next_seq: u64,
     last: Option<LastEvent>,
     tracker: TurnTracker,
+    requests: RequestSeqs,
+    tokens: Option<TallyMark>,
     journal_len: usize,
     outermost: bool,
 }
 
-/// The state of one session: header, format version, surface, turn state, next seq.
+/// The state of one session: header, format version, surface (with message presence and
+/// token estimates per node), turn state, request seqs, token tally, next seq.
 #[derive(Debug, Clone)]
 pub struct SessionState {
-    header: SessionHeader,
-    version: Arc<FormatVersion>,
-    next_seq: u64,
-    last: Option<LastEvent>,
-    surface: Surface,
-    tracker: TurnTracker,
+    pub(crate) header: SessionHeader,
+    pub(crate) version: Arc<FormatVersion>,
+    pub(crate) next_seq: u64,
+    pub(crate) last: Option<LastEvent>,
+    pub(crate) surface: Surface,
+    pub(crate) tracker: TurnTracker,
+    pub(crate) requests: RequestSeqs,
+    pub(crate) tokens: Option<TokenTally>,
     /// Surface undo steps; recorded only inside [`SessionState::atomically`].
     journal: Option<Vec<SurfaceUndo>>,
 }
@@ -95,6 +119,8 @@ impl PartialEq for SessionState {
             && self.last == other.last
             && self.surface == other.surface
             && self.tracker == other.tracker
+            && self.requests == other.requests
+            && self.tokens == other.tokens
     }
 }
 
@@ -110,8 +136,23 @@ impl SessionState {
             last: None,
             surface: Surface::default(),
             tracker: TurnTracker::default(),
+            requests: RequestSeqs::default(),
+            tokens: None,
             journal: None,
         }
+    }
+
+    /// The state of an empty session that also measures tokens with `counter`: per-node
+    /// estimates, the usage ledger and context pressure are maintained as events fold, so
+    /// [`SessionState::pressure`] costs O(1).
+    pub fn with_tokens(
+        header: SessionHeader,
+        version: FormatVersion,
+        counter: Arc<dyn TokenCounter>,
+    ) -> SessionState {
+        let mut state = SessionState::new(header, version);
+        state.tokens = Some(TokenTally::new(counter));
+        state
     }
 
     /// Validates `event` (its seq must be the next one) under `rules` and folds it in. A
@@ -162,6 +203,8 @@ impl SessionState {
             next_seq: self.next_seq,
             last: self.last,
             tracker: self.tracker.clone(),
+            requests: self.requests,
+            tokens: self.tokens.as_ref().map(TokenTally::mark),
             journal_len: journal.len(),
             outermost,
         }
@@ -191,6 +234,10 @@ impl SessionState {
         self.next_seq = savepoint.next_seq;
         self.last = savepoint.last;
         self.tracker = savepoint.tracker;
+        self.requests = savepoint.requests;
+        if let (Some(tokens), Some(mark)) = (self.tokens.as_mut(), savepoint.tokens) {
+            tokens.rewind(mark);
+        }
     }
 
     /// The closing events restart repair would append now (spec §8), without appending
@@ -257,6 +304,60 @@ impl SessionState {
     /// How many replacements have been applied.
     pub fn replace_generation(&self) -> u64 {
         self.surface.replace_generation()
+    }
+
+    /// The surface nodes that contribute a message to the derived model history, in
+    /// surface order. Reading each event by seq and taking its derived message
+    /// ([`derive_message`](crate::derive_message)) gives the model history, with no other
+    /// event needed.
+    pub fn message_nodes(&self) -> impl Iterator<Item = Seq> + '_ {
+        self.surface.message_nodes().map(Seq)
+    }
+
+    /// The seq of the newest `request/header` (the next request's envelope and tools).
+    pub fn latest_request_header(&self) -> Option<Seq> {
+        self.requests.header.map(Seq)
+    }
+
+    /// The seq of the newest `request/context` (the next request's context window).
+    pub fn latest_request_context(&self) -> Option<Seq> {
+        self.requests.context.map(Seq)
+    }
+
+    /// Whether tokens are measured (the state was made by [`SessionState::with_tokens`]).
+    pub fn measures_tokens(&self) -> bool {
+        self.tokens.is_some()
+    }
+
+    /// Context pressure for the next request, in O(1); `None` when tokens are not measured.
+    pub fn pressure(&self) -> Option<ContextPressure> {
+        self.tokens.as_ref().map(TokenTally::pressure)
+    }
+
+    /// The token view (surface and envelope estimates, exact usage, pressure); `None` when
+    /// tokens are not measured.
+    pub fn token_view(&self) -> Option<TokenView> {
+        self.tokens.as_ref().map(|t| t.view(self.surface.len()))
+    }
+
+    /// The usage ledger (exact provider figures); `None` when tokens are not measured.
+    pub fn usage_ledger(&self) -> Option<&UsageLedger> {
+        self.tokens.as_ref().map(TokenTally::ledger)
+    }
+
+    /// The counter the estimates come from; `None` when tokens are not measured.
+    pub fn token_counter(&self) -> Option<&Arc<dyn TokenCounter>> {
+        self.tokens.as_ref().map(TokenTally::counter)
+    }
+
+    /// The cached estimate of a current surface node (0 when tokens are not measured).
+    pub fn node_estimate(&self, seq: u64) -> Option<u32> {
+        self.surface.facts(seq).map(|f| f.estimate)
+    }
+
+    /// The summed cached estimates of `nodes` (nodes not on the surface count 0).
+    pub fn estimate_nodes(&self, nodes: &[u64]) -> u64 {
+        estimate_nodes(&self.surface, nodes)
     }
 
     pub(crate) fn check_vocabulary(&self, event: &Event) -> Result<(), Error> {
@@ -355,15 +456,27 @@ impl SessionState {
     pub(crate) fn apply(&mut self, event: &Event, plan: SurfacePlan) {
         let seq = event.seq().get();
         let undo = match plan {
-            SurfacePlan::None => SurfaceUndo::None,
+            SurfacePlan::None => {
+                if let Some(tokens) = self.tokens.as_mut() {
+                    tokens.fold_structural(event);
+                }
+                SurfaceUndo::None
+            }
             SurfacePlan::Append => {
-                self.surface.append(seq);
+                let node = self.node_facts(event, None);
+                self.surface.append(seq, node);
                 SurfaceUndo::Append(seq)
             }
             SurfacePlan::Replace(shadowed) => {
-                SurfaceUndo::Replace(seq, self.surface.apply_replace(&shadowed, seq))
+                let node = self.node_facts(event, Some(&shadowed));
+                SurfaceUndo::Replace(seq, self.surface.apply_replace(&shadowed, seq, node))
             }
         };
+        match event.event_type() {
+            "request/header" => self.requests.header = Some(seq),
+            "request/context" => self.requests.context = Some(seq),
+            _ => {}
+        }
         if let Some(journal) = self.journal.as_mut() {
             journal.push(undo);
         }
@@ -373,6 +486,22 @@ impl SessionState {
             time: event.time(),
         });
         self.next_seq = seq + 1;
+    }
+}
+
+impl SessionState {
+    /// What the surface keeps about a surface event about to be folded (its message
+    /// presence and, when measured, its estimate); folds it into the token tally.
+    fn node_facts(&mut self, event: &Event, shadowed: Option<&[u64]>) -> NodeFacts {
+        let message = derived_message_ref(&self.version, event);
+        let estimate = match self.tokens.as_mut() {
+            Some(tokens) => tokens.fold_surface(event, message, shadowed, &self.surface),
+            None => 0,
+        };
+        NodeFacts {
+            message: message.is_some(),
+            estimate,
+        }
     }
 }
 

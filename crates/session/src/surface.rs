@@ -5,14 +5,28 @@
 //! appends take a fresh, larger key and a replacement inherits the key of the first node
 //! it shadows. Keys therefore always increase along the list, which answers "is `start`
 //! before `end`?" in O(1) without walking.
+//!
+//! A node also records what readers need of its event without the event itself: whether it
+//! contributes a derived message and, when tokens are measured, its cached estimate. Undo
+//! restores shadowed links whole, so these facts come back with them.
 
 use std::collections::HashMap;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Link {
-    prev: Option<u64>,
-    next: Option<u64>,
-    key: u64,
+pub(crate) struct Link {
+    pub(crate) prev: Option<u64>,
+    pub(crate) next: Option<u64>,
+    pub(crate) key: u64,
+    pub(crate) node: NodeFacts,
+}
+
+/// What the surface keeps about one node's event.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct NodeFacts {
+    /// Whether the event contributes a message to the derived model history.
+    pub(crate) message: bool,
+    /// The cached token estimate of that message (0 when tokens are not measured).
+    pub(crate) estimate: u32,
 }
 
 /// Why a replace range was refused.
@@ -73,12 +87,29 @@ impl Surface {
         self.iter().collect()
     }
 
+    /// The nodes that contribute a derived message, in surface order: reading these events
+    /// by seq and taking each one's message gives the model history.
+    pub fn message_nodes(&self) -> impl Iterator<Item = u64> + '_ {
+        self.iter().filter(|seq| self.has_message(*seq))
+    }
+
+    /// Whether `seq` is a current node that contributes a derived message.
+    pub fn has_message(&self, seq: u64) -> bool {
+        self.links.get(&seq).is_some_and(|l| l.node.message)
+    }
+
+    /// What is kept about a current node.
+    pub(crate) fn facts(&self, seq: u64) -> Option<NodeFacts> {
+        self.links.get(&seq).map(|l| l.node)
+    }
+
     /// Appends `seq` as the new last node.
-    pub(crate) fn append(&mut self, seq: u64) {
+    pub(crate) fn append(&mut self, seq: u64, node: NodeFacts) {
         let link = Link {
             prev: self.tail,
             next: None,
             key: self.next_key,
+            node,
         };
         self.next_key += 1;
         if let Some(tail) = self.tail.and_then(|t| self.links.get_mut(&t)) {
@@ -130,7 +161,12 @@ impl Surface {
 
     /// Applies a replace planned by [`Surface::plan_replace`] on this same state. Returns the
     /// links it removed, for [`Surface::undo_replace`].
-    pub(crate) fn apply_replace(&mut self, shadowed: &[u64], seq: u64) -> ShadowedLinks {
+    pub(crate) fn apply_replace(
+        &mut self,
+        shadowed: &[u64],
+        seq: u64,
+        node: NodeFacts,
+    ) -> ShadowedLinks {
         let (Some(first), Some(last)) = (shadowed.first(), shadowed.last()) else {
             return ShadowedLinks(Vec::new());
         };
@@ -148,6 +184,7 @@ impl Surface {
             prev: first_link.prev,
             next: last_link.next,
             key: first_link.key,
+            node,
         };
         self.relink(link, seq);
         self.links.insert(seq, link);

@@ -109,7 +109,7 @@ pub fn history_view(session: &Session) -> Vec<HistoryEntry<'_>> {
                     // rather than guess if it ever does.
                     continue;
                 };
-                surface.apply_replace(&shadowed, seq);
+                surface.apply_replace(&shadowed, seq, Default::default());
                 let kind = kind_of(event, message, shadowed.clone());
                 for node in shadowed {
                     let Some(entry) = index_of.get(&node).and_then(|i| entries.get_mut(*i)) else {
@@ -131,7 +131,7 @@ pub fn history_view(session: &Session) -> Vec<HistoryEntry<'_>> {
                 kind
             }
             Some(SurfaceOp::Append) => {
-                surface.append(seq);
+                surface.append(seq, Default::default());
                 EntryKind::Message
             }
             None => continue,

@@ -16,7 +16,7 @@
 //! for estimates, which counter produced it.
 
 mod counter;
-mod projection;
+pub(crate) mod projection;
 mod text;
 mod usage;
 

@@ -2,24 +2,22 @@
 //! as one pure fold over the log.
 //!
 //! The projection keeps its own copy of the surface (the same linked list the session
-//! uses) and one cached estimate per current node. An append costs one counter call; a
+//! uses) with one cached estimate per current node. An append costs one counter call; a
 //! replacement subtracts the cached estimates of the nodes it shadows and adds its own, so
 //! no prefix is ever re-counted. The state is a function of the events alone (and the
 //! counter), which is what lets a projection cache persist it under
 //! [`TokenProjection::STATE_VERSION`] and a watermark.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::text::write_visible_text;
-use super::usage::{CumulativeUsage, RequestKind, RequestUsage, UsageLedger};
+use super::usage::{CumulativeUsage, LedgerMark, RequestKind, RequestUsage, UsageLedger};
 use super::{Label, TokenCounter, TokenFigure};
 use crate::error::{Error, Rule};
 use crate::event::{Event, Seq, SurfaceOp};
 use crate::json::JsonRef;
-use crate::session::Session;
-use crate::surface::{RangeError, Surface};
-use crate::validate::message_of;
+use crate::session::{derived_message_ref, Session};
+use crate::surface::{NodeFacts, RangeError, Surface};
 use crate::version::FormatVersion;
 
 /// The request envelope of the latest `request/header`: system prompt and tool schemas.
@@ -80,18 +78,53 @@ pub struct TokenView {
 /// [`TokenProjection::apply`] (one event), [`TokenProjection::view`].
 #[derive(Debug, Clone)]
 pub struct TokenProjection {
+    version: Arc<FormatVersion>,
+    /// The projection's own surface; each node's facts carry its cached estimate.
+    surface: Surface,
+    next_seq: u64,
+    tally: TokenTally,
+}
+
+/// Everything token measurement keeps besides the surface: the counter, the usage ledger,
+/// the summed node estimates, the request envelope and window, the pressure anchor. A
+/// [`TokenProjection`] pairs it with a surface of its own; a
+/// [`SessionState`](crate::SessionState) measuring tokens pairs it with the session's
+/// surface, so the surface is kept once.
+#[derive(Debug, Clone)]
+pub(crate) struct TokenTally {
     counter: Arc<dyn TokenCounter>,
     label: Label,
-    version: Arc<FormatVersion>,
-    surface: Surface,
-    estimates: HashMap<u64, u32>,
     surface_tokens: u64,
     ledger: UsageLedger,
     envelope: Option<Envelope>,
     context_window: Option<u64>,
     anchor: Option<Anchor>,
-    next_seq: u64,
     scratch: String,
+}
+
+impl PartialEq for TokenTally {
+    /// Tallies are equal when their contents are and their counters have one name (a
+    /// counter's name identifies its estimates); the scratch buffer is not content.
+    fn eq(&self, other: &TokenTally) -> bool {
+        self.counter.name() == other.counter.name()
+            && self.label == other.label
+            && self.surface_tokens == other.surface_tokens
+            && self.ledger == other.ledger
+            && self.envelope == other.envelope
+            && self.context_window == other.context_window
+            && self.anchor == other.anchor
+    }
+}
+
+/// Where a [`TokenTally`] stood when an atomic change started: its scalars and the
+/// ledger's mark, so a failed change is taken back without copying the ledger.
+#[derive(Debug, Clone)]
+pub(crate) struct TallyMark {
+    surface_tokens: u64,
+    ledger: LedgerMark,
+    envelope: Option<Envelope>,
+    context_window: Option<u64>,
+    anchor: Option<Anchor>,
 }
 
 fn fnv1a(parts: &[&str]) -> u64 {
@@ -105,97 +138,41 @@ fn fnv1a(parts: &[&str]) -> u64 {
     hash
 }
 
-impl TokenProjection {
-    /// The version of the folded state; a persisted state of another version (or made
-    /// with another counter) must be rebuilt from the log.
-    pub const STATE_VERSION: u32 = 1;
-
-    /// The initial state for sessions of `version`, estimating with `counter`.
-    pub fn new(counter: Arc<dyn TokenCounter>, version: FormatVersion) -> Self {
+impl TokenTally {
+    pub(crate) fn new(counter: Arc<dyn TokenCounter>) -> TokenTally {
         let label = Label::Estimated {
             counter: Arc::from(counter.name()),
         };
-        TokenProjection {
+        TokenTally {
             counter,
             label,
-            version: Arc::new(version),
-            surface: Surface::default(),
-            estimates: HashMap::new(),
             surface_tokens: 0,
             ledger: UsageLedger::new(),
             envelope: None,
             context_window: None,
             anchor: None,
-            next_seq: 0,
             scratch: String::new(),
         }
     }
 
-    /// Folds every event of `session`.
-    pub fn from_session(session: &Session, counter: Arc<dyn TokenCounter>) -> Result<Self, Error> {
-        let mut projection = Self::new(counter, session.version().clone());
-        for event in session.events() {
-            projection.apply(event)?;
-        }
-        Ok(projection)
+    /// Folds a structural (non-surface) event.
+    pub(crate) fn fold_structural(&mut self, event: &Event) {
+        // Auxiliary requests (the summarizer's) are accounted but never anchor pressure:
+        // their prompt is not the conversation's.
+        self.ledger.apply(event);
+        self.fold_request(event);
     }
 
-    /// Folds one event. Events must come in seq order from a session that accepted them;
-    /// an event out of order or a replacement the surface cannot take is refused and
-    /// leaves the state unchanged.
-    pub fn apply(&mut self, event: &Event) -> Result<(), Error> {
-        let seq = event.seq().get();
-        if seq != self.next_seq {
-            return Err(Error::SeqMismatch {
-                expected: self.next_seq,
-                got: seq,
-            });
-        }
-        if self.version.surface_type(event.event_type()).is_some() {
-            self.apply_surface(event)?;
-        } else {
-            // Auxiliary requests (the summarizer's) are accounted but never anchor
-            // pressure: their prompt is not the conversation's.
-            self.ledger.apply(event);
-        }
-        match event.event_type() {
-            "request/header" => self.apply_header(event),
-            "request/context" => {
-                self.context_window = event.data().get("contextWindow").and_then(|w| w.as_seq());
-            }
-            _ => {}
-        }
-        self.next_seq = seq + 1;
-        Ok(())
-    }
-
-    fn apply_surface(&mut self, event: &Event) -> Result<(), Error> {
-        let seq = event.seq().get();
-        let shadowed = match event.surface_op() {
-            Some(SurfaceOp::Replace { start, end }) => {
-                let sources = event.source_event_seqs().unwrap_or(&[]);
-                let planned = self.surface.plan_replace(start, end, sources);
-                Some(planned.map_err(|e| {
-                    let detail = match e {
-                        RangeError::NotOnSurface(s) => format!("seq {s} is not on the surface"),
-                        RangeError::Reversed { start, end } => {
-                            format!("node {start} comes after node {end}")
-                        }
-                        RangeError::MissingSource(s) => format!("missing shadowed node {s}"),
-                    };
-                    Error::invalid(seq, event.event_type(), Rule::ReplaceRange, detail)
-                })?)
-            }
-            Some(SurfaceOp::Append) => None,
-            None => {
-                return Err(Error::invalid(
-                    seq,
-                    event.event_type(),
-                    Rule::SurfaceOp,
-                    "surfaceOp is mandatory on surface events",
-                ))
-            }
-        };
+    /// Folds an accepted surface event whose derived message is `message`; `shadowed` are
+    /// the nodes a replacement shadows, still on `surface`. Returns the new node's
+    /// estimate, which the caller stores in the node's facts.
+    pub(crate) fn fold_surface(
+        &mut self,
+        event: &Event,
+        message: Option<JsonRef<'_>>,
+        shadowed: Option<&[u64]>,
+        surface: &Surface,
+    ) -> u32 {
         // A settlement's request saw the surface as it was before the settlement itself.
         if let Some(request) = self.ledger.apply(event) {
             if request.kind == RequestKind::Settlement && request.usage.prompt_tokens() > 0 {
@@ -207,20 +184,24 @@ impl TokenProjection {
                 });
             }
         }
-        let estimate = self.estimate_event(event);
-        match shadowed {
-            Some(shadowed) => {
-                for node in &shadowed {
-                    let old = self.estimates.remove(node).unwrap_or(0);
-                    self.surface_tokens = self.surface_tokens.saturating_sub(u64::from(old));
-                }
-                self.surface.apply_replace(&shadowed, seq);
-            }
-            None => self.surface.append(seq),
+        let estimate = message.map_or(0, |m| self.estimate_message_scratch(m));
+        for node in shadowed.unwrap_or_default() {
+            let old = surface.facts(*node).map_or(0, |f| f.estimate);
+            self.surface_tokens = self.surface_tokens.saturating_sub(u64::from(old));
         }
-        self.estimates.insert(seq, estimate);
         self.surface_tokens += u64::from(estimate);
-        Ok(())
+        self.fold_request(event);
+        estimate
+    }
+
+    fn fold_request(&mut self, event: &Event) {
+        match event.event_type() {
+            "request/header" => self.apply_header(event),
+            "request/context" => {
+                self.context_window = event.data().get("contextWindow").and_then(|w| w.as_seq());
+            }
+            _ => {}
+        }
     }
 
     fn apply_header(&mut self, event: &Event) {
@@ -260,26 +241,9 @@ impl TokenProjection {
         });
     }
 
-    /// The estimate of one surface event's message: 0 when `derive_messages` skips it.
-    fn estimate_event(&mut self, event: &Event) -> u32 {
-        let Some(surface) = self.version.surface_type(event.event_type()) else {
-            return 0;
-        };
-        let Some(message) = message_of(&self.version, event) else {
-            return 0;
-        };
-        let empty = message
-            .get("content")
-            .is_some_and(|c| c.elements().next().is_none());
-        if surface.skip_empty_content && empty {
-            return 0;
-        }
-        self.estimate_message_scratch(message)
-    }
-
     /// The estimate of one model-visible message: its visible text counted, plus the
-    /// counter's per-message overhead. This is the figure cached per surface node.
-    pub fn estimate_message(&self, message: JsonRef<'_>) -> u32 {
+    /// counter's per-message overhead.
+    pub(crate) fn estimate_message(&self, message: JsonRef<'_>) -> u32 {
         let mut text = String::new();
         write_visible_text(message, &mut text);
         self.count_with_overhead(&text)
@@ -301,46 +265,37 @@ impl TokenProjection {
         tokens
     }
 
-    /// The cached estimate of a current surface node.
-    pub fn node_estimate(&self, seq: u64) -> Option<u32> {
-        self.estimates.get(&seq).copied()
+    pub(crate) fn mark(&self) -> TallyMark {
+        TallyMark {
+            surface_tokens: self.surface_tokens,
+            ledger: self.ledger.mark(),
+            envelope: self.envelope.clone(),
+            context_window: self.context_window,
+            anchor: self.anchor.clone(),
+        }
     }
 
-    /// The summed cached estimates of `nodes` (current surface nodes; others count 0).
-    pub fn estimate_nodes(&self, nodes: &[u64]) -> u64 {
-        nodes
-            .iter()
-            .map(|n| u64::from(self.node_estimate(*n).unwrap_or(0)))
-            .sum()
+    pub(crate) fn rewind(&mut self, mark: TallyMark) {
+        self.surface_tokens = mark.surface_tokens;
+        self.ledger.rewind(mark.ledger);
+        self.envelope = mark.envelope;
+        self.context_window = mark.context_window;
+        self.anchor = mark.anchor;
     }
 
-    /// The projection's copy of the surface.
-    pub fn surface(&self) -> &Surface {
-        &self.surface
-    }
-
-    /// The usage ledger (exact figures).
-    pub fn ledger(&self) -> &UsageLedger {
+    pub(crate) fn ledger(&self) -> &UsageLedger {
         &self.ledger
     }
 
-    /// The counter.
-    pub fn counter(&self) -> &Arc<dyn TokenCounter> {
+    pub(crate) fn counter(&self) -> &Arc<dyn TokenCounter> {
         &self.counter
     }
 
-    /// The label of every estimate this projection makes.
-    pub fn label(&self) -> &Label {
+    pub(crate) fn label(&self) -> &Label {
         &self.label
     }
 
-    /// The seq the next applied event must have (the watermark).
-    pub fn next_seq(&self) -> u64 {
-        self.next_seq
-    }
-
-    /// The sum of the current node estimates.
-    pub fn surface_tokens(&self) -> u64 {
+    pub(crate) fn surface_tokens(&self) -> u64 {
         self.surface_tokens
     }
 
@@ -352,7 +307,7 @@ impl TokenProjection {
     }
 
     /// Context pressure for the next request.
-    pub fn pressure(&self) -> ContextPressure {
+    pub(crate) fn pressure(&self) -> ContextPressure {
         let envelope_tokens = self.envelope.as_ref().map(|e| e.tokens).unwrap_or(0);
         let fingerprint = self.envelope.as_ref().map(|e| e.fingerprint);
         let anchor = self
@@ -384,10 +339,10 @@ impl TokenProjection {
         }
     }
 
-    /// The view: surface and envelope estimates, exact usage, pressure.
-    pub fn view(&self) -> TokenView {
+    /// The view of a surface of `surface_nodes` nodes.
+    pub(crate) fn view(&self, surface_nodes: usize) -> TokenView {
         TokenView {
-            surface_nodes: self.surface.len(),
+            surface_nodes,
             surface_estimate: self.estimated(self.surface_tokens),
             envelope_estimate: self
                 .estimated(self.envelope.as_ref().map(|e| e.tokens).unwrap_or(0)),
@@ -396,4 +351,157 @@ impl TokenProjection {
             pressure: self.pressure(),
         }
     }
+}
+
+impl TokenProjection {
+    /// The version of the folded state; a persisted state of another version (or made
+    /// with another counter) must be rebuilt from the log.
+    pub const STATE_VERSION: u32 = 1;
+
+    /// The initial state for sessions of `version`, estimating with `counter`.
+    pub fn new(counter: Arc<dyn TokenCounter>, version: FormatVersion) -> Self {
+        TokenProjection {
+            version: Arc::new(version),
+            surface: Surface::default(),
+            next_seq: 0,
+            tally: TokenTally::new(counter),
+        }
+    }
+
+    /// Folds every event of `session`.
+    pub fn from_session(session: &Session, counter: Arc<dyn TokenCounter>) -> Result<Self, Error> {
+        let mut projection = Self::new(counter, session.version().clone());
+        for event in session.events() {
+            projection.apply(event)?;
+        }
+        Ok(projection)
+    }
+
+    /// Folds one event. Events must come in seq order from a session that accepted them;
+    /// an event out of order or a replacement the surface cannot take is refused and
+    /// leaves the state unchanged.
+    pub fn apply(&mut self, event: &Event) -> Result<(), Error> {
+        let seq = event.seq().get();
+        if seq != self.next_seq {
+            return Err(Error::SeqMismatch {
+                expected: self.next_seq,
+                got: seq,
+            });
+        }
+        if self.version.surface_type(event.event_type()).is_some() {
+            self.apply_surface(event)?;
+        } else {
+            self.tally.fold_structural(event);
+        }
+        self.next_seq = seq + 1;
+        Ok(())
+    }
+
+    fn apply_surface(&mut self, event: &Event) -> Result<(), Error> {
+        let seq = event.seq().get();
+        let shadowed = match event.surface_op() {
+            Some(SurfaceOp::Replace { start, end }) => {
+                let sources = event.source_event_seqs().unwrap_or(&[]);
+                let planned = self.surface.plan_replace(start, end, sources);
+                Some(planned.map_err(|e| {
+                    let detail = match e {
+                        RangeError::NotOnSurface(s) => format!("seq {s} is not on the surface"),
+                        RangeError::Reversed { start, end } => {
+                            format!("node {start} comes after node {end}")
+                        }
+                        RangeError::MissingSource(s) => format!("missing shadowed node {s}"),
+                    };
+                    Error::invalid(seq, event.event_type(), Rule::ReplaceRange, detail)
+                })?)
+            }
+            Some(SurfaceOp::Append) => None,
+            None => {
+                return Err(Error::invalid(
+                    seq,
+                    event.event_type(),
+                    Rule::SurfaceOp,
+                    "surfaceOp is mandatory on surface events",
+                ))
+            }
+        };
+        let message = derived_message_ref(&self.version, event);
+        let estimate = self
+            .tally
+            .fold_surface(event, message, shadowed.as_deref(), &self.surface);
+        let node = NodeFacts {
+            message: message.is_some(),
+            estimate,
+        };
+        match shadowed {
+            Some(shadowed) => {
+                self.surface.apply_replace(&shadowed, seq, node);
+            }
+            None => self.surface.append(seq, node),
+        }
+        Ok(())
+    }
+
+    /// The estimate of one model-visible message: its visible text counted, plus the
+    /// counter's per-message overhead. This is the figure cached per surface node.
+    pub fn estimate_message(&self, message: JsonRef<'_>) -> u32 {
+        self.tally.estimate_message(message)
+    }
+
+    /// The cached estimate of a current surface node.
+    pub fn node_estimate(&self, seq: u64) -> Option<u32> {
+        self.surface.facts(seq).map(|f| f.estimate)
+    }
+
+    /// The summed cached estimates of `nodes` (current surface nodes; others count 0).
+    pub fn estimate_nodes(&self, nodes: &[u64]) -> u64 {
+        estimate_nodes(&self.surface, nodes)
+    }
+
+    /// The projection's copy of the surface.
+    pub fn surface(&self) -> &Surface {
+        &self.surface
+    }
+
+    /// The usage ledger (exact figures).
+    pub fn ledger(&self) -> &UsageLedger {
+        self.tally.ledger()
+    }
+
+    /// The counter.
+    pub fn counter(&self) -> &Arc<dyn TokenCounter> {
+        self.tally.counter()
+    }
+
+    /// The label of every estimate this projection makes.
+    pub fn label(&self) -> &Label {
+        self.tally.label()
+    }
+
+    /// The seq the next applied event must have (the watermark).
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// The sum of the current node estimates.
+    pub fn surface_tokens(&self) -> u64 {
+        self.tally.surface_tokens()
+    }
+
+    /// Context pressure for the next request.
+    pub fn pressure(&self) -> ContextPressure {
+        self.tally.pressure()
+    }
+
+    /// The view: surface and envelope estimates, exact usage, pressure.
+    pub fn view(&self) -> TokenView {
+        self.tally.view(self.surface.len())
+    }
+}
+
+/// The summed cached estimates of `nodes` on `surface` (nodes not on it count 0).
+pub(crate) fn estimate_nodes(surface: &Surface, nodes: &[u64]) -> u64 {
+    nodes
+        .iter()
+        .map(|n| u64::from(surface.facts(*n).map_or(0, |f| f.estimate)))
+        .sum()
 }

@@ -314,6 +314,16 @@ pub struct UsageLedger {
     unreadable: Vec<UnreadableUsage>,
 }
 
+/// Where a [`UsageLedger`] stood; see [`UsageLedger::mark`].
+#[derive(Debug, Clone)]
+pub(crate) struct LedgerMark {
+    requests: usize,
+    unreadable: usize,
+    settlements: CumulativeUsage,
+    auxiliary: CumulativeUsage,
+    last_settlement: Option<usize>,
+}
+
 fn text_at(value: Option<JsonRef<'_>>, previous: Option<&Arc<str>>) -> Arc<str> {
     let text = value.and_then(|v| v.as_str()).unwrap_or_default();
     // Consecutive requests almost always name the same provider and model; share the
@@ -383,6 +393,27 @@ impl UsageLedger {
         }
         self.requests.push(request);
         self.requests.last()
+    }
+
+    /// Where the ledger stands, for [`UsageLedger::rewind`].
+    pub(crate) fn mark(&self) -> LedgerMark {
+        LedgerMark {
+            requests: self.requests.len(),
+            unreadable: self.unreadable.len(),
+            settlements: self.settlements.clone(),
+            auxiliary: self.auxiliary.clone(),
+            last_settlement: self.last_settlement,
+        }
+    }
+
+    /// Takes back everything folded since `mark` was taken. Requests are only ever
+    /// appended, so truncating and restoring the totals is exact.
+    pub(crate) fn rewind(&mut self, mark: LedgerMark) {
+        self.requests.truncate(mark.requests);
+        self.unreadable.truncate(mark.unreadable);
+        self.settlements = mark.settlements;
+        self.auxiliary = mark.auxiliary;
+        self.last_settlement = mark.last_settlement;
     }
 
     /// Usage objects found in no known shape, in log order.

@@ -1,0 +1,115 @@
+//! The session state alone (no events kept) tells a reader everything it needs to rebuild a
+//! view by reading events by seq: which surface nodes contribute a message, the latest
+//! request header and context, and the token measurement a separate projection would fold.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{dsh_fixture_dir, files_under, golden_for};
+use sessionlog_session::tokens::{HeuristicCounter, TokenProjection};
+use sessionlog_session::{
+    derive_message, import_jsonl, ImportOptions, RuleSet, Session, SessionState,
+};
+
+/// Folds the (already upgraded) events of `session` into a fresh state that measures tokens.
+fn fold_with_tokens(session: &Session) -> SessionState {
+    let mut state = SessionState::with_tokens(
+        session.header().clone(),
+        session.version().clone(),
+        Arc::new(HeuristicCounter),
+    );
+    let events = session.events();
+    for (i, event) in events.iter().enumerate() {
+        state
+            .append(event, RuleSet::Dsh, &&events[..i])
+            .unwrap_or_else(|e| panic!("event {i} refused on refold: {e}"));
+    }
+    state
+}
+
+fn check(session: &Session) -> Vec<String> {
+    let mut problems = Vec::new();
+    let state = fold_with_tokens(session);
+    if state.surface() != session.surface() {
+        problems.push("surface differs from the session's".to_owned());
+    }
+    // The view a reader builds: message nodes in order, each event read back by seq.
+    let read_back: Vec<&str> = state
+        .message_nodes()
+        .filter_map(|seq| session.event(seq))
+        .filter_map(|event| derive_message(session.version(), event))
+        .collect();
+    if read_back != session.derive_messages() {
+        problems.push("messages read back by seq differ from derive_messages".to_owned());
+    }
+    if state.message_nodes().count() != session.derive_messages().len() {
+        problems.push("message node count differs".to_owned());
+    }
+    let last_of = |t: &str| {
+        session
+            .events()
+            .iter()
+            .rev()
+            .find(|e| e.event_type() == t)
+            .map(|e| e.seq())
+    };
+    if state.latest_request_header() != last_of("request/header") {
+        problems.push("latest request/header seq differs".to_owned());
+    }
+    if state.latest_request_context() != last_of("request/context") {
+        problems.push("latest request/context seq differs".to_owned());
+    }
+    let projection =
+        TokenProjection::from_session(session, Arc::new(HeuristicCounter)).expect("token fold");
+    if state.token_view() != Some(projection.view()) {
+        problems.push(format!(
+            "token view {:?} != projection's {:?}",
+            state.token_view(),
+            projection.view()
+        ));
+    }
+    if state.usage_ledger() != Some(projection.ledger()) {
+        problems.push("usage ledger differs".to_owned());
+    }
+    for seq in state.surface() {
+        if state.node_estimate(seq) != projection.node_estimate(seq) {
+            problems.push(format!("estimate of node {seq} differs"));
+        }
+    }
+    problems
+}
+
+#[test]
+fn every_fixture_state_rebuilds_messages_requests_and_tokens() {
+    let Some(root) = dsh_fixture_dir("every_fixture_state_rebuilds_messages_requests_and_tokens")
+    else {
+        return;
+    };
+    let mut checked = 0;
+    let mut failures = Vec::new();
+    for log in files_under(&root.join("logs"), ".jsonl") {
+        if golden_for(&root, &log)["error"].is_string() {
+            continue;
+        }
+        let bytes = std::fs::read(&log).expect("fixture readable");
+        let Ok(import) = import_jsonl(&bytes, &ImportOptions::default()) else {
+            continue;
+        };
+        checked += 1;
+        for problem in check(&import.session) {
+            failures.push(format!("{}: {problem}", log.display()));
+        }
+    }
+    assert!(checked > 0, "no fixture imported");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn a_state_without_tokens_reports_none() {
+    let session = common::session_in_step();
+    assert!(!session.state().measures_tokens());
+    assert!(session.state().pressure().is_none());
+    assert!(session.state().token_view().is_none());
+    assert_eq!(session.state().message_nodes().count(), 0);
+}
