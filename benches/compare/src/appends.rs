@@ -6,7 +6,8 @@ use std::path::Path;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use crate::stats::{event_json, ns, Percentiles};
+use crate::feed::FeedKind;
+use crate::stats::{ns, Percentiles};
 use crate::stores::{Kind, Store, WalRetention};
 
 /// Bytes of one event.
@@ -58,16 +59,18 @@ impl Slice {
     }
 }
 
-/// Runs `kind` with `sessions` writers in a fresh `dir`: `warmup`, then `window` measured.
+/// Runs `kind` with `sessions` writers committing `feed`'s events in a fresh `dir`:
+/// `warmup`, then `window` measured.
 pub fn run(
     kind: Kind,
+    feed: FeedKind,
     dir: &Path,
     sessions: usize,
     warmup: Duration,
     window: Duration,
 ) -> io::Result<Slice> {
     let _ = std::fs::remove_dir_all(dir);
-    let store = Store::create(kind, dir, sessions, WalRetention::Defaults)?;
+    let store = Store::create(kind, dir, sessions, WalRetention::Defaults, feed)?;
     let writers = (0..sessions)
         .map(|i| store.writer(i))
         .collect::<io::Result<Vec<_>>>()?;
@@ -77,7 +80,7 @@ pub fn run(
         let barrier = barrier.clone();
         handles.push(std::thread::Builder::new().stack_size(256 << 10).spawn(
             move || -> io::Result<(Vec<u64>, Instant)> {
-                let event = event_json(i as u64, EVENT_BYTES);
+                let mut events = feed.feed(i as u64);
                 let mut lat = Vec::with_capacity(4096);
                 barrier.wait();
                 let start = Instant::now();
@@ -89,7 +92,7 @@ pub fn run(
                     if t >= until {
                         break;
                     }
-                    w.commit(&[&event])?;
+                    w.commit_next(&mut events)?;
                     let done = Instant::now();
                     if t >= measure_from {
                         lat.push(ns(done - t));

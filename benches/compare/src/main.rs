@@ -4,6 +4,7 @@
 
 mod appends;
 mod crash;
+mod feed;
 mod probe;
 mod replay;
 mod report;
@@ -14,17 +15,19 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use feed::FeedKind;
 use stores::Kind;
 
 const USAGE: &str =
-    "usage: sessionlog-compare [--quick] [--out DIR] [--dir DIR] [--only appends,replay,crash]
+    "usage: sessionlog-compare [--quick] [--out DIR] [--dir DIR] [--only appends,agent,replay,crash]
 
   --quick   small sizes and short windows (under 2 minutes)
   --out     where results.md and results.png go (default: benches/compare/results)
   --dir     where the stores are built; must be a real disk, not tmpfs
             (default: <cargo target dir>/sessionlog-compare/stores)
   --only    run only these workloads (for development; the report shows what ran)
-  --stores  only these stores: sessionlog,sqlite-full,sqlite-normal,jsonl,raft-engine,okaywal
+  --stores  only these stores: sessionlog,sessionlog-store,sqlite-full,sqlite-normal,jsonl,
+            raft-engine,okaywal
   --sessions  only these concurrency levels for the appends, e.g. 1,64";
 
 #[derive(Debug)]
@@ -33,6 +36,7 @@ struct Args {
     out: PathBuf,
     dir: PathBuf,
     appends: bool,
+    agent: bool,
     replay: bool,
     crash: bool,
     stores: Vec<Kind>,
@@ -58,6 +62,7 @@ fn parse_args() -> Result<Args, String> {
         out: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("results"),
         dir: default_dir(),
         appends: true,
+        agent: true,
         replay: true,
         crash: true,
         stores: Kind::ALL.to_vec(),
@@ -72,6 +77,7 @@ fn parse_args() -> Result<Args, String> {
             "--only" => {
                 let list = it.next().ok_or("--only needs a list")?;
                 args.appends = list.contains("appends");
+                args.agent = list.contains("agent");
                 args.replay = list.contains("replay");
                 args.crash = list.contains("crash");
             }
@@ -162,6 +168,69 @@ fn loadavg() -> String {
         .unwrap_or_else(|| "?".into())
 }
 
+/// The stores of the agent-traffic appends: sessionlog's log and `Store`, and the two ways
+/// agent platforms keep sessions today.
+const AGENT_STORES: [Kind; 4] = [
+    Kind::Sessionlog,
+    Kind::SessionlogStore,
+    Kind::SqliteFull,
+    Kind::Jsonl,
+];
+
+/// Durable appends of `feed`'s events at every concurrency level of `args`, for `stores`.
+/// Each level's fdatasync floor, measured right before it, goes to `floors`.
+fn durable_appends(
+    args: &Args,
+    feed: FeedKind,
+    stores: &[Kind],
+    (warmup, window, rounds): (Duration, Duration, u32),
+    floors: &mut Vec<(usize, u64, u64)>,
+) -> std::io::Result<Vec<appends::AppendResult>> {
+    let mut out = Vec::new();
+    let label = match feed {
+        FeedKind::Fixed => "appends",
+        FeedKind::Agent => "agent",
+    };
+    for (li, &sessions) in args.levels.iter().enumerate() {
+        let floor = probe::floor_now(&args.dir, 100)?;
+        floors.push((sessions, floor.p50_ns, floor.p99_ns));
+        // The window is cut into slices run round-robin over the stores (a fresh store
+        // each slice), so a disk that changes speed within the run weighs on every
+        // store alike rather than on whichever ran at that moment.
+        let mut cells: Vec<appends::Slice> =
+            stores.iter().map(|_| appends::Slice::default()).collect();
+        for round in 0..rounds {
+            for k in 0..stores.len() {
+                let i = (k + li + round as usize) % stores.len();
+                let slice = appends::run(
+                    stores[i],
+                    feed,
+                    &args.dir.join("appends"),
+                    sessions,
+                    warmup,
+                    window / rounds,
+                )?;
+                cells[i].add(slice);
+            }
+        }
+        for (kind, cell) in stores.iter().zip(cells) {
+            let r = cell.finish(*kind, sessions);
+            println!(
+                "{label:<7} {:>3} sessions  {:<18} {:>9} events/s ({:>7} commits)  p50 {:>9}  p99 {:>9}",
+                sessions,
+                kind.name(),
+                stats::thousands(r.per_sec),
+                r.commits,
+                stats::human_ns(r.latency.p50_ns),
+                stats::human_ns(r.latency.p99_ns)
+            );
+            out.push(r);
+        }
+    }
+    out.sort_by_key(|a| (a.sessions, Kind::ALL.iter().position(|k| *k == a.kind)));
+    Ok(out)
+}
+
 fn run(args: &Args) -> std::io::Result<()> {
     let started = Instant::now();
     let load_start = loadavg();
@@ -197,49 +266,36 @@ fn run(args: &Args) -> std::io::Result<()> {
         probe.seq_durable_mb_s
     );
 
-    let mut appends = Vec::new();
     let mut floors = Vec::new();
-    if args.appends {
-        for (li, &sessions) in args.levels.iter().enumerate() {
-            let floor = probe::floor_now(&args.dir, 100)?;
-            floors.push((sessions, floor.p50_ns, floor.p99_ns));
-            // The window is cut into slices run round-robin over the stores (a fresh store
-            // each slice), so a disk that changes speed within the run weighs on every
-            // store alike rather than on whichever ran at that moment.
-            let mut cells: Vec<appends::Slice> = args
-                .stores
-                .iter()
-                .map(|_| appends::Slice::default())
-                .collect();
-            for round in 0..rounds {
-                for k in 0..args.stores.len() {
-                    let i = (k + li + round as usize) % args.stores.len();
-                    let slice = appends::run(
-                        args.stores[i],
-                        &args.dir.join("appends"),
-                        sessions,
-                        warmup,
-                        window / rounds,
-                    )?;
-                    cells[i].add(slice);
-                }
-            }
-            for (kind, cell) in args.stores.iter().zip(cells) {
-                let r = cell.finish(*kind, sessions);
-                println!(
-                    "appends {:>3} sessions  {:<18} {:>9} events/s ({:>7} commits)  p50 {:>9}  p99 {:>9}",
-                    sessions,
-                    kind.name(),
-                    stats::thousands(r.per_sec),
-                    r.commits,
-                    stats::human_ns(r.latency.p50_ns),
-                    stats::human_ns(r.latency.p99_ns)
-                );
-                appends.push(r);
-            }
-        }
-        appends.sort_by_key(|a| (a.sessions, Kind::ALL.iter().position(|k| *k == a.kind)));
-    }
+    let appends = if args.appends {
+        durable_appends(
+            args,
+            FeedKind::Fixed,
+            &args.stores,
+            (warmup, window, rounds),
+            &mut floors,
+        )?
+    } else {
+        Vec::new()
+    };
+    let agent_stores: Vec<Kind> = args
+        .stores
+        .iter()
+        .copied()
+        .filter(|k| AGENT_STORES.contains(k))
+        .collect();
+    let agent = if args.agent && !agent_stores.is_empty() {
+        let mut agent_floors = Vec::new();
+        durable_appends(
+            args,
+            FeedKind::Agent,
+            &agent_stores,
+            (warmup, window, rounds),
+            &mut agent_floors,
+        )?
+    } else {
+        Vec::new()
+    };
 
     let replay = if args.replay {
         println!("replay: building a session of {replay_events} events …");
@@ -261,7 +317,7 @@ fn run(args: &Args) -> std::io::Result<()> {
 
     let mut crashes = Vec::new();
     if args.crash {
-        for &kind in &args.stores {
+        for &kind in args.stores.iter().filter(|k| k.crash_tested()) {
             let c = crash::run(kind, &args.dir.join("crash"), crash_per_session)?;
             println!(
                 "crash   {:<18} reopen {:>10}  {:>6.0} B/event allocated, {:>6.0} apparent  (found {} of {})",
@@ -293,6 +349,7 @@ fn run(args: &Args) -> std::io::Result<()> {
         probe,
         floors,
         appends,
+        agent,
         replay,
         crash: crashes,
         crash_per_session,

@@ -11,13 +11,19 @@ use parking_lot::Mutex;
 use protobuf::well_known_types::BytesValue;
 use raft_engine::{Config as RaftConfig, Engine, LogBatch, MessageExt};
 use rusqlite::Connection;
+use sessionlog::{SessionHandle, SessionHeader};
 use sessionlog_log::{Append, Durability, Log, LogOptions, StreamId};
+
+use crate::feed::{Feed, FeedKind};
 
 /// Which store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     /// sessionlog's log: one stream per session, `Durability::Sync` commits.
     Sessionlog,
+    /// sessionlog's `Store`: one session per writer, validated events through
+    /// `SessionHandle::append`, made durable by `SessionHandle::commit`.
+    SessionlogStore,
     /// SQLite, WAL, `synchronous=FULL`: one row per event, one transaction per commit.
     SqliteFull,
     /// SQLite, WAL, `synchronous=NORMAL` (not durable on power loss: syncs at checkpoints).
@@ -32,8 +38,9 @@ pub enum Kind {
 
 impl Kind {
     /// Every store, sessionlog first.
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 7] = [
         Kind::Sessionlog,
+        Kind::SessionlogStore,
         Kind::SqliteFull,
         Kind::SqliteNormal,
         Kind::Jsonl,
@@ -45,6 +52,7 @@ impl Kind {
     pub fn name(self) -> &'static str {
         match self {
             Kind::Sessionlog => "sessionlog",
+            Kind::SessionlogStore => "sessionlog Store",
             Kind::SqliteFull => "SQLite WAL FULL",
             Kind::SqliteNormal => "SQLite WAL NORMAL",
             Kind::Jsonl => "JSONL + fdatasync",
@@ -57,12 +65,19 @@ impl Kind {
     pub fn arg(self) -> &'static str {
         match self {
             Kind::Sessionlog => "sessionlog",
+            Kind::SessionlogStore => "sessionlog-store",
             Kind::SqliteFull => "sqlite-full",
             Kind::SqliteNormal => "sqlite-normal",
             Kind::Jsonl => "jsonl",
             Kind::RaftEngine => "raft-engine",
             Kind::Okaywal => "okaywal",
         }
+    }
+
+    /// Whether it runs the crash-and-reopen test (the `Store` row is the same log as the
+    /// `sessionlog` row underneath; its reopen is measured there).
+    pub fn crash_tested(self) -> bool {
+        self != Kind::SessionlogStore
     }
 
     /// The kind named `arg`.
@@ -85,6 +100,9 @@ pub enum WalRetention {
 pub enum Store {
     /// sessionlog.
     Sessionlog { log: Log, streams: Vec<StreamId> },
+    /// sessionlog's `Store`: each session's writer until it is handed out (the writers keep
+    /// the store open).
+    SessionlogSessions(Mutex<Vec<Option<SessionHandle>>>),
     /// SQLite (both modes): one connection, shared.
     Sqlite(Arc<Mutex<Connection>>),
     /// JSONL: one file per session in `dir`.
@@ -99,6 +117,7 @@ impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Store::Sessionlog { .. } => "Store::Sessionlog",
+            Store::SessionlogSessions(_) => "Store::SessionlogSessions",
             Store::Sqlite(_) => "Store::Sqlite",
             Store::Jsonl { .. } => "Store::Jsonl",
             Store::RaftEngine(_) => "Store::RaftEngine",
@@ -203,15 +222,37 @@ pub fn sqlite_open(path: &Path, full: bool) -> io::Result<Connection> {
 }
 
 impl Store {
-    /// Creates `kind` in the empty directory `dir` with `sessions` sessions.
+    /// Creates `kind` in the empty directory `dir` with `sessions` sessions, whose events
+    /// will be `feed`'s.
     pub fn create(
         kind: Kind,
         dir: &Path,
         sessions: usize,
         retention: WalRetention,
+        feed: FeedKind,
     ) -> io::Result<Store> {
         std::fs::create_dir_all(dir)?;
         Ok(match kind {
+            Kind::SessionlogStore => {
+                let store = sessionlog::Store::open(
+                    dir,
+                    sessionlog::StoreOptions::default().with_log(log_options()),
+                )
+                .map_err(io_err)?;
+                let mut handles = Vec::with_capacity(sessions);
+                for i in 0..sessions {
+                    let name = session_name(i);
+                    let mut h = store
+                        .create_session(&name, SessionHeader::new(&name, 0, None))
+                        .map_err(io_err)?;
+                    for input in feed.prologue() {
+                        h.append(input).map_err(io_err)?;
+                    }
+                    h.commit().map_err(io_err)?;
+                    handles.push(Some(h));
+                }
+                Store::SessionlogSessions(Mutex::new(handles))
+            }
             Kind::Sessionlog => {
                 let log = Log::open(dir, log_options()).map_err(io_err)?;
                 let streams = (0..sessions)
@@ -243,6 +284,13 @@ impl Store {
                 log: log.clone(),
                 stream: streams[i],
             },
+            Store::SessionlogSessions(handles) => Writer::SessionlogStore(Box::new(
+                handles
+                    .lock()
+                    .get_mut(i)
+                    .and_then(Option::take)
+                    .ok_or_else(|| io::Error::other(format!("no writer for session {i}")))?,
+            )),
             Store::Sqlite(conn) => Writer::Sqlite {
                 conn: conn.clone(),
                 session: i as i64,
@@ -276,6 +324,8 @@ impl Store {
 pub enum Writer {
     /// sessionlog.
     Sessionlog { log: Log, stream: StreamId },
+    /// sessionlog's `Store`.
+    SessionlogStore(Box<SessionHandle>),
     /// SQLite.
     Sqlite {
         conn: Arc<Mutex<Connection>>,
@@ -299,9 +349,29 @@ pub enum Writer {
 }
 
 impl Writer {
+    /// Commits one event of `feed` durably: the `Store` appends the event itself (validated
+    /// and folded), every other store its envelope bytes.
+    pub fn commit_next(&mut self, feed: &mut Feed) -> io::Result<()> {
+        match self {
+            Writer::SessionlogStore(handle) => {
+                handle.append(feed.next_input()?).map_err(io_err)?;
+                handle.commit().map_err(io_err)
+            }
+            _ => {
+                let bytes = feed.next_bytes()?;
+                self.commit(&[&bytes])
+            }
+        }
+    }
+
     /// Commits `events` as one batch; returns once it is durable (as the store defines it).
     pub fn commit(&mut self, events: &[&[u8]]) -> io::Result<()> {
         match self {
+            Writer::SessionlogStore(_) => {
+                return Err(io::Error::other(
+                    "the Store takes events, not bytes: use commit_next",
+                ))
+            }
             Writer::Sessionlog { log, stream } => {
                 let batch: Vec<Append<'_>> =
                     events.iter().map(|e| Append::new(*stream, 1, e)).collect();
