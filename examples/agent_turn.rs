@@ -39,7 +39,7 @@ fn start_session(store: &Store, name: &str) -> sessionlog::Result<SessionHandle>
 
 /// One turn: the model reads a file (step 1), then answers (step 2). Durable at its end.
 fn turn(session: &mut SessionHandle, question: &str, path: &str) -> sessionlog::Result<()> {
-    let call_id = format!("call-{}", session.session().next_seq());
+    let call_id = format!("call-{}", session.next_seq());
     let arguments = format!(r#"{{"path":"{path}"}}"#);
     session.append(TurnStart::new())?;
     session.append(StepStart::new())?;
@@ -127,8 +127,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let types: Vec<&str> = closers.iter().map(|e| e.event_type()).collect();
         println!(
             "{name}: {} events, {} messages, closers {types:?}",
-            session.session().events().len(),
-            session.session().derive_messages().len(),
+            session.next_seq(),
+            session.derive_messages()?.len(),
         );
     }
     let view = store.view("beta")?;

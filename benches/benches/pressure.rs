@@ -42,19 +42,19 @@ fn main() {
     for e in w.session_start(1) {
         h.append(e).expect("append");
     }
-    while h.session().next_seq().get() < EVENTS {
-        let next = h.session().next_seq().get();
+    while h.next_seq().get() < EVENTS {
+        let next = h.next_seq().get();
         for e in w.turn(next, 2, None) {
             h.append(e).expect("append");
         }
         if w.wants_compaction() {
-            let surface = h.session().surface();
-            if let Some(events) = w.compaction(&surface, h.session().next_seq().get(), 3) {
+            let surface = h.state().surface();
+            if let Some(events) = w.compaction(&surface, h.next_seq().get(), 3) {
                 h.append_atomic(events).expect("compaction");
             }
         }
     }
-    let events = h.session().next_seq().get();
+    let events = h.next_seq().get();
     println!("built a {events}-event session in {:.1?}", built.elapsed());
 
     // The handle's maintained projection: one call, averaged over many.
@@ -66,16 +66,18 @@ fn main() {
         t.elapsed() / PRESSURE_CALLS
     });
     // The baseline: fold the token projection from the session, then ask.
+    h.commit().expect("commit");
+    let session = store.load_session(h.name()).expect("load");
     let counter: Arc<dyn TokenCounter> = Arc::new(HeuristicCounter);
     let refold = best_of(|| {
         let t = Instant::now();
         let projection =
-            TokenProjection::from_session(h.session(), Arc::clone(&counter)).expect("fold");
+            TokenProjection::from_session(&session, Arc::clone(&counter)).expect("fold");
         std::hint::black_box(projection.pressure().estimated_prompt_tokens.tokens);
         t.elapsed()
     });
     // Both must agree, or the fast figure means nothing.
-    let folded = TokenProjection::from_session(h.session(), counter).expect("fold");
+    let folded = TokenProjection::from_session(&session, counter).expect("fold");
     assert_eq!(h.pressure(), folded.pressure());
 
     println!("pressure() of a {events}-event session (best of {RUNS}):");

@@ -43,14 +43,14 @@ fn long_session(dir: &Path) {
     for e in w.session_start(1) {
         h.append(e).expect("append");
     }
-    while h.session().next_seq().get() < EVENTS {
-        let next = h.session().next_seq().get();
+    while h.next_seq().get() < EVENTS {
+        let next = h.next_seq().get();
         for e in w.turn(next, 2, None) {
             h.append(e).expect("append");
         }
         if w.wants_compaction() {
-            let surface = h.session().surface();
-            if let Some(events) = w.compaction(&surface, h.session().next_seq().get(), 3) {
+            let surface = h.state().surface();
+            if let Some(events) = w.compaction(&surface, h.next_seq().get(), 3) {
                 h.append_atomic(events).expect("compaction");
             }
         }

@@ -214,7 +214,7 @@ fn cases() -> Vec<(&'static str, EventInput, Expect)> {
 fn every_invalid_event_is_refused_with_its_error_and_changes_nothing() {
     let (_dir, store, mut handle) = store_with_session();
     let export_before = store.export_dsh("s1").expect("export");
-    let session_before = handle.session().clone();
+    let state_before = handle.state().clone();
     let records_before = store.log_reader().stats().records;
     let mut wrong = Vec::new();
     for (what, input, expect) in cases() {
@@ -224,9 +224,9 @@ fn every_invalid_event_is_refused_with_its_error_and_changes_nothing() {
             Err(e) => wrong.push(format!("{what}: refused with the wrong error: {e:?}")),
         }
         assert_eq!(
-            handle.session(),
-            &session_before,
-            "{what}: the in-memory session changed"
+            handle.state(),
+            &state_before,
+            "{what}: the session's state changed"
         );
         assert_eq!(
             store.log_reader().stats().records,
@@ -262,7 +262,7 @@ fn refusals_are_also_refusals_after_reopening_the_store() {
     store.close().expect("close");
     let store = Store::open(dir.path(), StoreOptions::default()).expect("reopen");
     let (mut handle, closers) = store.open_session("s1").expect("open session");
-    assert!(closers.is_empty() || handle.session().events().len() > 4);
+    assert!(closers.is_empty() || handle.next_seq().get() > 4);
     let with_closers = store.export_dsh("s1").expect("export");
     assert!(with_closers.starts_with(&export_before[..export_before.len() - 1]));
     for (what, input, _) in cases()
@@ -374,7 +374,7 @@ fn a_batch_refused_part_way_leaves_nothing_and_the_handle_keeps_working() {
 
     let (_dir, store, mut handle) = store_with_session();
     let export_before = store.export_dsh("s1").expect("export");
-    let session_before = handle.session().clone();
+    let state_before = handle.state().clone();
     let pressure_before = handle.pressure();
     let records_before = store.log_reader().stats().records;
     let valid = || {
@@ -392,16 +392,16 @@ fn a_batch_refused_part_way_leaves_nothing_and_the_handle_keeps_working() {
         matches!(&refused, Err(e) if rule(e, Rule::ReplaceRange)),
         "{refused:?}"
     );
-    assert_eq!(handle.session(), &session_before);
+    assert_eq!(handle.state(), &state_before);
     assert_eq!(handle.pressure(), pressure_before);
     assert_eq!(store.log_reader().stats().records, records_before);
     assert_eq!(store.export_dsh("s1").expect("export"), export_before);
 
     let seqs = handle.append_atomic(valid()).expect("the valid part alone");
     assert_eq!(seqs.iter().map(|s| s.get()).collect::<Vec<_>>(), [4, 5]);
-    assert_eq!(handle.session().surface(), vec![5, 4]);
-    let folded =
-        TokenProjection::from_session(handle.session(), Arc::new(HeuristicCounter)).expect("fold");
+    assert_eq!(handle.state().surface(), vec![5, 4]);
+    let session = store.load_session("s1").expect("load");
+    let folded = TokenProjection::from_session(&session, Arc::new(HeuristicCounter)).expect("fold");
     assert_eq!(handle.pressure(), folded.pressure());
     assert_eq!(handle.token_projection().view(), folded.view());
 }

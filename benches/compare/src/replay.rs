@@ -73,15 +73,15 @@ pub fn run(dir: &Path, events: u64, reps: usize) -> io::Result<Replay> {
         for e in w.session_start(time) {
             h.append(e).map_err(io_err)?;
         }
-        while (h.session().events().len() as u64) < events {
+        while h.next_seq().get() < events {
             time += 1000;
-            let next = h.session().next_seq().get();
+            let next = h.next_seq().get();
             for e in w.turn(next, time, None) {
                 h.append(e).map_err(io_err)?;
             }
             if w.wants_compaction() {
-                let surface = h.session().surface();
-                if let Some(c) = w.compaction(&surface, h.session().next_seq().get(), time) {
+                let surface = h.state().surface();
+                if let Some(c) = w.compaction(&surface, h.next_seq().get(), time) {
                     for e in c {
                         h.append(e).map_err(io_err)?;
                     }
@@ -92,14 +92,15 @@ pub fn run(dir: &Path, events: u64, reps: usize) -> io::Result<Replay> {
             }
         }
         h.commit().map_err(io_err)?;
-        stored = h.session().events().len() as u64;
+        stored = h.next_seq().get();
+        let all_events = h.events_from(sessionlog::Seq(0)).map_err(io_err)?;
 
         // The same envelopes as JSONL (header line first) and as SQLite rows.
         let mut out = io::BufWriter::with_capacity(1 << 20, File::create(&jsonl_path)?);
         out.write_all(header_line.as_bytes())?;
         out.write_all(b"\n")?;
         let mut bytes = 0u64;
-        for e in h.session().events() {
+        for e in &all_events {
             out.write_all(e.raw().as_bytes())?;
             out.write_all(b"\n")?;
             bytes += e.raw().len() as u64;
@@ -113,7 +114,7 @@ pub fn run(dir: &Path, events: u64, reps: usize) -> io::Result<Replay> {
             let mut stmt = tx
                 .prepare("INSERT INTO events (session_id, seq, body) VALUES (?1, ?2, ?3)")
                 .map_err(io_err)?;
-            for e in h.session().events() {
+            for e in &all_events {
                 stmt.execute(rusqlite::params![1i64, e.seq().get() as i64, e.raw()])
                     .map_err(io_err)?;
             }

@@ -149,20 +149,17 @@ struct Acked {
 }
 
 impl Acked {
-    /// Acknowledges every event of `session`, hashing only those not acknowledged yet
-    /// (rehashing the whole session at every commit made long demos quadratic).
-    fn advance(&mut self, session: &Session) {
-        let n = session.next_seq().get();
-        let new = session
-            .events()
-            .get(self.events as usize..n as usize)
-            .unwrap_or_default();
-        for e in new {
+    /// Acknowledges every event the handle's session has, hashing only those not
+    /// acknowledged yet, read back from the store (rehashing the whole session at every
+    /// commit made long demos quadratic).
+    fn advance(&mut self, h: &SessionHandle) -> Result<(), Failure> {
+        for e in h.events_from(sessionlog::Seq(self.events))? {
             self.hasher.update(e.raw().as_bytes());
             self.hasher.update(b"\n");
         }
-        self.events = n;
+        self.events = h.next_seq().get();
         self.crc = self.hasher.clone().finalize();
+        Ok(())
     }
 }
 
@@ -195,7 +192,7 @@ fn drive_turn(
     acked: &mut Acked,
     interrupt_after: Option<usize>,
 ) -> Result<Vec<Duration>, Failure> {
-    let next = h.session().next_seq().get();
+    let next = h.next_seq().get();
     let mut latencies = Vec::new();
     for e in w.turn(next, now_ms(), interrupt_after) {
         let boundary = matches!(e.event_type.as_str(), "step/end" | "turn/end");
@@ -204,7 +201,7 @@ fn drive_turn(
             let t = Instant::now();
             h.commit()?;
             latencies.push(t.elapsed());
-            acked.advance(h.session());
+            acked.advance(h)?;
         }
     }
     Ok(latencies)
@@ -228,7 +225,7 @@ fn maybe_compact(
         counter.clone(),
         now_ms(),
     )?;
-    acked.advance(h.session());
+    acked.advance(h)?;
     Ok(matches!(outcome, CompactionOutcome::Compacted(_)))
 }
 
@@ -332,8 +329,8 @@ pub(crate) fn demo(args: DemoArgs) -> Result<u8, Failure> {
                     }
                     // With no turns (or a final compaction) some events are not yet durable.
                     h.commit()?;
-                    mine.advance(h.session());
-                    events.fetch_add(h.session().next_seq().get(), Ordering::Relaxed);
+                    mine.advance(&h)?;
+                    events.fetch_add(h.next_seq().get(), Ordering::Relaxed);
                     latencies
                         .lock()
                         .map_err(|_| Failure::new(2, "a demo thread panicked"))?
@@ -650,7 +647,7 @@ pub(crate) fn demo_child(dir: &Path, sessions: usize, seed: u64) -> Result<u8, F
     loop {
         for (i, (h, w, acked)) in all.iter_mut().enumerate() {
             if pending[i].is_empty() {
-                let next = h.session().next_seq().get();
+                let next = h.next_seq().get();
                 pending[i].extend(w.turn(next, now_ms(), None));
             }
             while let Some(e) = pending[i].pop_front() {
@@ -661,7 +658,7 @@ pub(crate) fn demo_child(dir: &Path, sessions: usize, seed: u64) -> Result<u8, F
                 }
             }
             h.commit()?;
-            acked.advance(h.session());
+            acked.advance(h)?;
             writeln!(stdout, "ack {} {} {}", h.name(), acked.events, acked.crc)
                 .map_err(|e| Failure::new(2, e.to_string()))?;
             stdout.flush().map_err(|e| Failure::new(2, e.to_string()))?;

@@ -128,7 +128,7 @@ fn append_line(
     let event = EventInput::from_json(text, now_ms()).map_err(|e| refused(e.to_string()))?;
     // DSH's reader lets a turn/start reset an open turn; a writer must not, or the open
     // turn would be left without its end. Closing it is restart repair, never implicit.
-    if event.event_type == "turn/start" && handle.session().turn_open() {
+    if event.event_type == "turn/start" && handle.state().turn_open() {
         return Err(refused(format!(
             "a new turn/start is refused{}",
             repair_hint(handle, dir)
@@ -143,10 +143,7 @@ fn append_line(
 
 /// When the session was left needing restart repair, how to get it.
 fn repair_hint(handle: &SessionHandle, dir: &Path) -> String {
-    let session = handle.session();
-    let closers = session.repair_closers().map_or(0, |c| c.len());
-    let compaction = sessionlog::session::compaction::recover_compaction(session).len();
-    if closers + compaction == 0 {
+    if !handle.needs_restart_repair() {
         return String::new();
     }
     format!(

@@ -5,9 +5,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use sessionlog::session::compaction::{
-    self, recover_compaction, CompactionContext, CompactionOutcome, CompactionPolicy,
-    DeterministicSummarizer, KeepRecent, PruneOptions, SkipReason, Summarizer, SummarizerError,
-    Summary, SummaryRequest,
+    self, CompactionContext, CompactionOutcome, CompactionPolicy, DeterministicSummarizer,
+    KeepRecent, PruneOptions, SkipReason, Summarizer, SummarizerError, Summary, SummaryRequest,
 };
 use sessionlog::session::tokens::{
     HeuristicCounter, Label, TokenCounter, TokenFigure, UnreadableUsage,
@@ -176,7 +175,7 @@ pub(crate) fn compact(
     };
     let store = open_store(dir, Access::Existing)?;
     let mut handle = store.open_session_as_is(name)?;
-    if !recover_compaction(handle.session()).is_empty() {
+    if handle.has_open_compaction() {
         return Err(Failure::new(
             3,
             format!(
@@ -205,12 +204,11 @@ pub(crate) fn compact(
     let policy = CompactionPolicy::default()
         .with_keep_recent(keep_tokens.map_or(KeepRecent::Fraction(0.25), KeepRecent::Tokens));
     let projection = handle.tokens(counter)?;
-    let context =
-        CompactionContext::new(format!("{name}-{}", handle.session().next_seq().get()), now);
+    let context = CompactionContext::new(format!("{name}-{}", handle.next_seq().get()), now);
     // Both summarizers here are local and deterministic, so a summary that is refused
     // would be refused again: the attempt is not put on record, nothing is written.
     let outcome = compaction::compact(
-        handle.session(),
+        &handle.source(),
         &projection,
         &policy,
         summarizer.as_mut(),

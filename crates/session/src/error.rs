@@ -155,14 +155,27 @@ pub enum Error {
         /// What is wrong.
         detail: String,
     },
+    /// An earlier event a rule needs could not be read back from where the session is kept
+    /// (a store reads past events from its log instead of holding them).
+    #[error("cannot read back event {seq} of the session: {detail}")]
+    LookBack {
+        /// The event's seq.
+        seq: u64,
+        /// Why, as the store reports it (its own advice included).
+        detail: String,
+        /// The store's class of the failure (damage, or the environment).
+        class: ErrorClass,
+    },
 }
 
 impl Error {
-    /// The class of this error: a stored record that does not decode is damage; everything
-    /// else is input the session rules refuse.
+    /// The class of this error: a stored record that does not decode is damage; a failed
+    /// read-back is what the store says it is; everything else is input the session rules
+    /// refuse.
     pub fn class(&self) -> ErrorClass {
         match self {
             Error::Decode { .. } => ErrorClass::Damaged,
+            Error::LookBack { class, .. } => *class,
             _ => ErrorClass::Refused,
         }
     }

@@ -70,7 +70,10 @@ impl Session {
         mut events: Vec<Event>,
     ) -> Result<Session, Error> {
         for index in 0..events.len() {
-            upgrade_event(&mut events, index, header.id())?;
+            let (before, rest) = events.split_at_mut(index);
+            if let Some(event) = rest.first_mut() {
+                upgrade_event(event, &&*before, header.id())?;
+            }
         }
         let mut session = Session::new(header, version);
         for event in &events {

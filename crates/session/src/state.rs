@@ -29,6 +29,7 @@ use crate::session::derived_message_ref;
 use crate::surface::{NodeFacts, RangeError, ShadowedLinks, Surface};
 use crate::tokens::projection::{estimate_nodes, TallyMark, TokenTally};
 use crate::tokens::{ContextPressure, TokenCounter, TokenView, UsageLedger};
+use crate::upgrade::upgrade_event;
 use crate::validate::{self, RuleSet};
 use crate::version::FormatVersion;
 
@@ -167,6 +168,15 @@ impl SessionState {
         self.fold(event, rules, past)
     }
 
+    /// Folds in a stored event as loading does: its legacy shape is upgraded in place (looking
+    /// back through `past` at the upgraded events before it), then it is checked under the
+    /// rules a DSH log is loaded with. A store that streams a session's records into a state,
+    /// without keeping them, calls this once per record in seq order.
+    pub fn load(&mut self, event: &mut Event, past: &dyn LookBack) -> Result<(), Error> {
+        upgrade_event(event, past, self.header.id())?;
+        self.append(event, RuleSet::Dsh, past)
+    }
+
     /// [`SessionState::append`] for an event whose type the caller has already checked
     /// against the vocabulary (a load checks every event's type before folding any).
     pub(crate) fn fold(
@@ -269,6 +279,15 @@ impl SessionState {
     /// Whether the last turn is open (a restart would append closers).
     pub fn turn_open(&self) -> bool {
         self.tracker.turn_open()
+    }
+
+    /// The open turn's number, when the last turn is open and its `turn` is a safe integer.
+    pub fn open_turn_number(&self) -> Option<i64> {
+        const MAX_SAFE: i64 = (1 << 53) - 1;
+        self.tracker
+            .open_turn()
+            .and_then(|t| t.parse::<i64>().ok())
+            .filter(|n| n.abs() <= MAX_SAFE)
     }
 
     /// The header.

@@ -17,9 +17,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::chunks::write_packed;
 use crate::error::Error;
-use crate::event::{Event, EventInput, SurfaceOp};
+use crate::event::{Event, EventInput};
 use crate::header::SessionHeader;
+use crate::lookback::WithPending;
 use crate::session::Session;
+use crate::state::{LookBack, SessionState};
 use crate::upgrade::upgrade_event;
 use crate::validate::RuleSet;
 
@@ -250,22 +252,65 @@ pub fn append_validated(
     expected_next_seq: u64,
 ) -> StoreResult<usize> {
     let before = session.events().len();
-    let actual = session.next_seq().get();
-    if expected_next_seq != actual {
-        return Err(StoreError::StaleWriter {
-            session: name.to_owned(),
-            expected: expected_next_seq,
-            actual,
-        });
-    }
+    check_expected(name, session.next_seq().get(), expected_next_seq)?;
     session
-        .atomically(|session| events.iter().try_for_each(|new| append_one(session, new)))
+        .atomically(|session| {
+            events.iter().try_for_each(|new| {
+                let next = session.next_seq().get();
+                let (event, rules) =
+                    new_event(new, next, &session.events(), session.header().id())?;
+                session.append_checked(event, rules).map(drop)
+            })
+        })
         .map_err(StoreError::Invalid)?;
     Ok(before)
 }
 
-fn append_one(session: &mut Session, new: &NewEvent<'_>) -> Result<(), Error> {
-    let next = session.next_seq().get();
+/// [`append_validated`] for a store that keeps only the [`SessionState`] of a session and
+/// reads its earlier events back through `past` when a rule needs one. Returns the events
+/// appended, for the store to write; a refused batch leaves `state` as it was.
+pub fn append_validated_to_state(
+    name: &str,
+    state: &mut SessionState,
+    past: &dyn LookBack,
+    events: &[NewEvent<'_>],
+    expected_next_seq: u64,
+) -> StoreResult<Vec<Event>> {
+    check_expected(name, state.next_seq().get(), expected_next_seq)?;
+    state
+        .atomically(|state| {
+            let mut appended: Vec<Event> = Vec::with_capacity(events.len());
+            for new in events {
+                let next = state.next_seq().get();
+                let seen = WithPending::new(past, &appended);
+                let (event, rules) = new_event(new, next, &seen, state.header().id())?;
+                state.append(&event, rules, &seen)?;
+                appended.push(event);
+            }
+            Ok(appended)
+        })
+        .map_err(StoreError::Invalid)
+}
+
+fn check_expected(name: &str, actual: u64, expected: u64) -> StoreResult<()> {
+    if expected != actual {
+        return Err(StoreError::StaleWriter {
+            session: name.to_owned(),
+            expected,
+            actual,
+        });
+    }
+    Ok(())
+}
+
+/// Builds one new event of a batch at seq `next` and upgrades it (looking back through
+/// `past`), with the rules it is checked under.
+fn new_event(
+    new: &NewEvent<'_>,
+    next: u64,
+    past: &dyn LookBack,
+    session_id: &str,
+) -> Result<(Event, RuleSet), Error> {
     // Inputs are new events and get every native rule; raw envelopes are stored events
     // copied from elsewhere (a migration, a replica) and get the rules their source, a DSH
     // log or a store that imported one, was loaded under.
@@ -293,31 +338,10 @@ fn append_one(session: &mut Session, new: &NewEvent<'_>) -> Result<(), Error> {
             got: event.seq().get(),
         });
     }
-    upgrade(session, &mut event)?;
-    session.append_checked(event, rules)?;
-    Ok(())
-}
-
-/// Applies the load-time legacy upgrade to one new event. Only a legacy tool result that is
-/// itself a replacement looks back (at the node it replaces, so it gets the whole session,
-/// O(session), a shape no current writer produces); every other shape is upgraded from the
-/// event alone.
-fn upgrade(session: &Session, event: &mut Event) -> Result<(), Error> {
-    let looks_back = event.stored_type() == "tool/result"
-        && event.stored_data().get("message").is_none()
-        && matches!(event.surface_op(), Some(SurfaceOp::Replace { .. }));
-    let mut window: Vec<Event> = if looks_back {
-        session.events().to_vec()
-    } else {
-        Vec::new()
-    };
-    let index = window.len();
-    window.push(event.clone());
-    upgrade_event(&mut window, index, session.header().id())?;
-    if let Some(done) = window.pop() {
-        *event = done;
-    }
-    Ok(())
+    // The load-time legacy upgrade: only a legacy tool result that is itself a replacement
+    // looks back (at the node it replaces); every other shape is upgraded from the event.
+    upgrade_event(&mut event, past, session_id)?;
+    Ok((event, rules))
 }
 
 /// The lines DSH's writer produces for one write batch: envelopes, with runs of three or

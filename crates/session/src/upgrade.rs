@@ -6,8 +6,9 @@
 //! Key orders follow JavaScript object spread: kept keys stay in place, added keys go last.
 
 use crate::error::Error;
-use crate::event::{Event, SurfaceOp, Upgrade};
+use crate::event::{Event, Seq, SurfaceOp, Upgrade};
 use crate::json::{JsonRef, ObjectWriter};
+use crate::state::LookBack;
 
 fn legacy_id(session_id: &str, seq: u64) -> String {
     format!("legacy-message:{session_id}:{seq}")
@@ -60,8 +61,8 @@ pub fn needs_upgrade(event: &Event) -> bool {
         t @ ("user/message" | "assistant/message" | "tool/result") => legacy_message_shape(t, data),
         // Rare and small: ask the upgrade itself.
         "turn/start" | "turn/end" => {
-            let mut one = [event.clone()];
-            upgrade_event(&mut one, 0, "").map_or(true, |()| one[0].is_upgraded())
+            let mut one = event.clone();
+            upgrade_event(&mut one, &NOTHING_BEFORE, "").map_or(true, |()| one.is_upgraded())
         }
         _ => false,
     }
@@ -81,15 +82,18 @@ fn legacy_message_shape(event_type: &str, data: JsonRef<'_>) -> bool {
         }
 }
 
-/// Upgrades `events[index]` given the already-upgraded events before it.
-pub(crate) fn upgrade_event(
-    events: &mut [Event],
-    index: usize,
+/// A session with no events before the one being upgraded.
+const NOTHING_BEFORE: &[Event] = &[];
+
+/// Upgrades a stored `event` of session `session_id` in place from an older in-file shape
+/// (spec §9), given the already-upgraded events before it, read through `past`; an event
+/// in the current shape is left as it is. Only a legacy tool-result replacement looks back (at the node it replaces, whose
+/// message id it takes); every other shape is upgraded from the event alone.
+pub fn upgrade_event(
+    event: &mut Event,
+    past: &dyn LookBack,
     session_id: &str,
 ) -> Result<(), Error> {
-    let Some(event) = events.get(index) else {
-        return Ok(());
-    };
     let seq = event.seq().get();
     let stored_type = event.stored_type().to_owned();
     let malformed = |detail: &str| Error::Legacy {
@@ -189,11 +193,10 @@ pub(crate) fn upgrade_event(
         "tool/result" if legacy_message_shape("tool/result", data) => {
             let call_id = data.get("callId").map_or("null", |c| c.raw());
             let id = match event.surface_op() {
-                Some(SurfaceOp::Replace { start, .. }) => usize::try_from(start)
-                    .ok()
-                    .and_then(|i| events.get(i))
-                    .filter(|_| start < seq)
-                    .and_then(message_id),
+                Some(SurfaceOp::Replace { start, .. }) if start < seq => {
+                    past.event_at(Seq(start))?.and_then(|e| message_id(&e))
+                }
+                Some(SurfaceOp::Replace { .. }) => None,
                 _ => Some(legacy_id(session_id, seq)),
             };
             let block = ObjectWriter::new()
@@ -226,7 +229,7 @@ pub(crate) fn upgrade_event(
         _ => {}
     }
 
-    if let (Some(data), Some(event)) = (new_data, events.get_mut(index)) {
+    if let Some(data) = new_data {
         event.upgrade = Some(Box::new(Upgrade {
             event_type,
             data: data.into(),

@@ -6,28 +6,31 @@
 //! [`SessionStore::commit`] is the log's group-committed flush, so concurrent sessions share
 //! `fdatasync`s.
 //!
-//! Validation needs the folded [`Session`]; the [`Store`] keeps it per session (dropped with
-//! the store) and it proves itself against the log before every use (same stream, same
-//! record count), otherwise it is reloaded.
+//! Validation needs the session's [`SessionState`] (never its events: a rule that looks
+//! back reads the earlier event from the log); the [`Store`] keeps it per session (dropped
+//! with the store) and it proves itself against the log before every use (same stream, same
+//! record count), otherwise it is folded again.
 
 use sessionlog_log::{Append, Durability, Seq as LogSeq, StreamId};
-use sessionlog_session::store_trait::{append_validated, check_name};
+use sessionlog_session::store_trait::{append_validated_to_state, check_name};
 use sessionlog_session::{
-    decode_event, decode_header, encode_event, kind_tag, Event, NewEvent, Session, SessionHeader,
-    SessionStore, StoreError, StoreResult,
+    decode_event, decode_header, encode_event, kind_tag, Event, NewEvent, SessionHeader,
+    SessionState, SessionStore, StoreError, StoreResult,
 };
 
 use crate::error::Error;
-use crate::store::{Store, KIND_SESSION_HEADER};
+use crate::store::{LogPast, Store, KIND_SESSION_HEADER};
 
 /// Idle sessions kept folded per store.
 pub(crate) const CACHE_SESSIONS: usize = 4096;
 
-/// A session folded for validating appends, and the stream it was folded from.
+/// A session's state for validating appends, the stream it was folded from, and the
+/// reader of its earlier events.
 #[derive(Debug)]
 pub(crate) struct Open {
     stream: StreamId,
-    session: Session,
+    state: SessionState,
+    past: LogPast,
 }
 
 /// Maps the facade's errors onto the trait's.
@@ -75,13 +78,19 @@ fn stream_of(store: &Store, name: &str) -> StoreResult<(StreamId, u64)> {
 
 fn load(store: &Store, name: &str) -> StoreResult<Open> {
     let (stream, _) = stream_of(store, name)?;
-    let session = store.load_session(name).map_err(|e| store_error(name, e))?;
-    Ok(Open { stream, session })
+    let state = store
+        .session_state(name)
+        .map_err(|e| store_error(name, e))?;
+    let past = LogPast::new(store.log().clone(), stream, state.header().id());
+    Ok(Open {
+        stream,
+        state,
+        past,
+    })
 }
 
-/// Writes the events `from..` of `open.session` to the log buffer as one atomic batch.
-fn write_batch(store: &Store, name: &str, open: &Open, from: usize) -> StoreResult<()> {
-    let events = open.session.events().get(from..).unwrap_or_default();
+/// Writes `events` to the log buffer as one atomic batch.
+fn write_batch(store: &Store, name: &str, stream: StreamId, events: &[Event]) -> StoreResult<()> {
     let encoded: Vec<(u8, u64, Vec<u8>)> = events
         .iter()
         .map(|e| (kind_tag(e), e.seq().get() + 1, encode_event(e)))
@@ -89,7 +98,7 @@ fn write_batch(store: &Store, name: &str, open: &Open, from: usize) -> StoreResu
     let batch: Vec<Append<'_>> = encoded
         .iter()
         .map(|(kind, log_seq, payload)| {
-            let mut record = Append::new(open.stream, *kind, payload);
+            let mut record = Append::new(stream, *kind, payload);
             record.expected_seq = Some(LogSeq(*log_seq));
             record
         })
@@ -108,10 +117,15 @@ impl SessionStore for Store {
             let handle = self
                 .create_session(name, header.clone())
                 .map_err(|e| store_error(name, e))?;
-            let session = handle.session().clone();
+            let state = handle.state().clone();
             drop(handle);
             let (stream, _) = stream_of(self, name)?;
-            **entry = Some(Open { stream, session });
+            let past = LogPast::new(self.log().clone(), stream, state.header().id());
+            **entry = Some(Open {
+                stream,
+                state,
+                past,
+            });
             Ok(())
         })
     }
@@ -125,7 +139,7 @@ impl SessionStore for Store {
                 // The cache must match the log: another writer (a `SessionHandle`, a delete
                 // and re-create) may have changed the session behind it.
                 let fresh = entry.as_ref().is_some_and(|open| {
-                    open.stream == stream && open.session.next_seq().get() + 1 == records
+                    open.stream == stream && open.state.next_seq().get() + 1 == records
                 });
                 if !fresh {
                     **entry = Some(load(self, name)?);
@@ -133,16 +147,17 @@ impl SessionStore for Store {
                 let Some(open) = entry.as_mut() else {
                     return Err(StoreError::NoSuchSession(name.to_owned()));
                 };
-                let from = append_validated(name, &mut open.session, events, expected)?;
-                if events.is_empty() {
-                    return Ok(open.session.next_seq().get());
+                let appended =
+                    append_validated_to_state(name, &mut open.state, &open.past, events, expected)?;
+                if appended.is_empty() {
+                    return Ok(open.state.next_seq().get());
                 }
-                if let Err(e) = write_batch(self, name, open, from) {
-                    // The folded session ran ahead of the log: forget it.
+                if let Err(e) = write_batch(self, name, open.stream, &appended) {
+                    // The state ran ahead of the log: forget it.
                     **entry = None;
                     return Err(e);
                 }
-                Ok(open.session.next_seq().get())
+                Ok(open.state.next_seq().get())
             },
         )
     }

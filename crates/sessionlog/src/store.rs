@@ -7,12 +7,14 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use sessionlog_log::{Access, Append, Durability, Log, LogOptions, Seq as LogSeq, StreamId};
 use sessionlog_session::{
-    decode_event, decode_header, encode_event, export_jsonl, kind_tag, BuildEvent, Event,
-    EventInput, FormatVersion, Session, SessionHeader,
+    decode_event, decode_header, derive_message, encode_event, export_jsonl, kind_tag, BuildEvent,
+    Event, EventInput, FormatVersion, LookBack, RuleSet, Session, SessionHeader, SessionState,
+    WithPending,
 };
 
 use sessionlog_session::compaction::{
-    self, CompactionContext, CompactionOutcome, CompactionPolicy, PruneOptions, Summarizer,
+    self, CompactionContext, CompactionLocks, CompactionOutcome, CompactionPolicy, PruneOptions,
+    StateAndPast, Summarizer,
 };
 use sessionlog_session::store_trait::SessionCache;
 use sessionlog_session::tokens::{
@@ -25,7 +27,9 @@ use crate::error::{Error, Result};
 use crate::projection::{Projection, RequestProjection, SurfaceProjection};
 
 mod create;
+mod past;
 pub use create::parse_dsh;
+pub(crate) use past::LogPast;
 
 /// Kind tag of the session header record (record 0 of a session's stream).
 /// spec: events.md#session-header-record
@@ -269,8 +273,9 @@ impl Store {
     /// event closes it or [`Store::open_session`] repairs it).
     pub fn open_session_as_is(&self, name: &str) -> Result<SessionHandle> {
         let stream = self.stream(name)?;
-        let session = self.load_session(name)?;
-        self.handle(name, stream, session)
+        self.check_writable()?;
+        let folded = self.fold_session(name, stream, true)?;
+        self.handle(name, stream, folded)
     }
 
     /// Names of all sessions, sorted.
@@ -297,20 +302,94 @@ impl Store {
             .ok_or_else(|| Error::NoSuchSession(name.to_owned()))
     }
 
-    fn handle(&self, name: &str, stream: StreamId, session: Session) -> Result<SessionHandle> {
+    fn handle(&self, name: &str, stream: StreamId, folded: Folded) -> Result<SessionHandle> {
         self.check_writable()?;
-        let tokens =
-            TokenProjection::from_session(&session, self.inner.options.token_counter.clone())?;
         if !self.inner.writers.lock().insert(stream) {
             return Err(Error::WriterBusy(name.to_owned()));
         }
+        let past = LogPast::new(self.inner.log.clone(), stream, folded.state.header().id());
         Ok(SessionHandle {
             store: self.clone(),
             name: name.to_owned(),
             stream,
-            session,
-            tokens,
+            state: folded.state,
+            tokens: folded.tokens,
+            locks: folded.locks,
+            past,
+            last: None,
         })
+    }
+
+    /// The header record (record 0) of a session's stream.
+    fn read_header(&self, name: &str, stream: StreamId) -> Result<SessionHeader> {
+        let first = self.inner.log.read(stream, LogSeq(0))?;
+        let bad = |detail: String| Error::BadRecord {
+            session: name.to_owned(),
+            seq: 0,
+            detail,
+        };
+        if first.kind != KIND_SESSION_HEADER {
+            return Err(bad(format!(
+                "record 0 has kind {:#x}, not a session header",
+                first.kind
+            )));
+        }
+        decode_header(&first.payload).map_err(|e| bad(e.to_string()))
+    }
+
+    /// Folds a session's records, streamed from the log one at a time, into the state a
+    /// writer keeps (and its token projection when `tokens`), without repair and without
+    /// keeping any event: a rule that looks back reads the earlier event from the log.
+    fn fold_session(&self, name: &str, stream: StreamId, tokens: bool) -> Result<Folded> {
+        let header = self.read_header(name, stream)?;
+        let log = &self.inner.log;
+        let next = log.stream_info(stream).map_or(0, |i| i.next_seq.0);
+        let version = self.inner.options.version.clone();
+        let past = LogPast::new(log.clone(), stream, header.id());
+        let mut folded = Folded::empty(header, version, self.inner.options.token_counter.clone());
+        for r in log.iter(stream, LogSeq(1), LogSeq(next)) {
+            let r = r?;
+            let mut event = decode_event(&r.payload).map_err(|e| Error::BadRecord {
+                session: name.to_owned(),
+                seq: r.seq.0,
+                detail: e.to_string(),
+            })?;
+            folded.state.load(&mut event, &past)?;
+            if tokens {
+                folded.tokens.apply(&event)?;
+            }
+            folded.locks.observe(&event);
+        }
+        Ok(folded)
+    }
+
+    /// A session's state, folded from its records streamed from the log (no events kept,
+    /// no repair).
+    pub(crate) fn session_state(&self, name: &str) -> Result<SessionState> {
+        let stream = self.stream(name)?;
+        Ok(self.fold_session(name, stream, false)?.state)
+    }
+
+    /// A token projection of a session by `counter`, folded from its records streamed from
+    /// the log (for a counter other than the one the store maintains).
+    fn fold_tokens(&self, name: &str, counter: Arc<dyn TokenCounter>) -> Result<TokenProjection> {
+        let stream = self.stream(name)?;
+        let header = self.read_header(name, stream)?;
+        let log = &self.inner.log;
+        let next = log.stream_info(stream).map_or(0, |i| i.next_seq.0);
+        let past = LogPast::new(log.clone(), stream, header.id());
+        let mut tokens = TokenProjection::new(counter, self.inner.options.version.clone());
+        for r in log.iter(stream, LogSeq(1), LogSeq(next)) {
+            let r = r?;
+            let mut event = decode_event(&r.payload).map_err(|e| Error::BadRecord {
+                session: name.to_owned(),
+                seq: r.seq.0,
+                detail: e.to_string(),
+            })?;
+            sessionlog_session::upgrade_event(&mut event, &past, header.id())?;
+            tokens.apply(&event)?;
+        }
+        Ok(tokens)
     }
 
     /// Reads a session's header and events from the log and folds them, without repair.
@@ -349,28 +428,27 @@ impl Store {
         )?)
     }
 
-    /// Opens a session for writing: loads it and, when its final turn was left open by a
+    /// Opens a session for writing: folds it and, when its final turn was left open by a
     /// crash, appends the closers (durably) as new events. Returns the handle and the closers.
     pub fn open_session(&self, name: &str) -> Result<(SessionHandle, Vec<Event>)> {
         let mut handle = self.open_session_as_is(name)?;
-        let first = handle.session.next_seq().get();
         // Restart repair: close a final turn left open (DeepSeek Harness's closers), then an
         // interrupted compaction (an orphaned lock gets an error end; a summary that never got
-        // its replacement stays unapplied). All closers go to the log as one atomic batch.
-        let mut closers: Vec<EventInput> = handle
-            .session
+        // its replacement stays unapplied). Each set of closers is one atomic batch.
+        let closers: Vec<EventInput> = handle
+            .state
             .repair_closers()?
             .into_iter()
             .map(event_input)
             .collect();
+        let mut appended = Vec::new();
         if !closers.is_empty() {
-            handle.append_atomic(std::mem::take(&mut closers))?;
+            appended.extend(handle.append_batch(closers)?);
         }
-        let compaction = compaction::recover_compaction(&handle.session);
+        let compaction = handle.compaction_closers();
         if !compaction.is_empty() {
-            handle.append_atomic(compaction)?;
+            appended.extend(handle.append_batch(compaction)?);
         }
-        let appended: Vec<Event> = handle.session.events()[first as usize..].to_vec();
         if !appended.is_empty() {
             handle.commit()?;
         }
@@ -707,17 +785,48 @@ impl Store {
     }
 }
 
-/// The one writer of a session. Appends are validated and folded in memory, written to the
-/// log's buffer, and made durable by [`SessionHandle::commit`] (group-committed with every
-/// other session of the store).
+/// What a writer keeps of a session: its state, token projection and open compaction locks,
+/// never its events.
+#[derive(Debug)]
+struct Folded {
+    state: SessionState,
+    tokens: TokenProjection,
+    locks: CompactionLocks,
+}
+
+impl Folded {
+    fn empty(
+        header: SessionHeader,
+        version: FormatVersion,
+        counter: Arc<dyn TokenCounter>,
+    ) -> Folded {
+        Folded {
+            tokens: TokenProjection::new(counter, version.clone()),
+            state: SessionState::new(header, version),
+            locks: CompactionLocks::new(),
+        }
+    }
+}
+
+/// The one writer of a session. Appends are validated against the session's state and
+/// folded into it, written to the log's buffer, and made durable by
+/// [`SessionHandle::commit`] (group-committed with every other session of the store). The
+/// handle keeps the state, not the events: a rule that looks back at an earlier event reads
+/// it from the log, so a handle's memory does not grow with its session.
 #[derive(Debug)]
 pub struct SessionHandle {
     store: Store,
     name: String,
     stream: StreamId,
-    session: Session,
-    /// Token projection of `session`, maintained per append so pressure is O(1).
+    state: SessionState,
+    /// Token projection of the session, maintained per append so pressure is O(1).
     tokens: TokenProjection,
+    /// Compaction locks without their end, for restart repair.
+    locks: CompactionLocks,
+    /// Earlier events, read back from the log.
+    past: LogPast,
+    /// The event the last single append added.
+    last: Option<Event>,
 }
 
 /// Epoch milliseconds now (0 if the clock reads before 1970).
@@ -733,9 +842,59 @@ impl SessionHandle {
         &self.name
     }
 
-    /// The folded session: surface, derived messages, events.
-    pub fn session(&self) -> &Session {
-        &self.session
+    /// The session's state: header, surface, turn state, next seq.
+    pub fn state(&self) -> &SessionState {
+        &self.state
+    }
+
+    /// The seq the next event gets.
+    pub fn next_seq(&self) -> Seq {
+        self.state.next_seq()
+    }
+
+    /// The session's events from seq `from` on, read from the store (appended events are
+    /// readable before they are committed).
+    pub fn events_from(&self, from: Seq) -> Result<Vec<Event>> {
+        self.store.raw_events(&self.name, from)
+    }
+
+    /// The model history as of the last append: the message of every surface node, read
+    /// back from the log by seq, verbatim (stored key order), skipping assistant settlements
+    /// whose content is empty. O(surface), never O(session).
+    pub fn derive_messages(&self) -> Result<Vec<String>> {
+        let version = self.state.version();
+        let mut out = Vec::with_capacity(self.state.surface_state().len());
+        for seq in self.state.surface_state().iter() {
+            let event = self
+                .past
+                .event_at(Seq(seq))?
+                .ok_or_else(|| Error::BadRecord {
+                    session: self.name.clone(),
+                    seq: seq + 1,
+                    detail: "a surface node's event is missing from the log".into(),
+                })?;
+            if let Some(message) = derive_message(version, &event) {
+                out.push(message.to_owned());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether restart repair would append closers now: the last turn, or a compaction, is
+    /// open. (A live writer continues them; a restart closes them.)
+    pub fn needs_restart_repair(&self) -> bool {
+        self.state.turn_open() || !self.locks.is_empty()
+    }
+
+    /// Whether a compaction lock is open (its `compaction/end` is not written yet).
+    pub fn has_open_compaction(&self) -> bool {
+        !self.locks.is_empty()
+    }
+
+    /// The `compaction/end` events that would close every compaction lock left open.
+    fn compaction_closers(&self) -> Vec<EventInput> {
+        let time = self.state.last_event_time().unwrap_or(0);
+        self.locks.closers(self.state.next_seq().get(), time)
     }
 
     /// Builds `event` (a typed builder of [`crate::build`] or a raw [`EventInput`]) at the
@@ -743,8 +902,8 @@ impl SessionHandle {
     /// it to the session and to the log buffer. A builder with no time set gets the wall
     /// clock. A refused event changes nothing.
     pub fn append(&mut self, event: impl BuildEvent) -> Result<&Event> {
-        let input = event.build(&self.session.position(wall_clock_ms()))?;
-        let seq = self.session.next_seq().get();
+        let input = event.build(&self.state.position(wall_clock_ms()))?;
+        let seq = self.state.next_seq().get();
         if let Some(given) = input.seq {
             if given != seq {
                 return Err(sessionlog_session::Error::SeqMismatch {
@@ -755,80 +914,65 @@ impl SessionHandle {
             }
         }
         let event = input.into_event(seq)?;
-        self.append_event(event)
+        self.write(std::slice::from_ref(&event), RuleSet::Native)?;
+        Ok(self.last.insert(event))
     }
 
-    fn append_event(&mut self, event: Event) -> Result<&Event> {
+    /// Validates `events` (consecutive, from the next seq on) under `rules` against the
+    /// state, folding each in, then writes them to the log buffer as one atomic batch; then
+    /// folds them into the token projection and the compaction locks. If one is refused, or
+    /// the log refuses the batch (it is poisoned), the state is put back as it was: the
+    /// handle always mirrors the log, and stays usable.
+    fn write(&mut self, events: &[Event], rules: RuleSet) -> Result<()> {
         let max = self.store.inner.options.log.max_record_bytes;
         let log = &self.store.inner.log;
         let stream = self.stream;
-        // The session checks before it changes anything, so a refused event leaves it as it
-        // was and nothing reaches the log. A record the log refuses (it is poisoned) is taken
-        // back from the session too, so the handle always mirrors the log.
-        self.session.atomically(|session| {
-            let payload = record_payload(&event, max)?;
-            let kind = kind_tag(&event);
-            let seq = event.seq().get();
-            session.append_event(event)?;
-            let mut record = Append::new(stream, kind, &payload);
-            record.expected_seq = Some(LogSeq(seq + 1));
-            log.commit(&[record], Durability::Buffered)?;
+        let past = &self.past;
+        self.state.atomically(|state| {
+            let mut records: Vec<(u8, Vec<u8>)> = Vec::with_capacity(events.len());
+            for (i, event) in events.iter().enumerate() {
+                let before = WithPending::new(past, events.get(..i).unwrap_or_default());
+                state.append(event, rules, &before)?;
+                records.push((kind_tag(event), record_payload(event, max)?));
+            }
+            let batch: Vec<Append<'_>> = records
+                .iter()
+                .zip(events)
+                .map(|((kind, payload), event)| {
+                    let mut a = Append::new(stream, *kind, payload);
+                    a.expected_seq = Some(LogSeq(event.seq().get() + 1));
+                    a
+                })
+                .collect();
+            log.commit(&batch, Durability::Buffered)?;
             Ok::<_, Error>(())
         })?;
-        let first = self.session.next_seq().get() - 1;
-        self.fold_tokens(first)?;
-        self.session
-            .events()
-            .last()
-            .ok_or_else(|| Error::NoSuchSession(self.name.clone()))
+        // The state accepted them, so the projection takes them in order; a refusal would
+        // stop a refold at the same event, so it is returned as it is.
+        for event in events {
+            self.tokens.apply(event)?;
+            self.locks.observe(event);
+        }
+        Ok(())
     }
 
     /// Validates and appends `inputs` in order, then writes them to the log as one atomic
     /// batch: after a crash all of them are there or none. If one is refused (or the log
     /// fails), none of them stays in the session either, and the handle stays usable.
     pub fn append_atomic(&mut self, inputs: Vec<EventInput>) -> Result<Vec<Seq>> {
-        let max = self.store.inner.options.log.max_record_bytes;
-        let log = &self.store.inner.log;
-        let stream = self.stream;
-        let first = self.session.next_seq().get();
-        let seqs = self.session.atomically(|session| {
-            let mut records: Vec<(u8, Vec<u8>)> = Vec::with_capacity(inputs.len());
-            let mut seqs = Vec::with_capacity(inputs.len());
-            for (i, input) in inputs.into_iter().enumerate() {
-                let event = input.into_event(first + i as u64)?;
-                records.push((kind_tag(&event), record_payload(&event, max)?));
-                seqs.push(event.seq());
-                session.append_event(event)?;
-            }
-            let batch: Vec<Append<'_>> = records
-                .iter()
-                .enumerate()
-                .map(|(i, (kind, payload))| {
-                    let mut a = Append::new(stream, *kind, payload);
-                    a.expected_seq = Some(LogSeq(first + i as u64 + 1));
-                    a
-                })
-                .collect();
-            log.commit(&batch, Durability::Buffered)?;
-            Ok::<_, Error>(seqs)
-        })?;
-        self.fold_tokens(first)?;
-        Ok(seqs)
+        Ok(self.append_batch(inputs)?.iter().map(Event::seq).collect())
     }
 
-    /// Folds events `from..` of the session into the maintained token projection. The
-    /// session accepted them, so the projection takes them in order; a refusal leaves the
-    /// projection as it was and is returned (a refold would stop at the same event).
-    fn fold_tokens(&mut self, from: u64) -> Result<()> {
-        let events = self
-            .session
-            .events()
-            .get(from as usize..)
-            .unwrap_or_default();
-        for event in events {
-            self.tokens.apply(event)?;
-        }
-        Ok(())
+    /// [`SessionHandle::append_atomic`], returning the events appended.
+    fn append_batch(&mut self, inputs: Vec<EventInput>) -> Result<Vec<Event>> {
+        let first = self.state.next_seq().get();
+        let events = inputs
+            .into_iter()
+            .enumerate()
+            .map(|(i, input)| input.into_event(first + i as u64))
+            .collect::<std::result::Result<Vec<Event>, _>>()?;
+        self.write(&events, RuleSet::Native)?;
+        Ok(events)
     }
 
     /// Context pressure of the next request, from the token projection the handle keeps up
@@ -844,7 +988,7 @@ impl SessionHandle {
     }
 
     /// The maintained projection when `counter` is the one it estimates with, else a fold
-    /// of the session with `counter`.
+    /// of the session's records with `counter`.
     fn projection_with(
         &self,
         counter: Arc<dyn TokenCounter>,
@@ -852,16 +996,25 @@ impl SessionHandle {
         if counter.name() == self.tokens.counter().name() {
             return Ok(std::borrow::Cow::Borrowed(&self.tokens));
         }
-        Ok(std::borrow::Cow::Owned(TokenProjection::from_session(
-            &self.session,
-            counter,
-        )?))
+        Ok(std::borrow::Cow::Owned(
+            self.store.fold_tokens(&self.name, counter)?,
+        ))
     }
 
     /// Token measurement of the session: the exact usage ledger, per-node estimates by
     /// `counter`, and the context pressure of the next request.
     pub fn tokens(&self, counter: Arc<dyn TokenCounter>) -> Result<TokenProjection> {
         Ok(self.projection_with(counter)?.into_owned())
+    }
+
+    /// The session as compaction reads it ([`compaction::compact`],
+    /// [`compaction::prune_tool_results`]): the state, and surface nodes read back from the
+    /// log by seq.
+    pub fn source(&self) -> StateAndPast<'_> {
+        StateAndPast {
+            state: &self.state,
+            past: &self.past,
+        }
     }
 
     /// Runs one summary compaction now (the caller decides when; see
@@ -875,9 +1028,9 @@ impl SessionHandle {
         time: i64,
     ) -> Result<CompactionOutcome> {
         let projection = self.projection_with(counter)?;
-        let id = format!("{}-{}", self.name, self.session.next_seq().get());
+        let id = format!("{}-{}", self.name, self.state.next_seq().get());
         let outcome = compaction::compact(
-            &self.session,
+            &self.source(),
             &projection,
             policy,
             summarizer,
@@ -890,7 +1043,7 @@ impl SessionHandle {
             _ => Vec::new(),
         };
         if !events.is_empty() {
-            self.append_atomic(events)?;
+            self.append_batch(events)?;
             self.commit()?;
         }
         Ok(outcome)
@@ -906,11 +1059,11 @@ impl SessionHandle {
         time: i64,
     ) -> Result<usize> {
         let projection = self.projection_with(counter)?;
-        let events = compaction::prune_tool_results(&self.session, &projection, options, time)?;
+        let events = compaction::prune_tool_results(&self.source(), &projection, options, time)?;
         drop(projection);
         let pruned = events.len() / 2;
         if !events.is_empty() {
-            self.append_atomic(events)?;
+            self.append_batch(events)?;
             self.commit()?;
         }
         Ok(pruned)

@@ -259,7 +259,7 @@ fn generated_log() -> Vec<u8> {
         h.append(e).expect("start");
     }
     for _ in 0..40 {
-        let next = h.session().next_seq().get();
+        let next = h.next_seq().get();
         for e in w.turn(next, 2, None) {
             h.append(e).expect("turn event");
         }

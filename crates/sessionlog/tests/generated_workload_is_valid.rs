@@ -22,13 +22,13 @@ fn generated_sessions_validate_compact_and_repair() {
         h.append(e).expect("start");
     }
     for _ in 0..20 {
-        let next = h.session().next_seq().get();
+        let next = h.next_seq().get();
         for e in w.turn(next, 2, None) {
             h.append(e).expect("turn event");
         }
         if w.wants_compaction() {
-            let surface = h.session().surface();
-            if let Some(events) = w.compaction(&surface, h.session().next_seq().get(), 3) {
+            let surface = h.state().surface();
+            if let Some(events) = w.compaction(&surface, h.next_seq().get(), 3) {
                 for e in events {
                     h.append(e).expect("compaction event");
                 }
@@ -36,9 +36,9 @@ fn generated_sessions_validate_compact_and_repair() {
         }
     }
     assert!(w.compactions() >= 5);
-    assert!(h.session().replace_generation() >= 5);
+    assert!(h.state().replace_generation() >= 5);
     // An interrupted turn gets closers on reopen.
-    let next = h.session().next_seq().get();
+    let next = h.next_seq().get();
     for e in w.turn(next, 4, Some(9)) {
         h.append(e).expect("partial turn");
     }

@@ -39,8 +39,8 @@ fn write_turn(store: &Store) -> Vec<String> {
     s.append(StepEnd::new().at(7)).expect("step end");
     s.append(TurnEnd::completed().at(8)).expect("turn end");
     s.commit().expect("commit");
-    s.session()
-        .events()
+    s.events_from(sessionlog::Seq(0))
+        .expect("read back")
         .iter()
         .map(|e| e.raw().to_owned())
         .collect()
@@ -58,7 +58,8 @@ fn built_events_read_back_after_reopen_and_derive_the_expected_messages() {
     let store = Store::open(dir.path(), options()).expect("reopen");
     let (handle, closers) = store.open_session("s1").expect("open session");
     assert!(closers.is_empty(), "the turn was closed");
-    let read: Vec<&str> = handle.session().events().iter().map(|e| e.raw()).collect();
+    let events = handle.events_from(sessionlog::Seq(0)).expect("read back");
+    let read: Vec<&str> = events.iter().map(|e| e.raw()).collect();
     assert_eq!(read, written);
     assert_eq!(
         read[5],
@@ -111,6 +112,10 @@ fn a_builder_appended_where_it_cannot_go_is_refused_without_a_trace() {
         Rule::ToolPairing,
     );
     s.commit().expect("commit");
-    assert_eq!(s.session().events().len(), 2);
+    assert_eq!(s.next_seq().get(), 2);
+    assert_eq!(
+        s.events_from(sessionlog::Seq(0)).expect("read back").len(),
+        2
+    );
     assert_eq!(store.view("s1").expect("view").events, 2);
 }

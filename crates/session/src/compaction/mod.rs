@@ -30,7 +30,7 @@ mod transaction;
 pub use history::{history_view, EntryKind, HistoryEntry, HistoryMark};
 pub use policy::{CompactionPolicy, KeepRecent, SkipReason};
 pub use prune::{prune_tool_results, PruneOptions};
-pub use recover::{recover_compaction, INTERRUPTED_COMPACTION};
+pub use recover::{recover_compaction, CompactionLocks, INTERRUPTED_COMPACTION};
 pub use summarizer::{
     DeterministicSummarizer, Summarizer, SummarizerError, Summary, SummaryRequest,
 };
@@ -40,7 +40,59 @@ pub use transaction::{
     CompactionReport, SUMMARY_PREAMBLE,
 };
 
+use std::borrow::Cow;
+
+use crate::error::Error;
+use crate::event::{Event, Seq};
 use crate::json::JsonRef;
+use crate::session::Session;
+use crate::state::{LookBack, SessionState};
+
+/// What compaction and pruning read of a session: its state, and its earlier events by seq
+/// (only the surface nodes they consider). A [`Session`] is one; a store that keeps no
+/// events passes its state with a reader of its log ([`StateAndPast`]).
+pub trait SessionSource {
+    /// The session's state.
+    fn state(&self) -> &SessionState;
+    /// The event with `seq`, `None` when the session has none.
+    fn event_at(&self, seq: Seq) -> Result<Option<Cow<'_, Event>>, Error>;
+}
+
+impl SessionSource for Session {
+    fn state(&self) -> &SessionState {
+        Session::state(self)
+    }
+
+    fn event_at(&self, seq: Seq) -> Result<Option<Cow<'_, Event>>, Error> {
+        Ok(self.event(seq).map(Cow::Borrowed))
+    }
+}
+
+/// A session's state with the reader of its earlier events.
+pub struct StateAndPast<'a> {
+    /// The state.
+    pub state: &'a SessionState,
+    /// Reads earlier events by seq.
+    pub past: &'a dyn LookBack,
+}
+
+impl std::fmt::Debug for StateAndPast<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateAndPast")
+            .field("state", self.state)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionSource for StateAndPast<'_> {
+    fn state(&self) -> &SessionState {
+        self.state
+    }
+
+    fn event_at(&self, seq: Seq) -> Result<Option<Cow<'_, Event>>, Error> {
+        self.past.event_at(seq)
+    }
+}
 
 /// Whether a message is a compaction summary written by the `compact` plugin.
 pub(crate) fn is_summary_message(message: JsonRef<'_>) -> bool {

@@ -2,8 +2,9 @@
 
 use std::collections::HashSet;
 
+use super::SessionSource;
+use crate::error::Error;
 use crate::event::Seq;
-use crate::session::Session;
 use crate::tokens::{ContextPressure, TokenProjection};
 use crate::validate::message_of;
 
@@ -130,28 +131,28 @@ impl CompactionPolicy {
 }
 
 /// The active turn's number, when the last turn is open.
-pub(crate) fn active_turn(session: &Session) -> Option<i64> {
-    if !session.turn_open() {
-        return None;
-    }
-    session
-        .events()
-        .iter()
-        .rev()
-        .find(|e| e.event_type() == "turn/start")
-        .and_then(|e| e.data().get("turn"))
-        .and_then(|t| t.as_safe_integer())
+pub(crate) fn active_turn(session: &dyn SessionSource) -> Option<i64> {
+    session.state().open_turn_number()
 }
 
 /// The newest `tool/result` surface node of the active turn, if the turn is open.
-pub(crate) fn protected_tool_result(session: &Session, nodes: &[u64]) -> Option<u64> {
-    let turn = active_turn(session)?;
-    nodes.iter().rev().copied().find(|seq| {
-        session.event(Seq(*seq)).is_some_and(|e| {
+pub(crate) fn protected_tool_result(
+    session: &dyn SessionSource,
+    nodes: &[u64],
+) -> Result<Option<u64>, Error> {
+    let Some(turn) = active_turn(session) else {
+        return Ok(None);
+    };
+    for seq in nodes.iter().rev() {
+        let protected = session.event_at(Seq(*seq))?.is_some_and(|e| {
             e.event_type() == "tool/result"
                 && e.data().get("turn").and_then(|t| t.as_safe_integer()) == Some(turn)
-        })
-    })
+        });
+        if protected {
+            return Ok(Some(*seq));
+        }
+    }
+    Ok(None)
 }
 
 /// The chosen range: `nodes[start..end]` of the surface.
@@ -164,16 +165,22 @@ pub(crate) struct Selection {
 /// Picks the range to shadow: after leading system messages, before the kept tail and
 /// the active turn's newest tool result, ending where no tool call is left unanswered.
 pub(crate) fn select_range(
-    session: &Session,
+    session: &dyn SessionSource,
     projection: &TokenProjection,
     policy: &CompactionPolicy,
-) -> Result<Selection, SkipReason> {
-    let nodes = session.surface();
-    let event_type = |seq: u64| session.event(Seq(seq)).map(|e| e.event_type());
-    let first = nodes
-        .iter()
-        .position(|s| event_type(*s) != Some("system/message"))
-        .unwrap_or(nodes.len());
+) -> Result<Result<Selection, SkipReason>, Error> {
+    let nodes = session.state().surface();
+    let version = session.state().version();
+    let mut first = nodes.len();
+    for (index, seq) in nodes.iter().enumerate() {
+        let system = session
+            .event_at(Seq(*seq))?
+            .is_some_and(|e| e.event_type() == "system/message");
+        if !system {
+            first = index;
+            break;
+        }
+    }
     // The kept tail: walk back from the newest node until enough tokens are kept.
     let keep = policy.keep_tokens(projection.surface_tokens());
     let mut limit = nodes.len();
@@ -182,7 +189,7 @@ pub(crate) fn select_range(
         limit -= 1;
         kept += projection.estimate_nodes(&nodes[limit..=limit]);
     }
-    if let Some(protected) = protected_tool_result(session, &nodes) {
+    if let Some(protected) = protected_tool_result(session, &nodes)? {
         if let Some(at) = nodes.iter().position(|s| *s == protected) {
             limit = limit.min(at);
         }
@@ -192,10 +199,10 @@ pub(crate) fn select_range(
     let mut open: HashSet<String> = HashSet::new();
     let mut end = first;
     for (index, seq) in nodes.iter().enumerate().take(limit).skip(first) {
-        let Some(event) = session.event(Seq(*seq)) else {
+        let Some(event) = session.event_at(Seq(*seq))? else {
             break;
         };
-        let message = message_of(session.version(), event);
+        let message = message_of(version, &event);
         match event.event_type() {
             "assistant/message" => {
                 let blocks = message.and_then(|m| m.get("content"));
@@ -227,19 +234,18 @@ pub(crate) fn select_range(
     let shadowed: Vec<u64> = nodes.get(first..end).unwrap_or(&[]).to_vec();
     let shadowed_tokens = projection.estimate_nodes(&shadowed);
     if shadowed.is_empty() || shadowed_tokens == 0 {
-        return Err(SkipReason::NothingToCompact);
+        return Ok(Err(SkipReason::NothingToCompact));
     }
     if let [only] = shadowed.as_slice() {
         let summary = session
-            .event(Seq(*only))
-            .and_then(|e| message_of(session.version(), e))
-            .is_some_and(super::is_summary_message);
+            .event_at(Seq(*only))?
+            .is_some_and(|e| message_of(version, &e).is_some_and(super::is_summary_message));
         if summary {
-            return Err(SkipReason::AlreadyCompact);
+            return Ok(Err(SkipReason::AlreadyCompact));
         }
     }
-    Ok(Selection {
+    Ok(Ok(Selection {
         shadowed,
         shadowed_tokens,
-    })
+    }))
 }

@@ -8,11 +8,11 @@
 //! the log.
 
 use super::policy::protected_tool_result;
+use super::SessionSource;
 use super::{ceil_boundary, floor_boundary};
 use crate::error::Error;
 use crate::event::{EventInput, Seq, SurfaceOp};
 use crate::json::{write_js_string, JsonRef, ObjectWriter};
-use crate::session::Session;
 use crate::tokens::{visible_text, TokenProjection};
 
 /// What the pruner shortens and how much it keeps.
@@ -70,29 +70,24 @@ const MARKER_ROOM: usize = 160;
 /// with seqs from the session's next seq on (two per result). The active turn's newest
 /// tool result is left alone: the model has not seen it yet.
 pub fn prune_tool_results(
-    session: &Session,
+    session: &dyn SessionSource,
     projection: &TokenProjection,
     options: &PruneOptions,
     time: i64,
 ) -> Result<Vec<EventInput>, Error> {
-    if projection.next_seq() != session.next_seq().get() {
-        return Err(Error::SeqMismatch {
-            expected: session.next_seq().get(),
-            got: projection.next_seq(),
-        });
-    }
+    super::transaction::stale(projection, session)?;
     let budget = options.threshold_bytes.saturating_sub(MARKER_ROOM);
     let head_bytes = options.head_bytes.min(budget / 2);
     let tail_bytes = options.tail_bytes.min(budget - head_bytes);
-    let nodes = session.surface();
-    let protected = protected_tool_result(session, &nodes);
-    let mut next = session.next_seq().get();
+    let nodes = session.state().surface();
+    let protected = protected_tool_result(session, &nodes)?;
+    let mut next = session.state().next_seq().get();
     let mut out = Vec::new();
     for seq in nodes {
         if Some(seq) == protected {
             continue;
         }
-        let Some(event) = session.event(Seq(seq)) else {
+        let Some(event) = session.event_at(Seq(seq))? else {
             continue;
         };
         if event.event_type() != "tool/result" {

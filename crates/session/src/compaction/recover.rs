@@ -10,7 +10,7 @@
 //! - replacement written (crash before the end only): the compaction took effect, so the
 //!   end is a plain one, as the transaction would have written it.
 
-use crate::event::{EventInput, SurfaceOp};
+use crate::event::{Event, EventInput, SurfaceOp};
 use crate::json::ObjectWriter;
 use crate::session::Session;
 
@@ -18,23 +18,35 @@ use crate::session::Session;
 pub const INTERRUPTED_COMPACTION: &str =
     "compaction interrupted before its replacement was written; the surface is unchanged";
 
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Open {
     id: String,
     turn: String,
     replaced: bool,
 }
 
-/// The `compaction/end` events that close every orphaned lock, in lock order, with seqs
-/// from the session's next seq on and the last event's time. Call at a cold load (after
-/// [`Session::repair`](crate::Session::repair)), never while a compaction may be running.
-pub fn recover_compaction(session: &Session) -> Vec<EventInput> {
-    let mut open: Vec<Open> = Vec::new();
-    for event in session.events() {
+/// The compaction locks a session holds open, folded event by event, so a store that does
+/// not keep a session's events can still recover its compactions: feed it every event in seq
+/// order ([`CompactionLocks::observe`]), then ask for the ends ([`CompactionLocks::closers`]).
+/// Holds one entry per open lock, none once every lock is closed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CompactionLocks {
+    open: Vec<Open>,
+}
+
+impl CompactionLocks {
+    /// No lock open.
+    pub fn new() -> CompactionLocks {
+        CompactionLocks::default()
+    }
+
+    /// Folds in the next event of the session.
+    pub fn observe(&mut self, event: &Event) {
         let data = event.data();
         match event.event_type() {
             "compaction/start" => {
                 if let Some(id) = data.get("compactionId").and_then(|c| c.as_str()) {
-                    open.push(Open {
+                    self.open.push(Open {
                         id: id.into_owned(),
                         turn: data.get("turn").map_or("null", |t| t.raw()).to_owned(),
                         replaced: false,
@@ -43,7 +55,7 @@ pub fn recover_compaction(session: &Session) -> Vec<EventInput> {
             }
             "compaction/end" => {
                 if let Some(id) = data.get("compactionId").and_then(|c| c.as_str()) {
-                    open.retain(|o| o.id != id);
+                    self.open.retain(|o| o.id != id);
                 }
             }
             "user/message"
@@ -51,7 +63,8 @@ pub fn recover_compaction(session: &Session) -> Vec<EventInput> {
                     && super::is_summary_message(data) =>
             {
                 if let Some(id) = super::summary_compaction_id(data) {
-                    open.iter_mut()
+                    self.open
+                        .iter_mut()
                         .filter(|o| o.id == id)
                         .for_each(|o| o.replaced = true);
                 }
@@ -59,20 +72,43 @@ pub fn recover_compaction(session: &Session) -> Vec<EventInput> {
             _ => {}
         }
     }
+
+    /// Whether any lock is open.
+    pub fn is_empty(&self) -> bool {
+        self.open.is_empty()
+    }
+
+    /// The `compaction/end` events that close every open lock, in lock order, with seqs
+    /// from `next_seq` on and the given `time` (the last event's). Call at a cold load,
+    /// never while a compaction may be running.
+    pub fn closers(&self, next_seq: u64, time: i64) -> Vec<EventInput> {
+        let mut seq = next_seq;
+        self.open
+            .iter()
+            .map(|o| {
+                let mut writer = ObjectWriter::new()
+                    .string("compactionId", &o.id)
+                    .raw("turn", &o.turn);
+                if !o.replaced {
+                    writer = writer.string("error", INTERRUPTED_COMPACTION);
+                }
+                let mut event = EventInput::new("compaction/end", time, writer.finish());
+                event.seq = Some(seq);
+                seq += 1;
+                event
+            })
+            .collect()
+    }
+}
+
+/// The `compaction/end` events that close every orphaned lock, in lock order, with seqs
+/// from the session's next seq on and the last event's time. Call at a cold load (after
+/// [`Session::repair`](crate::Session::repair)), never while a compaction may be running.
+pub fn recover_compaction(session: &Session) -> Vec<EventInput> {
+    let mut locks = CompactionLocks::new();
+    for event in session.events() {
+        locks.observe(event);
+    }
     let time = session.events().last().map_or(0, |e| e.time());
-    let mut seq = session.next_seq().get();
-    open.into_iter()
-        .map(|o| {
-            let mut writer = ObjectWriter::new()
-                .string("compactionId", &o.id)
-                .raw("turn", &o.turn);
-            if !o.replaced {
-                writer = writer.string("error", INTERRUPTED_COMPACTION);
-            }
-            let mut event = EventInput::new("compaction/end", time, writer.finish());
-            event.seq = Some(seq);
-            seq += 1;
-            event
-        })
-        .collect()
+    locks.closers(session.next_seq().get(), time)
 }

@@ -3,11 +3,11 @@
 use super::is_summary_message;
 use super::policy::{active_turn, select_range, CompactionPolicy, SkipReason};
 use super::summarizer::{Summarizer, SummarizerError, Summary, SummaryRequest};
+use super::SessionSource;
 use crate::build::{saturating_i64, seqs_json, usage_json};
 use crate::error::Error;
 use crate::event::{EventInput, Seq, SurfaceOp};
 use crate::json::{write_js_string, JsonRef, ObjectWriter};
-use crate::session::Session;
 use crate::tokens::TokenProjection;
 use crate::validate::message_of;
 
@@ -89,10 +89,14 @@ pub enum CompactionOutcome {
     },
 }
 
-fn stale(projection: &TokenProjection, session: &Session) -> Result<(), Error> {
-    if projection.next_seq() != session.next_seq().get() {
+pub(crate) fn stale(
+    projection: &TokenProjection,
+    session: &dyn SessionSource,
+) -> Result<(), Error> {
+    let next = session.state().next_seq().get();
+    if projection.next_seq() != next {
         return Err(Error::SeqMismatch {
-            expected: session.next_seq().get(),
+            expected: next,
             got: projection.next_seq(),
         });
     }
@@ -103,22 +107,23 @@ fn stale(projection: &TokenProjection, session: &Session) -> Result<(), Error> {
 /// [`CompactionPolicy::should_compact`]). `projection` must have folded every event of
 /// the session.
 pub fn plan_compaction(
-    session: &Session,
+    session: &dyn SessionSource,
     projection: &TokenProjection,
     policy: &CompactionPolicy,
 ) -> Result<Result<CompactionPlan, SkipReason>, Error> {
     stale(projection, session)?;
-    let selection = match select_range(session, projection, policy) {
+    let version = session.state().version();
+    let selection = match select_range(session, projection, policy)? {
         Ok(selection) => selection,
         Err(skip) => return Ok(Err(skip)),
     };
     let mut messages = Vec::with_capacity(selection.shadowed.len());
     let mut previous_summaries = Vec::new();
     for seq in &selection.shadowed {
-        let Some(message) = session
-            .event(Seq(*seq))
-            .and_then(|e| message_of(session.version(), e))
-        else {
+        let Some(event) = session.event_at(Seq(*seq))? else {
+            continue;
+        };
+        let Some(message) = message_of(version, &event) else {
             continue;
         };
         if is_summary_message(message) {
@@ -129,7 +134,7 @@ pub fn plan_compaction(
     Ok(Ok(CompactionPlan {
         shadowed: selection.shadowed,
         shadowed_tokens: selection.shadowed_tokens,
-        start_seq: session.next_seq().get(),
+        start_seq: session.state().next_seq().get(),
         turn: active_turn(session),
         messages,
         previous_summaries,
@@ -318,7 +323,7 @@ impl CompactionPlan {
 /// message is estimated smaller than the nodes it shadows. Returns the events to append;
 /// nothing is appended here.
 pub fn compact(
-    session: &Session,
+    session: &dyn SessionSource,
     projection: &TokenProjection,
     policy: &CompactionPolicy,
     summarizer: &mut dyn Summarizer,

@@ -10,11 +10,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use sessionlog_log::{Append, Durability, Log, StreamId};
 use sessionlog_session::{
-    encode_event, encode_header, import_jsonl, kind_tag, DshImport, ImportOptions, Session,
-    SessionHeader,
+    encode_event, encode_header, import_jsonl, kind_tag, DshImport, ImportOptions, SessionHeader,
 };
 
-use super::{ImportSummary, SessionHandle, Store, KIND_SESSION_HEADER};
+use super::{Folded, ImportSummary, SessionHandle, Store, KIND_SESSION_HEADER};
 use crate::error::{Error, Result};
 
 /// Names starting with this byte are the store's own (staging names); no session has one.
@@ -87,8 +86,12 @@ impl Store {
                 Durability::Sync,
             )
             .map_err(exists_as_session)?;
-        let session = Session::new(header, self.inner.options.version.clone());
-        self.handle(name, stream, session)
+        let folded = Folded::empty(
+            header,
+            self.inner.options.version.clone(),
+            self.inner.options.token_counter.clone(),
+        );
+        self.handle(name, stream, folded)
     }
 
     /// Imports a DeepSeek Harness `session.jsonl` as session `name` (default: the header's id).
