@@ -33,9 +33,15 @@ pub(crate) fn import(dir: &Path, file: &Path, name: Option<&str>) -> Result<u8, 
 }
 
 pub(crate) fn export(dir: &Path, name: &str) -> Result<u8, Failure> {
-    let bytes = open_store(dir, Access::ReadOnly)?.export_dsh(name)?;
-    let mut w = io::stdout().lock();
-    out(&mut w, &bytes)?;
+    let store = open_store(dir, Access::ReadOnly)?;
+    let mut w = io::BufWriter::new(io::stdout().lock());
+    match store.write_dsh(name, &mut w) {
+        // A reader that stops early (`| head`) is not an error.
+        Err(sessionlog::Error::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => {
+            return Err(Failure::new(0, ""))
+        }
+        written => written?,
+    }
     w.flush()?;
     Ok(0)
 }
@@ -156,8 +162,8 @@ fn repair_hint(handle: &SessionHandle, dir: &Path) -> String {
 pub(crate) fn events(dir: &Path, name: &str, from: u64) -> Result<u8, Failure> {
     let store = open_store(dir, Access::ReadOnly)?;
     let mut w = io::BufWriter::new(io::stdout().lock());
-    for e in store.raw_events(name, sessionlog::Seq(from))? {
-        out(&mut w, e.raw().as_bytes())?;
+    for e in store.events(name, sessionlog::Seq(from))? {
+        out(&mut w, e?.raw().as_bytes())?;
         out(&mut w, b"\n")?;
     }
     w.flush()?;

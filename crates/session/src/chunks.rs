@@ -242,3 +242,42 @@ pub(crate) fn write_packed(out: &mut String, events: &[Event]) {
         }
     }
 }
+
+/// [`write_packed`] over a stream of events: holds only the current run of chunk deltas
+/// that may still grow, so a session of any length is exported in bounded memory. The
+/// lines are the ones `write_packed` writes for the same events as one slice (runs are
+/// maximal chains of adjacent deltas that continue each other, either way).
+#[derive(Debug, Default)]
+pub struct PackedLines {
+    run: Vec<Event>,
+}
+
+impl PackedLines {
+    /// No event pending.
+    pub fn new() -> PackedLines {
+        PackedLines::default()
+    }
+
+    /// Takes the next event; writes to `out` the lines it completes.
+    pub fn push(&mut self, event: Event, out: &mut String) {
+        let continues_run = match (self.run.last().and_then(member), member(&event)) {
+            (Some(prev), Some(next)) => continues(&prev, &next),
+            _ => false,
+        };
+        if !continues_run {
+            self.finish(out);
+        }
+        if continues_run || member(&event).is_some() {
+            self.run.push(event);
+        } else {
+            out.push_str(event.raw());
+            out.push('\n');
+        }
+    }
+
+    /// Writes the lines of the events still pending.
+    pub fn finish(&mut self, out: &mut String) {
+        write_packed(out, &self.run);
+        self.run.clear();
+    }
+}

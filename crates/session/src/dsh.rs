@@ -258,7 +258,8 @@ pub fn import_jsonl(file: &[u8], options: &ImportOptions) -> Result<DshImport, E
 }
 
 /// Exports a session as DSH JSONL: the header line verbatim, then the events as one
-/// write batch (chunk runs packed).
+/// write batch (chunk runs packed). [`PackedLines`](crate::PackedLines) writes the same
+/// lines from a stream of events.
 pub fn export_jsonl(session: &Session) -> Vec<u8> {
     let mut out = String::with_capacity(
         session

@@ -31,6 +31,7 @@ mod validate;
 mod version;
 
 pub use build::{BuildEvent, Position};
+pub use chunks::PackedLines;
 pub use codec::{
     decode_event, decode_header, decode_stored_event, encode_event, encode_header, is_surface_kind,
     kind_tag,

@@ -45,6 +45,9 @@ pub enum Error {
     /// No raw stream has this name.
     #[error("no raw stream named {0:?}")]
     NoSuchRawStream(String),
+    /// Writing a session's events or export to the caller's output failed.
+    #[error("writing the output failed: {0}; check where it goes (a full disk, a closed pipe)")]
+    Output(#[source] std::io::Error),
 }
 
 impl Error {
@@ -61,6 +64,7 @@ impl Error {
             Error::NoSuchRawStream(_) => ErrorClass::NotFound,
             Error::BadRecord { .. } => ErrorClass::Damaged,
             Error::WriterBusy(_) => ErrorClass::Busy,
+            Error::Output(_) => ErrorClass::Environment,
         }
     }
 

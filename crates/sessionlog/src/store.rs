@@ -7,9 +7,9 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use sessionlog_log::{Access, Append, Durability, Log, LogOptions, Seq as LogSeq, StreamId};
 use sessionlog_session::{
-    decode_event, decode_header, derive_message, encode_event, export_jsonl, kind_tag, BuildEvent,
-    Event, EventInput, FormatVersion, LookBack, RuleSet, Session, SessionHeader, SessionState,
-    WithPending,
+    decode_event, decode_header, derive_message, encode_event, kind_tag, BuildEvent, Event,
+    EventInput, FormatVersion, LookBack, PackedLines, RuleSet, Session, SessionHeader,
+    SessionState, WithPending,
 };
 
 use sessionlog_session::compaction::{
@@ -455,34 +455,70 @@ impl Store {
         Ok((handle, appended))
     }
 
-    /// The session as DeepSeek Harness JSONL: header line, then the events (chunk runs packed).
+    /// The session as DeepSeek Harness JSONL: header line, then the events (chunk runs
+    /// packed). Collects the whole file; [`Store::write_dsh`] streams it.
     pub fn export_dsh(&self, name: &str) -> Result<Vec<u8>> {
-        Ok(export_jsonl(&self.load_session(name)?))
+        let mut out = Vec::new();
+        self.write_dsh(name, &mut out)?;
+        Ok(out)
+    }
+
+    /// Writes the session as DeepSeek Harness JSONL to `out` (the bytes of
+    /// [`Store::export_dsh`]), streaming its records from the log: memory stays bounded by
+    /// one run of chunk deltas, whatever the session's length. The stored envelopes are
+    /// written verbatim; nothing is folded.
+    pub fn write_dsh(&self, name: &str, out: &mut dyn std::io::Write) -> Result<()> {
+        let stream = self.stream(name)?;
+        let header = self.read_header(name, stream)?;
+        let mut lines = String::with_capacity(1 << 16);
+        lines.push_str(header.raw());
+        lines.push('\n');
+        let mut packer = PackedLines::new();
+        for event in self.events(name, Seq(0))? {
+            packer.push(event?, &mut lines);
+            if lines.len() >= 1 << 16 {
+                out.write_all(lines.as_bytes()).map_err(Error::Output)?;
+                lines.clear();
+            }
+        }
+        packer.finish(&mut lines);
+        out.write_all(lines.as_bytes()).map_err(Error::Output)?;
+        Ok(())
     }
 
     /// The stored envelopes of a session's events from event seq `from` on, without folding
-    /// the session.
+    /// the session. Collects them; [`Store::events`] streams them.
     pub fn raw_events(&self, name: &str, from: Seq) -> Result<Vec<Event>> {
+        self.events(name, from)?.collect()
+    }
+
+    /// The stored envelopes of a session's events from event seq `from` on, read from the
+    /// log one record at a time as the iterator advances (nothing is folded or collected).
+    pub fn events(
+        &self,
+        name: &str,
+        from: Seq,
+    ) -> Result<impl Iterator<Item = Result<Event>> + 'static> {
         let stream = self.stream(name)?;
-        let info = self
+        let next = self
             .inner
             .log
             .stream_info(stream)
-            .ok_or_else(|| Error::NoSuchSession(name.to_owned()))?;
-        let mut out = Vec::new();
-        for r in self
+            .ok_or_else(|| Error::NoSuchSession(name.to_owned()))?
+            .next_seq;
+        let name = name.to_owned();
+        Ok(self
             .inner
             .log
-            .iter(stream, LogSeq(from.get().saturating_add(1)), info.next_seq)
-        {
-            let r = r?;
-            out.push(decode_event(&r.payload).map_err(|e| Error::BadRecord {
-                session: name.to_owned(),
-                seq: r.seq.0,
-                detail: e.to_string(),
-            })?);
-        }
-        Ok(out)
+            .iter(stream, LogSeq(from.get().saturating_add(1)), next)
+            .map(move |r| {
+                let r = r?;
+                decode_event(&r.payload).map_err(|e| Error::BadRecord {
+                    session: name.clone(),
+                    seq: r.seq.0,
+                    detail: e.to_string(),
+                })
+            }))
     }
 
     /// Deletes a session (durably). Its records stay in their segments until reclaimed.
