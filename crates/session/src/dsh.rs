@@ -12,7 +12,8 @@ use crate::event::{Event, Seq};
 use crate::header::SessionHeader;
 use crate::json::{self, JsonKind, JsonRef};
 use crate::session::Session;
-use crate::version::FormatVersion;
+use crate::version::{DshFormat, FormatVersion};
+use crate::zstd_file;
 
 /// How to import.
 #[derive(Debug, Clone)]
@@ -77,10 +78,13 @@ pub struct TailCut {
 pub struct DshImport {
     /// The session, including any closers appended by repair.
     pub session: Session,
-    /// Where the file was cut, if it was.
+    /// Where the file was cut, if it was. For a compressed file the byte counts are of the
+    /// decompressed stream.
     pub tail: Option<TailCut>,
     /// Seqs of the closers appended by repair.
     pub closers: Vec<Seq>,
+    /// Whether the file was zstd-compressed.
+    pub zstd: bool,
 }
 
 /// The physical scan's output: header, committed event envelopes, cut.
@@ -107,6 +111,7 @@ pub fn scan(file: &[u8]) -> Result<ScannedLog, Error> {
         detail: "the header line is not UTF-8".into(),
     })?;
     let header = SessionHeader::parse(header_text)?;
+    let packed_rows = header.format() <= DshFormat::V1;
     let mut pos = header_end.map_or(file.len(), |e| e + 1);
     let mut committed = pos;
     let mut events: Vec<String> = Vec::new();
@@ -121,7 +126,7 @@ pub fn scan(file: &[u8]) -> Result<ScannedLog, Error> {
         let line = line_text(&file[pos..pos + len]);
         let line_end = pos + len + 1;
         pos = line_end;
-        let records = match parse_line(line) {
+        let records = match parse_line(line, packed_rows) {
             Ok(records) => records,
             Err(LineError::Null) => {
                 return Err(Error::invalid(
@@ -211,7 +216,7 @@ fn type_of(raw: &str) -> Option<String> {
         .map(|t| t.into_owned())
 }
 
-fn parse_line(line: &[u8]) -> Result<Vec<String>, LineError> {
+fn parse_line(line: &[u8], packed_rows: bool) -> Result<Vec<String>, LineError> {
     let text = match json::validate(line) {
         Ok(text) => text,
         // A lossless-rule violation still parses; the semantic load refuses it later.
@@ -225,6 +230,10 @@ fn parse_line(line: &[u8]) -> Result<Vec<String>, LineError> {
         return Err(LineError::Null);
     }
     match type_of(text) {
+        // Packed chunk rows exist in V0 and V1 only; a later reader finds no seq in one.
+        Some(t) if value.is_object() && ROW_TYPES.contains(&t.as_str()) && !packed_rows => {
+            Err(LineError::Unparsable)
+        }
         Some(t) if value.is_object() && ROW_TYPES.contains(&t.as_str()) => {
             unpack_row(value).ok_or(LineError::Unparsable)
         }
@@ -232,19 +241,47 @@ fn parse_line(line: &[u8]) -> Result<Vec<String>, LineError> {
     }
 }
 
-/// Imports a DSH `session.jsonl` (uncompressed).
+/// Imports a DSH session file of any format, `session.jsonl` or `session.vN.jsonl`, plain
+/// or zstd-compressed (recognised by its magic number, whatever the file is called).
+/// A V0 file is read with `options.version`; a later one with its own format's rules
+/// ([`FormatVersion::for_dsh`]), and the session keeps declaring that format.
 pub fn import_jsonl(file: &[u8], options: &ImportOptions) -> Result<DshImport, Error> {
+    if !zstd_file::is_zstd(file) {
+        return import_plain(file, options, false);
+    }
+    let decoded = zstd_file::decode(file)?;
+    let mut imported = import_plain(&decoded.plain, options, true)?;
+    if decoded.torn_frame_bytes > 0 && imported.tail.is_none() {
+        imported.tail = Some(TailCut {
+            committed_bytes: decoded.plain.len(),
+            file_bytes: decoded.plain.len(),
+            reason: format!(
+                "torn final zstd frame ({} compressed bytes that end inside the frame)",
+                decoded.torn_frame_bytes
+            ),
+        });
+    }
+    Ok(imported)
+}
+
+fn import_plain(file: &[u8], options: &ImportOptions, zstd: bool) -> Result<DshImport, Error> {
     let scanned = scan(file)?;
     if options.strict_header {
         scanned.header.validate_strict()?;
     }
+    let format = scanned.header.format();
+    let version = if format == DshFormat::V0 {
+        options.version.clone()
+    } else {
+        FormatVersion::for_dsh(format)
+    };
     let events = scanned
         .events
         .iter()
         .enumerate()
         .map(|(i, raw)| Event::parse(raw, i as u64))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut session = Session::from_events(scanned.header, options.version.clone(), events)?;
+    let mut session = Session::from_events(scanned.header, version, events)?;
     let closers = if options.repair {
         session.repair()?
     } else {
@@ -254,21 +291,168 @@ pub fn import_jsonl(file: &[u8], options: &ImportOptions) -> Result<DshImport, E
         session,
         tail: scanned.tail,
         closers,
+        zstd,
     })
+}
+
+/// How to export a session as a DSH file.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct ExportOptions {
+    /// The format to write; `None` picks [`export_format`]'s choice.
+    pub format: Option<DshFormat>,
+    /// Write DSH's zstd layout (header frame, then an event frame) instead of plain JSONL.
+    pub zstd: bool,
+}
+
+impl ExportOptions {
+    /// Sets [`format`](Self::format).
+    #[must_use]
+    pub fn with_format(mut self, format: Option<DshFormat>) -> Self {
+        self.format = format;
+        self
+    }
+
+    /// Sets [`zstd`](Self::zstd).
+    #[must_use]
+    pub fn with_zstd(mut self, zstd: bool) -> Self {
+        self.zstd = zstd;
+        self
+    }
+}
+
+/// The format a session exports at by default: the one its header declares (the version
+/// it was imported at) when that holds every event, else the lowest one that does.
+pub fn export_format(session: &Session) -> Result<DshFormat, Error> {
+    let declared = session.header().format();
+    if session.events().iter().all(|e| declared.holds(e).is_ok()) {
+        return Ok(declared);
+    }
+    DshFormat::lowest_holding(session.events()).map_err(|reason| Error::Export {
+        format: DshFormat::LATEST,
+        reason: format!("no DSH format holds every event as it is ({reason})"),
+    })
+}
+
+/// Exports a session as a DSH file of the chosen format, plain or compressed. At the
+/// format the session declares, the header and every event are written byte for byte as
+/// stored (an imported file comes back identical; for `.zstd`, its decompressed stream).
+/// At another format, the header is rewritten for that format and cited sources are
+/// written as its writer does; a format that lacks an event, or would need the event's
+/// shape changed (a migration), is refused with the reason.
+pub fn export_dsh(session: &Session, options: &ExportOptions) -> Result<Vec<u8>, Error> {
+    let format = match options.format {
+        Some(format) => format,
+        None => export_format(session)?,
+    };
+    for event in session.events() {
+        format
+            .holds(event)
+            .map_err(|reason| Error::Export { format, reason })?;
+    }
+    let declared = session.header().format();
+    let plain = if format == declared {
+        export_jsonl(session)
+    } else {
+        let header = session
+            .header()
+            .for_format(format)
+            .map_err(|e| Error::Export {
+                format,
+                reason: e.to_string(),
+            })?;
+        let mut out = String::with_capacity(export_capacity(session));
+        out.push_str(header.raw());
+        out.push('\n');
+        let events: Vec<Event> = session
+            .events()
+            .iter()
+            .map(|e| with_sources_for(e, format))
+            .collect::<Result<_, _>>()?;
+        if format <= DshFormat::V1 {
+            write_packed(&mut out, &events);
+        } else {
+            for event in &events {
+                out.push_str(event.raw());
+                out.push('\n');
+            }
+        }
+        out.into_bytes()
+    };
+    if options.zstd {
+        zstd_file::encode(&plain)
+    } else {
+        Ok(plain)
+    }
+}
+
+/// `event` with its `sourceEventSeqs` written as `format`'s writer writes them: runs of
+/// three or more consecutive seqs as `[start, end]` pairs from V2 on, every seq listed
+/// before. The rest of the envelope is kept byte for byte.
+fn with_sources_for(event: &Event, format: DshFormat) -> Result<Event, Error> {
+    let Some(seqs) = event.source_event_seqs() else {
+        return Ok(event.clone());
+    };
+    let raw = event.raw();
+    let Some(value) = JsonRef::new(raw).get("sourceEventSeqs") else {
+        return Ok(event.clone());
+    };
+    let text = source_list_text(seqs, format.writes_source_ranges());
+    if text == value.raw() {
+        return Ok(event.clone());
+    }
+    let start = value.raw().as_ptr() as usize - raw.as_ptr() as usize;
+    let end = start + value.raw().len();
+    let rewritten = format!(
+        "{}{}{}",
+        raw.get(..start).unwrap_or_default(),
+        text,
+        raw.get(end..).unwrap_or_default()
+    );
+    Event::parse(&rewritten, event.seq().get())
+}
+
+/// A source list as JSON text; with `ranges`, DSH's V2 encoding: only a strictly
+/// increasing list is compacted, a run of three or more becomes `[start, end]`.
+pub(crate) fn source_list_text(seqs: &[u64], ranges: bool) -> String {
+    let mut items: Vec<String> = Vec::with_capacity(seqs.len());
+    let increasing = seqs.windows(2).all(|w| w[0] < w[1]);
+    let mut i = 0;
+    while let Some(&start) = seqs.get(i) {
+        let mut end = start;
+        if ranges && increasing {
+            while seqs.get(i + 1) == Some(&(end + 1)) {
+                i += 1;
+                end += 1;
+            }
+        }
+        match end - start {
+            0 => items.push(start.to_string()),
+            1 => {
+                items.push(start.to_string());
+                items.push(end.to_string());
+            }
+            _ => items.push(format!("[{start},{end}]")),
+        }
+        i += 1;
+    }
+    format!("[{}]", items.join(","))
+}
+
+fn export_capacity(session: &Session) -> usize {
+    session
+        .events()
+        .iter()
+        .map(|e| e.raw().len() + 1)
+        .sum::<usize>()
+        + 256
 }
 
 /// Exports a session as DSH JSONL: the header line verbatim, then the events as one
 /// write batch (chunk runs packed). [`PackedLines`](crate::PackedLines) writes the same
 /// lines from a stream of events.
 pub fn export_jsonl(session: &Session) -> Vec<u8> {
-    let mut out = String::with_capacity(
-        session
-            .events()
-            .iter()
-            .map(|e| e.raw().len() + 1)
-            .sum::<usize>()
-            + 256,
-    );
+    let mut out = String::with_capacity(export_capacity(session));
     out.push_str(session.header().raw());
     out.push('\n');
     write_packed(&mut out, session.events());

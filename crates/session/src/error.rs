@@ -125,8 +125,8 @@ pub enum Error {
         /// What was found, naming the line.
         detail: String,
     },
-    /// A session header with a format version other than 0.
-    #[error("format unsupported: session header version {version} (only version 0 is known)")]
+    /// A session header with a format version this crate does not know (not 0..=4).
+    #[error("format unsupported: session header version {version} (DSH formats 0 to 4 are known; a newer DSH wrote this file)")]
     UnsupportedVersion {
         /// The version as written.
         version: String,
@@ -134,6 +134,36 @@ pub enum Error {
     /// A session header that is not a valid DSH header.
     #[error("invalid session header: {detail}")]
     Header {
+        /// What is wrong.
+        detail: String,
+    },
+    /// An event the session's declared DSH format does not hold (its type is not in the
+    /// format's vocabulary, or its shape belongs to another format).
+    #[error(
+        "event {seq} ({event_type}) cannot join a format {format} session: {reason}; \
+         append it to a session of a format that has it, or export this one and migrate it first"
+    )]
+    NotInFormat {
+        /// The seq the event would have had.
+        seq: u64,
+        /// The event's type.
+        event_type: String,
+        /// The session's declared format.
+        format: crate::version::DshFormat,
+        /// Why the format does not hold it, in DSH's words where DSH has them.
+        reason: String,
+    },
+    /// A session that cannot be written in the DSH format asked for.
+    #[error("cannot export as DSH format {format}: {reason}")]
+    Export {
+        /// The format asked for (or the lowest one tried).
+        format: crate::version::DshFormat,
+        /// Why not, in DSH's words where DSH has them.
+        reason: String,
+    },
+    /// A compressed session file that does not decode.
+    #[error("corrupt zstd session file: {detail}")]
+    Zstd {
         /// What is wrong.
         detail: String,
     },

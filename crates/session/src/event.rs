@@ -46,19 +46,32 @@ pub enum SurfaceOp {
 
 impl SurfaceOp {
     fn parse(value: JsonRef<'_>) -> Option<SurfaceOp> {
+        Self::parse_spelled(value).map(|(op, _)| op)
+    }
+
+    /// Parses either spelling of a replacement: `{op, start, end}` (DSH formats V0-V2)
+    /// or `{op, startSeq, endSeq}` (V3 and later); the flag says which one it was.
+    fn parse_spelled(value: JsonRef<'_>) -> Option<(SurfaceOp, bool)> {
         if value.as_str().as_deref() == Some("append") {
-            return Some(SurfaceOp::Append);
+            return Some((SurfaceOp::Append, false));
         }
-        if !value.has_exact_keys(&["op", "start", "end"]) {
+        let seq_spelling = value.has_exact_keys(&["op", "startSeq", "endSeq"]);
+        if !seq_spelling && !value.has_exact_keys(&["op", "start", "end"]) {
             return None;
         }
         if value.get("op")?.as_str().as_deref() != Some("replace") {
             return None;
         }
-        Some(SurfaceOp::Replace {
-            start: value.get("start")?.as_seq()?,
-            end: value.get("end")?.as_seq()?,
-        })
+        let (start, end) = if seq_spelling {
+            ("startSeq", "endSeq")
+        } else {
+            ("start", "end")
+        };
+        let op = SurfaceOp::Replace {
+            start: value.get(start)?.as_seq()?,
+            end: value.get(end)?.as_seq()?,
+        };
+        Some((op, seq_spelling))
     }
 
     fn write(&self, out: &mut String) {
@@ -87,6 +100,8 @@ pub struct Event {
     time: i64,
     data: Range<usize>,
     surface_op: Option<SurfaceOp>,
+    /// Whether a replacement is spelled `{op, startSeq, endSeq}` (DSH V3 and later).
+    replace_spells_seq: bool,
     source_event_seqs: Option<Box<[u64]>>,
     ignorable: bool,
     pub(crate) upgrade: Option<Box<Upgrade>>,
@@ -165,14 +180,18 @@ impl Event {
             .ok_or_else(|| bad(Rule::Envelope, "time must be a safe integer"))?;
         let data = data_field.ok_or_else(|| bad(Rule::Envelope, "data is required"))?;
         let data_start = data.raw().as_ptr() as usize - raw.as_ptr() as usize;
-        let surface_op = match op_field {
-            None => None,
-            Some(op) => Some(SurfaceOp::parse(op).ok_or_else(|| {
-                bad(
-                    Rule::SurfaceOp,
-                    "must be \"append\" or exactly {op:\"replace\",start,end} with seqs",
-                )
-            })?),
+        let (surface_op, replace_spells_seq) = match op_field {
+            None => (None, false),
+            Some(op) => {
+                let (op, spelled) = SurfaceOp::parse_spelled(op).ok_or_else(|| {
+                    bad(
+                        Rule::SurfaceOp,
+                        "must be \"append\" or exactly {op:\"replace\",start,end} (or \
+                         {op:\"replace\",startSeq,endSeq}) with seqs",
+                    )
+                })?;
+                (Some(op), spelled)
+            }
         };
         let source_event_seqs = match sources_field {
             None => None,
@@ -191,6 +210,7 @@ impl Event {
             time,
             data: data_start..data_start + data.raw().len(),
             surface_op,
+            replace_spells_seq,
             source_event_seqs,
             ignorable,
             raw: raw.into(),
@@ -249,7 +269,14 @@ impl Event {
         self.surface_op
     }
 
-    /// The cited source events, if the key is present.
+    /// Whether the replacement is spelled `{op, startSeq, endSeq}` (DSH V3 and later)
+    /// rather than `{op, start, end}`.
+    pub fn replace_spells_seq(&self) -> bool {
+        self.replace_spells_seq
+    }
+
+    /// The cited source events, if the key is present (`[start, end]` range pairs
+    /// expanded).
     pub fn source_event_seqs(&self) -> Option<&[u64]> {
         self.source_event_seqs.as_deref()
     }
@@ -270,7 +297,34 @@ fn parse_sources(list: JsonRef<'_>, seq: u64) -> Result<Box<[u64]>, String> {
         return Err("must be an array of seqs".to_owned());
     }
     let mut out: Vec<u64> = Vec::new();
+    let mut ranged = false;
     for item in list.elements() {
+        // DSH V2's writer (and every reader) spells a run of three or more consecutive
+        // seqs as a `[start, end]` pair.
+        if item.is_array() {
+            let pair: Vec<Option<u64>> = item.elements().map(|e| e.as_seq()).collect();
+            let (Some(start), Some(end)) = (
+                pair.first().copied().flatten(),
+                pair.get(1).copied().flatten(),
+            ) else {
+                return Err("a range must be a [start, end] pair of seqs".to_owned());
+            };
+            if pair.len() != 2 || end < start || end >= seq {
+                return Err(format!(
+                    "range [{start}, {end}] must be increasing and before the event's own seq {seq}"
+                ));
+            }
+            // Every entry is an earlier seq and none repeats, so a valid list has at
+            // most `seq` entries: a range past that is refused before it is expanded.
+            if end - start + 1 > seq - out.len() as u64 {
+                return Err(format!(
+                    "range [{start}, {end}] exceeds the event's own seq {seq}"
+                ));
+            }
+            out.extend(start..=end);
+            ranged = true;
+            continue;
+        }
         let s = item
             .as_seq()
             .ok_or("entries must be non-negative safe integers")?;
@@ -278,6 +332,9 @@ fn parse_sources(list: JsonRef<'_>, seq: u64) -> Result<Box<[u64]>, String> {
             return Err(format!("entry {s} is not before the event's own seq {seq}"));
         }
         out.push(s);
+    }
+    if ranged && out.windows(2).any(|w| w[1] <= w[0]) {
+        return Err("with ranges, entries must be strictly increasing".to_owned());
     }
     let mut sorted = out.clone();
     sorted.sort_unstable();

@@ -6,6 +6,7 @@
 
 use crate::error::Error;
 use crate::json::{self, JsonRef, ObjectWriter};
+use crate::version::DshFormat;
 
 /// A session's header.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +18,8 @@ pub struct SessionHeader {
     parent_session: Option<String>,
     seed_length: Option<u64>,
     delegation_depth: Option<u64>,
+    format: DshFormat,
+    is_seeded: Option<bool>,
 }
 
 fn header_error(detail: impl Into<String>) -> Error {
@@ -50,6 +53,8 @@ impl SessionHeader {
             parent_session: None,
             seed_length: None,
             delegation_depth: Some(0),
+            format: DshFormat::V0,
+            is_seeded: None,
         })
     }
 
@@ -68,16 +73,18 @@ impl SessionHeader {
                 "first line is not a session header (type must be \"session\")",
             ));
         }
-        if let Some(version) = root.get("version") {
-            if version.as_f64() != Some(0.0) {
-                if version.as_f64().is_some() {
+        let format = match root.get("version") {
+            None => DshFormat::V0,
+            Some(version) => match version.as_seq().and_then(DshFormat::from_number) {
+                Some(format) => format,
+                None if version.as_f64().is_some() => {
                     return Err(Error::UnsupportedVersion {
                         version: version.raw().to_owned(),
-                    });
+                    })
                 }
-                return Err(header_error("version must be a number"));
-            }
-        }
+                None => return Err(header_error("version must be a number")),
+            },
+        };
         let id = root
             .get("id")
             .and_then(|i| i.as_str())
@@ -110,7 +117,32 @@ impl SessionHeader {
             }
         }
         text("agentPreset")?;
+        let is_seeded = match root.get("isSeeded") {
+            None => None,
+            Some(v) => Some(
+                v.as_bool()
+                    .ok_or_else(|| header_error("isSeeded must be a boolean"))?,
+            ),
+        };
+        if format.header_is_seeded() {
+            if root.get("seedLength").is_some() {
+                return Err(header_error(format!(
+                    "a format {format} header says isSeeded, not seedLength"
+                )));
+            }
+            if is_seeded.is_none() {
+                return Err(header_error(format!(
+                    "a format {format} header requires isSeeded"
+                )));
+            }
+        } else if is_seeded.is_some() {
+            return Err(header_error(format!(
+                "a format {format} header says seedLength, not isSeeded"
+            )));
+        }
         Ok(SessionHeader {
+            format,
+            is_seeded,
             id: id.into_owned(),
             created_at: count("createdAt")?,
             cwd: text("cwd")?,
@@ -167,6 +199,62 @@ impl SessionHeader {
     /// How many events were seeded from the parent.
     pub fn seed_length(&self) -> Option<u64> {
         self.seed_length
+    }
+
+    /// The DSH format generation the header declares (`version`; V0 when absent).
+    pub fn format(&self) -> DshFormat {
+        self.format
+    }
+
+    /// Whether the session was seeded from a parent: `seedLength` present (V0, V1) or
+    /// `isSeeded: true` (V2 and later).
+    pub fn is_seeded(&self) -> bool {
+        self.is_seeded.unwrap_or(self.seed_length.is_some())
+    }
+
+    /// The header as format `target` writes it: `version` set to the target's number, the
+    /// other members kept byte for byte and in order. A header already of `target` is
+    /// returned unchanged (so export at the imported version is lossless). Crossing the
+    /// V1/V2 line rewrites an unseeded header's `seedLength`-free layout into
+    /// `isSeeded:false` (or back); a seeded session cannot cross it, because V2 marks
+    /// the inherited prefix with an event that only migration writes.
+    pub fn for_format(&self, target: DshFormat) -> Result<SessionHeader, Error> {
+        if target == self.format {
+            return Ok(self.clone());
+        }
+        if target.header_is_seeded() != self.format.header_is_seeded() && self.is_seeded() {
+            return Err(header_error(format!(
+                "a seeded format {} session cannot be written as format {target} without \
+                 migration (the inherited prefix is marked differently); export it at format {}",
+                self.format, self.format
+            )));
+        }
+        let root = JsonRef::new(&self.raw);
+        let mut writer = ObjectWriter::new();
+        // V2's writer puts isSeeded right before origin (or delegationDepth).
+        let mut pending_is_seeded = target.header_is_seeded() && !self.format.header_is_seeded();
+        for (key, value) in root.members() {
+            if pending_is_seeded
+                && matches!(key.as_ref(), "origin" | "delegationDepth" | "agentPreset")
+            {
+                writer = writer.raw("isSeeded", "false");
+                pending_is_seeded = false;
+            }
+            match key.as_ref() {
+                "version" => writer = writer.int("version", i64::from(target.number())),
+                // Only an unseeded header crosses the V1/V2 line (checked above).
+                "isSeeded" if !target.header_is_seeded() => {}
+                other => writer = writer.raw(other, value.raw()),
+            }
+            if key == "type" && root.get("version").is_none() {
+                writer = writer.int("version", i64::from(target.number()));
+            }
+        }
+        if pending_is_seeded {
+            writer = writer.raw("isSeeded", "false");
+        }
+        let raw = writer.finish();
+        SessionHeader::parse(&raw)
     }
 
     /// Sub-agent delegation depth.

@@ -29,6 +29,7 @@ pub mod typed;
 mod upgrade;
 mod validate;
 mod version;
+pub mod zstd_file;
 
 pub use build::{BuildEvent, Position};
 pub use chunks::PackedLines;
@@ -36,7 +37,10 @@ pub use codec::{
     decode_event, decode_header, decode_stored_event, encode_event, encode_header, is_surface_kind,
     kind_tag,
 };
-pub use dsh::{export_jsonl, import_jsonl, DshImport, ImportOptions, TailCut};
+pub use dsh::{
+    export_dsh, export_format, export_jsonl, import_jsonl, DshImport, ExportOptions, ImportOptions,
+    TailCut,
+};
 pub use error::{Error, Rule, ValidationError};
 pub use event::{Event, EventInput, Seq, SurfaceOp};
 pub use header::SessionHeader;
@@ -49,4 +53,7 @@ pub use store_trait::{NewEvent, SessionStore, StoreError, StoreResult};
 pub use surface::Surface;
 pub use upgrade::{needs_upgrade, upgrade_event};
 pub use validate::RuleSet;
-pub use version::{FormatVersion, MessageLocation, MessageRule, SurfaceType, DSH_V0_KNOWN_TYPES};
+pub use version::{
+    DshFormat, FormatVersion, MessageLocation, MessageRule, SurfaceType, DSH_FORMAT_V0_ADDED_TYPES,
+    DSH_FORMAT_V0_LEGACY_TYPES, DSH_V0_KNOWN_TYPES,
+};

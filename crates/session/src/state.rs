@@ -31,6 +31,7 @@ use crate::tokens::projection::{estimate_nodes, TallyMark, TokenTally};
 use crate::tokens::{ContextPressure, TokenCounter, TokenView, UsageLedger};
 use crate::upgrade::upgrade_event;
 use crate::validate::{self, RuleSet};
+use crate::version::DshFormat;
 use crate::version::FormatVersion;
 
 /// Reads earlier events of a session by seq, for the rules that look back.
@@ -165,6 +166,7 @@ impl SessionState {
         past: &dyn LookBack,
     ) -> Result<(), Error> {
         self.check_vocabulary(event)?;
+        self.check_declared_format(event)?;
         self.fold(event, rules, past)
     }
 
@@ -174,7 +176,27 @@ impl SessionState {
     /// without keeping them, calls this once per record in seq order.
     pub fn load(&mut self, event: &mut Event, past: &dyn LookBack) -> Result<(), Error> {
         upgrade_event(event, past, self.header.id())?;
-        self.append(event, RuleSet::Dsh, past)
+        // What was stored is read back under the loading rules, never refused for the
+        // format the session declares (that rule is for new appends).
+        self.check_vocabulary(event)?;
+        self.fold(event, RuleSet::Dsh, past)
+    }
+
+    /// A session whose header declares DSH format V1 or later (an imported `vN` file)
+    /// takes only events that format holds, so exporting it at its own version never
+    /// writes a file DSH refuses. A V0 header is what native sessions are created with;
+    /// their export picks the lowest format that holds every event instead.
+    fn check_declared_format(&self, event: &Event) -> Result<(), Error> {
+        let format = self.header.format();
+        if format == DshFormat::V0 {
+            return Ok(());
+        }
+        format.holds(event).map_err(|reason| Error::NotInFormat {
+            seq: event.seq().get(),
+            event_type: event.event_type().to_owned(),
+            format,
+            reason,
+        })
     }
 
     /// [`SessionState::append`] for an event whose type the caller has already checked
