@@ -490,14 +490,27 @@ fn eio_while_opening_is_an_error_and_the_next_open_recovers() {
     }
 }
 
-#[test]
-fn enospc_on_preallocation_of_the_next_segment_poisons_and_recovers() {
+/// ENOSPC from a preallocation poisons the log, and the next open recovers every
+/// acknowledged record. `whole_first`: the fault is armed only once the first segment is
+/// reserved whole, so it hits the roll; otherwise it hits a growth step of the first segment.
+fn enospc_on_preallocation_poisons_and_recovers(whole_first: bool, expected_cause: &str) {
     let sim = SimStorage::new(5);
     let opts = options().with_preallocate(true);
     let log = Log::open_with(sim.as_storage(), dir(), opts.clone()).expect("open");
     let a = log.create_stream("a").expect("create");
     let payload = vec![7u8; 8000];
     let mut acknowledged = 0u64;
+    let first_segment = dir().join(sessionlog_format::segment_file_name(1));
+    while whole_first
+        && sim
+            .file_contents(&first_segment)
+            .map_or(0, |c| c.len() as u64)
+            < SEGMENT_BYTES
+    {
+        log.commit(&[Append::new(a, 1, &payload)], Durability::Sync)
+            .expect("commit before the fault");
+        acknowledged += 1;
+    }
     sim.inject(
         Fault::on(OpKind::Resize)
             .with_error(FaultError::NoSpace)
@@ -508,10 +521,10 @@ fn enospc_on_preallocation_of_the_next_segment_poisons_and_recovers() {
             Ok(_) => acknowledged += 1,
             Err(e) => break e,
         }
-        assert!(acknowledged < 100, "the roll never happened");
+        assert!(acknowledged < 100, "no resize was ever attempted");
     };
     assert!(
-        matches!(&err, Error::Poisoned { cause } if cause.contains("sealing segment")),
+        matches!(&err, Error::Poisoned { cause } if cause.contains(expected_cause)),
         "{err:?}"
     );
     drop(log);
@@ -531,6 +544,16 @@ fn enospc_on_preallocation_of_the_next_segment_poisons_and_recovers() {
     }
     log.commit(&[Append::new(a, 1, b"more")], Durability::Sync)
         .expect("usable again");
+}
+
+#[test]
+fn enospc_on_preallocation_of_the_next_segment_poisons_and_recovers() {
+    enospc_on_preallocation_poisons_and_recovers(true, "sealing segment");
+}
+
+#[test]
+fn enospc_on_a_preallocation_step_of_the_first_segment_poisons_and_recovers() {
+    enospc_on_preallocation_poisons_and_recovers(false, "preallocating segment 1");
 }
 
 /// A roll that fails after writing the footer but before its fsync leaves a valid footer in

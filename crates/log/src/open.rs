@@ -244,6 +244,7 @@ pub(crate) fn open(
                         path,
                         catalog: Vec::new(),
                         catalog_index: None,
+                        allocated: bytes.len() as u64,
                     },
                     scan.outcome,
                 ));
@@ -293,7 +294,8 @@ pub(crate) fn open(
             let end = scan.data_end;
             if let Some(cut) = &scan.cut {
                 if !read_only {
-                    erase_tail(&*seg.file, &seg.path, cut.offset, &options)?;
+                    seg.allocated =
+                        erase_tail(&*seg.file, &seg.path, seg.id, cut.offset, &options)?;
                 }
                 report.tail_cut = Some(cut.clone());
             }
@@ -315,6 +317,7 @@ pub(crate) fn open(
                 path: segment_path(dir, next_id),
                 catalog: Vec::new(),
                 catalog_index: None,
+                allocated: 0,
             };
             report.no_active_segment = true;
             (seg, SEGMENT_HEADER_LEN as u64)
@@ -643,20 +646,26 @@ fn rewrite_footer(
 }
 
 /// Zeroes everything from `offset` on, durably, so no byte of the cut tail (in particular no
-/// valid-looking stale batch) can ever be read back as data.
+/// valid-looking stale batch) can ever be read back as data. Returns the file's length after
+/// (what is preallocated again).
 fn erase_tail(
     file: &dyn StorageFile,
     path: &Path,
+    id: SegmentId,
     offset: u64,
     options: &LogOptions,
-) -> Result<()> {
+) -> Result<u64> {
     file.set_len(offset)
         .map_err(io_err("cutting the torn tail of", path))?;
+    let mut allocated = offset;
     if options.preallocate {
-        file.allocate(options.segment_size_bytes)
-            .map_err(io_err("preallocating", path))?;
+        if let Some(len) = crate::writer::next_allocation(id, 0, offset, options) {
+            file.allocate(len).map_err(io_err("preallocating", path))?;
+            allocated = len;
+        }
     }
-    file.sync_all().map_err(io_err("syncing", path))
+    file.sync_all().map_err(io_err("syncing", path))?;
+    Ok(allocated)
 }
 
 /// Turns the scan of the active segment into the in-memory index of the active segment.

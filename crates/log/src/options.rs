@@ -53,9 +53,15 @@ pub struct LogOptions {
     pub write_buffer_bytes: usize,
     /// What `open` tolerates.
     pub recovery_mode: RecoveryMode,
-    /// Preallocate each new segment to its full size, so appends never grow the file block by
-    /// block.
+    /// Reserve space ahead of the appends (`fallocate`), so they never grow the file block by
+    /// block. The first segment of a store gets
+    /// [`first_preallocation_bytes`](Self::first_preallocation_bytes), and each time the data
+    /// reaches the end of the reservation it doubles, up to `segment_size_bytes`, so a small
+    /// store stays small on disk; later segments are reserved whole when created.
     pub preallocate: bool,
+    /// The first preallocation step of a store's first segment (doubling from there). Setting
+    /// it to `segment_size_bytes` reserves that segment whole up front too. 4 KiB to 1 GiB.
+    pub first_preallocation_bytes: u64,
     /// Syncs of successive commit groups that may run at once (1 to 4). With 1, the next
     /// group is written only after the previous sync returns; more lets its write and sync
     /// start while earlier syncs run, which helps on devices that serve syncs in parallel.
@@ -71,6 +77,7 @@ impl Default for LogOptions {
             write_buffer_bytes: 1 << 20,
             recovery_mode: RecoveryMode::TolerateTornTail,
             preallocate: true,
+            first_preallocation_bytes: 16 << 10,
             max_concurrent_syncs: 1,
         }
     }
@@ -121,6 +128,13 @@ impl LogOptions {
         self
     }
 
+    /// Sets [`first_preallocation_bytes`](Self::first_preallocation_bytes).
+    #[must_use]
+    pub fn with_first_preallocation_bytes(mut self, first_preallocation_bytes: u64) -> Self {
+        self.first_preallocation_bytes = first_preallocation_bytes;
+        self
+    }
+
     /// Sets [`max_concurrent_syncs`](Self::max_concurrent_syncs).
     #[must_use]
     pub fn with_max_concurrent_syncs(mut self, max_concurrent_syncs: u32) -> Self {
@@ -141,6 +155,12 @@ impl LogOptions {
             return Err(format!(
                 "max_record_bytes {} is outside 1 ..= 1 GiB",
                 self.max_record_bytes
+            ));
+        }
+        if !(4 << 10..=1 << 30).contains(&self.first_preallocation_bytes) {
+            return Err(format!(
+                "first_preallocation_bytes {} is outside 4 KiB ..= 1 GiB",
+                self.first_preallocation_bytes
             ));
         }
         if !(1..=4).contains(&self.max_concurrent_syncs) {

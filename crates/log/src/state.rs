@@ -158,6 +158,9 @@ pub(crate) struct ActiveSegment {
     pub catalog: Vec<CatalogEntry>,
     /// Index of the catalog stream's records in this segment.
     pub catalog_index: Option<ActiveStreamIndex>,
+    /// Bytes of the file reserved so far (its length once preallocated); appends past it
+    /// grow the reservation first. spec: segment.md#zero-fill-and-preallocation
+    pub allocated: u64,
 }
 
 /// Everything behind the log's mutex.
