@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod build;
+mod checkpoint;
 mod chunks;
 pub mod codec;
 pub mod compaction;
@@ -32,6 +33,7 @@ mod version;
 pub mod zstd_file;
 
 pub use build::{BuildEvent, Position};
+pub use checkpoint::{CheckpointError, CHECKPOINT_MAGIC, CHECKPOINT_STATE_VERSION};
 pub use chunks::PackedLines;
 pub use codec::{
     decode_event, decode_header, decode_stored_event, encode_event, encode_header, is_surface_kind,

@@ -21,28 +21,29 @@ const NOT_STARTED_TEXT: &str =
     "The session stopped before this tool call was started. Run it again if it is still needed.";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct PendingCall {
-    call_id: String,
+pub(crate) struct PendingCall {
+    pub(crate) call_id: String,
     /// The `step` of the announcing settlement, as JSON text.
-    step: String,
-    call_seq: Option<u64>,
+    pub(crate) step: String,
+    pub(crate) call_seq: Option<u64>,
 }
 
 /// Open turn, open step and announced-but-unanswered tool calls, in announcement order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct TurnTracker {
-    open_turn: Option<String>,
-    open_step: Option<String>,
+    pub(crate) open_turn: Option<String>,
+    pub(crate) open_step: Option<String>,
     /// Insertion-ordered map; removed entries leave a hole so positions stay stable.
-    pending: Vec<Option<PendingCall>>,
-    index: HashMap<String, usize>,
+    pub(crate) pending: Vec<Option<PendingCall>>,
+    /// Call id to slot in `pending`, for exactly the slots that hold a call.
+    pub(crate) index: HashMap<String, usize>,
     /// Whether any `step/start` has been seen (DSH 0.2 gives surface events a system head
     /// only from the first step on).
-    stepped: bool,
+    pub(crate) stepped: bool,
     /// The highest numeric turn any `turn/start` carried.
-    last_turn: Option<u64>,
+    pub(crate) last_turn: Option<u64>,
     /// The highest numeric step a `step/start` of the open turn carried.
-    last_step: Option<u64>,
+    pub(crate) last_step: Option<u64>,
 }
 
 /// A payload value as `JSON.stringify` would write it back (numbers normalised).

@@ -103,6 +103,48 @@ impl Surface {
         self.links.get(&seq).map(|l| l.node)
     }
 
+    /// The order-key counter: every node's key is below it.
+    pub(crate) fn next_key(&self) -> u64 {
+        self.next_key
+    }
+
+    /// The nodes in surface order with their order keys and facts.
+    pub(crate) fn nodes(&self) -> impl Iterator<Item = (u64, u64, NodeFacts)> + '_ {
+        self.iter()
+            .filter_map(|seq| self.links.get(&seq).map(|l| (seq, l.key, l.node)))
+    }
+
+    /// The surface made of `nodes` (seq, order key, facts) in order. The caller has
+    /// checked that seqs are distinct and keys strictly increasing and below `next_key`,
+    /// which is what every surface the fold builds satisfies.
+    pub(crate) fn from_nodes(
+        nodes: &[(u64, u64, NodeFacts)],
+        next_key: u64,
+        replace_generation: u64,
+    ) -> Surface {
+        let mut links = HashMap::with_capacity(nodes.len());
+        for (i, &(seq, key, node)) in nodes.iter().enumerate() {
+            let prev = i.checked_sub(1).and_then(|p| nodes.get(p)).map(|n| n.0);
+            let next = nodes.get(i + 1).map(|n| n.0);
+            links.insert(
+                seq,
+                Link {
+                    prev,
+                    next,
+                    key,
+                    node,
+                },
+            );
+        }
+        Surface {
+            links,
+            head: nodes.first().map(|n| n.0),
+            tail: nodes.last().map(|n| n.0),
+            next_key,
+            replace_generation,
+        }
+    }
+
     /// Appends `seq` as the new last node.
     pub(crate) fn append(&mut self, seq: u64, node: NodeFacts) {
         let link = Link {

@@ -215,6 +215,20 @@ impl FormatVersion {
             .find(|s| s.event_type == event_type)
     }
 
+    /// A fingerprint of everything in this table that changes what a fold makes of an
+    /// event: the name, the vocabulary, the surface table and the optional rules. A
+    /// checkpoint stores it and is refused under a version with another fingerprint, so
+    /// any field added here that changes the fold must feed it.
+    pub(crate) fn fingerprint(&self) -> u64 {
+        let mut known: Vec<&str> = self.known_types.iter().map(String::as_str).collect();
+        known.sort_unstable();
+        let surface = format!("{:?}", self.surface_types);
+        let flags = format!("{}{}", self.settlement_stream_record, self.attempts);
+        let mut parts = vec![self.name, surface.as_str(), flags.as_str()];
+        parts.extend(known);
+        crate::tokens::projection::fnv1a(&parts)
+    }
+
     /// All surface types.
     pub fn surface_types(&self) -> &[SurfaceType] {
         &self.surface_types

@@ -17,6 +17,7 @@ pub mod fault;
 pub mod model;
 #[cfg(test)]
 mod model_tests;
+pub mod resume;
 mod sim;
 #[cfg(test)]
 mod sim_tests;

@@ -22,18 +22,18 @@ use crate::version::FormatVersion;
 
 /// The request envelope of the latest `request/header`: system prompt and tool schemas.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Envelope {
-    fingerprint: u64,
-    tokens: u64,
+pub(crate) struct Envelope {
+    pub(crate) fingerprint: u64,
+    pub(crate) tokens: u64,
 }
 
 /// The newest settlement with exact usage, and the surface estimate its request saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Anchor {
-    seq: Seq,
-    prompt_tokens: u64,
-    surface_tokens_at_request: u64,
-    envelope_fingerprint: Option<u64>,
+pub(crate) struct Anchor {
+    pub(crate) seq: Seq,
+    pub(crate) prompt_tokens: u64,
+    pub(crate) surface_tokens_at_request: u64,
+    pub(crate) envelope_fingerprint: Option<u64>,
 }
 
 /// Context pressure for the next request.
@@ -94,11 +94,12 @@ pub struct TokenProjection {
 pub(crate) struct TokenTally {
     counter: Arc<dyn TokenCounter>,
     label: Label,
-    surface_tokens: u64,
-    ledger: UsageLedger,
-    envelope: Option<Envelope>,
-    context_window: Option<u64>,
-    anchor: Option<Anchor>,
+    /// The sum of the current nodes' estimates.
+    pub(crate) surface_tokens: u64,
+    pub(crate) ledger: UsageLedger,
+    pub(crate) envelope: Option<Envelope>,
+    pub(crate) context_window: Option<u64>,
+    pub(crate) anchor: Option<Anchor>,
     scratch: String,
 }
 
@@ -127,7 +128,8 @@ pub(crate) struct TallyMark {
     anchor: Option<Anchor>,
 }
 
-fn fnv1a(parts: &[&str]) -> u64 {
+/// FNV-1a over `parts`, each followed by a 0xff byte (which UTF-8 never contains).
+pub(crate) fn fnv1a(parts: &[&str]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for part in parts {
         for byte in part.bytes().chain(std::iter::once(0xff)) {
@@ -152,6 +154,25 @@ impl TokenTally {
             context_window: None,
             anchor: None,
             scratch: String::new(),
+        }
+    }
+
+    /// A tally restored from a checkpoint; the label follows from the counter.
+    pub(crate) fn from_parts(
+        counter: Arc<dyn TokenCounter>,
+        surface_tokens: u64,
+        ledger: UsageLedger,
+        envelope: Option<Envelope>,
+        context_window: Option<u64>,
+        anchor: Option<Anchor>,
+    ) -> TokenTally {
+        TokenTally {
+            surface_tokens,
+            ledger,
+            envelope,
+            context_window,
+            anchor,
+            ..TokenTally::new(counter)
         }
     }
 

@@ -395,6 +395,29 @@ impl UsageLedger {
         self.requests.last()
     }
 
+    /// The ledger holding exactly `requests` and `unreadable`, in log order, with the
+    /// totals and the newest settlement recomputed as the fold would have made them.
+    pub(crate) fn from_records(
+        requests: Vec<RequestUsage>,
+        unreadable: Vec<UnreadableUsage>,
+    ) -> UsageLedger {
+        let mut ledger = UsageLedger {
+            unreadable,
+            ..UsageLedger::default()
+        };
+        for (i, request) in requests.iter().enumerate() {
+            match request.kind {
+                RequestKind::Settlement => {
+                    ledger.settlements.add(request);
+                    ledger.last_settlement = Some(i);
+                }
+                RequestKind::CompactionSummary => ledger.auxiliary.add(request),
+            }
+        }
+        ledger.requests = requests;
+        ledger
+    }
+
     /// Where the ledger stands, for [`UsageLedger::rewind`].
     pub(crate) fn mark(&self) -> LedgerMark {
         LedgerMark {

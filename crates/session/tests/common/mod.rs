@@ -81,7 +81,11 @@ pub fn empty_session() -> Session {
 /// A DSH V0 session with turn 1 and its step 1 open (seqs 0 and 1), where the helpers'
 /// user, assistant (turn 1, step 1) and tool-result events are valid native appends.
 pub fn session_in_step() -> Session {
-    let mut session = empty_session();
+    open_first_step(empty_session())
+}
+
+/// `session` (empty) with turn 1 and its step 1 opened.
+pub fn open_first_step(mut session: Session) -> Session {
     for input in [
         EventInput::new("turn/start", 1000, r#"{"turn":1}"#),
         EventInput::new("step/start", 1000, r#"{"turn":1,"step":1}"#),
@@ -149,5 +153,241 @@ pub fn push(session: &mut Session, input: EventInput) -> u64 {
     match session.try_append_with(input, RuleSet::Dsh) {
         Ok(event) => event.seq().get(),
         Err(e) => panic!("test event refused: {e}"),
+    }
+}
+
+/// One step of a random agent session, for [`agent_session`].
+#[derive(Debug, Clone)]
+pub enum AgentStep {
+    /// A user prompt.
+    User,
+    /// An assistant settlement reporting `prompt` prompt tokens (0: usage in no known
+    /// shape), announcing `calls` tool calls.
+    Assistant { calls: usize, prompt: u64 },
+    /// Results for the first `answered` announced calls.
+    Results { answered: usize },
+    /// End the step, start the next.
+    NextStep,
+    /// End the turn, start the next.
+    NextTurn,
+    /// A new request envelope (`system` picks one of two prompts).
+    Header { system: bool },
+    /// A new context window.
+    Context { window: u64 },
+    /// Replace surface nodes `[from, from + len]` (positions modulo the surface length).
+    Replace { from: usize, len: usize },
+    /// A summary compaction (start, summary with usage, replacement, end) of the same range.
+    Compact { from: usize, len: usize },
+}
+
+/// A strategy for [`AgentStep`]s.
+pub fn agent_step() -> impl proptest::strategy::Strategy<Value = AgentStep> {
+    use proptest::prelude::*;
+    prop_oneof![
+        3 => Just(AgentStep::User),
+        3 => (0usize..3, 0u64..5000).prop_map(|(calls, prompt)| AgentStep::Assistant { calls, prompt }),
+        2 => (0usize..3).prop_map(|answered| AgentStep::Results { answered }),
+        1 => Just(AgentStep::NextStep),
+        1 => Just(AgentStep::NextTurn),
+        1 => any::<bool>().prop_map(|system| AgentStep::Header { system }),
+        1 => (0u64..200_000).prop_map(|window| AgentStep::Context { window }),
+        1 => (0usize..64, 0usize..4).prop_map(|(from, len)| AgentStep::Replace { from, len }),
+        1 => (0usize..64, 0usize..4).prop_map(|(from, len)| AgentStep::Compact { from, len }),
+    ]
+}
+
+/// Where a generated agent session stands.
+#[derive(Debug, Clone, Default)]
+pub struct AgentCursor {
+    turn: u64,
+    step: u64,
+    calls: u64,
+    pending: Vec<String>,
+    id: usize,
+}
+
+/// The range `[from, from + len]` of the current surface (positions modulo its length).
+fn surface_range(session: &Session, from: usize, len: usize) -> Option<Vec<u64>> {
+    let surface = session.surface();
+    if surface.is_empty() {
+        return None;
+    }
+    let first = from % surface.len();
+    let last = (first + len).min(surface.len() - 1);
+    Some(surface[first..=last].to_vec())
+}
+
+/// The inputs `step` stands for at `cursor` on `session` (advancing the cursor).
+pub fn agent_inputs(
+    session: &Session,
+    cursor: &mut AgentCursor,
+    step: &AgentStep,
+) -> Vec<EventInput> {
+    cursor.id += 1;
+    let id = cursor.id;
+    let (t, s) = (cursor.turn, cursor.step);
+    let at = format!(r#""turn":{t},"step":{s}"#);
+    match *step {
+        AgentStep::User => vec![user(&format!("u{id}"), &format!("prompt {id}"))],
+        AgentStep::Assistant { calls, prompt } => {
+            let mut content = vec![format!(r#"{{"type":"text","text":"answer {id}"}}"#)];
+            for _ in 0..calls {
+                cursor.calls += 1;
+                let call = format!("c{}", cursor.calls);
+                content.push(format!(
+                    r#"{{"type":"tool-call","id":"{call}","name":"bash","arguments":"{{}}"}}"#
+                ));
+                cursor.pending.push(call);
+            }
+            let usage = if prompt == 0 {
+                r#"{"unknownBucket":1}"#.to_owned()
+            } else {
+                format!(r#"{{"inputTokens":{prompt},"outputTokens":7,"cacheReadTokens":3}}"#)
+            };
+            let data = format!(
+                r#"{{{at},"message":{{"id":"a{id}","role":"assistant","content":[{}],"source":{{"kind":"model","provider":"p","model":"m"}}}},"usage":{usage}}}"#,
+                content.join(",")
+            );
+            vec![EventInput::new("assistant/message", 1000, data).with_surface_op(SurfaceOp::Append)]
+        }
+        AgentStep::Results { answered } => {
+            let n = answered.min(cursor.pending.len());
+            cursor
+                .pending
+                .drain(..n)
+                .map(|call| {
+                    at_step(
+                        tool_result(&format!("r{id}-{call}"), &call, "done"),
+                        t as u32,
+                        s as u32,
+                    )
+                })
+                .collect()
+        }
+        AgentStep::NextStep => {
+            cursor.pending.clear();
+            cursor.step += 1;
+            vec![
+                EventInput::new("step/end", 1000, format!("{{{at}}}")),
+                EventInput::new(
+                    "step/start",
+                    1000,
+                    format!(r#"{{"turn":{t},"step":{}}}"#, s + 1),
+                ),
+            ]
+        }
+        AgentStep::NextTurn => {
+            cursor.pending.clear();
+            cursor.turn += 1;
+            cursor.step = 1;
+            vec![
+                EventInput::new("step/end", 1000, format!("{{{at}}}")),
+                EventInput::new(
+                    "turn/end",
+                    1000,
+                    format!(r#"{{"turn":{t},"reason":{{"kind":"completed"}}}}"#),
+                ),
+                EventInput::new("turn/start", 1000, format!(r#"{{"turn":{}}}"#, t + 1)),
+                EventInput::new(
+                    "step/start",
+                    1000,
+                    format!(r#"{{"turn":{},"step":1}}"#, t + 1),
+                ),
+            ]
+        }
+        AgentStep::Header { system } => {
+            let prompt = if system {
+                "You are terse."
+            } else {
+                "You are careful and thorough."
+            };
+            vec![EventInput::new(
+                "request/header",
+                1000,
+                format!(
+                    r#"{{"header":{{"config":{{"model":"m","provider":"p"}},"system":"{prompt}","tools":"[bash]"}},"reason":"initial"}}"#
+                ),
+            )]
+        }
+        AgentStep::Context { window } => vec![EventInput::new(
+            "request/context",
+            1000,
+            format!(r#"{{"provider":"p","model":"m","contextWindow":{window}}}"#),
+        )],
+        AgentStep::Replace { from, len } => {
+            let Some(shadowed) = surface_range(session, from, len) else {
+                return Vec::new();
+            };
+            let (start, end) = (shadowed[0], shadowed[shadowed.len() - 1]);
+            vec![replacing(
+                user(&format!("x{id}"), "shorter"),
+                start,
+                end,
+                &shadowed,
+            )]
+        }
+        AgentStep::Compact { from, len } => {
+            let Some(shadowed) = surface_range(session, from, len) else {
+                return Vec::new();
+            };
+            let (start, end) = (shadowed[0], shadowed[shadowed.len() - 1]);
+            let first = session.next_seq().get();
+            let seqs: Vec<String> = shadowed.iter().map(u64::to_string).collect();
+            let mut sources = vec![first, first + 1];
+            sources.extend_from_slice(&shadowed);
+            vec![
+                EventInput::new(
+                    "compaction/start",
+                    1000,
+                    format!(r#"{{"compactionId":"k{id}","turn":{t}}}"#),
+                ),
+                EventInput::new(
+                    "compaction/summary",
+                    1000,
+                    format!(
+                        r#"{{"compactionId":"k{id}","summary":[{{"type":"text","text":"sum"}}],"shadowedRange":{{"start":{start},"end":{end}}},"shadowedSeqs":[{}],"shadowedTokenCount":40,"provider":"p","model":"m","usage":{{"inputTokens":90,"outputTokens":5}}}}"#,
+                        seqs.join(",")
+                    ),
+                ),
+                replacing(user(&format!("k{id}-summary"), "sum"), start, end, &sources),
+                EventInput::new(
+                    "compaction/end",
+                    1000,
+                    format!(r#"{{"compactionId":"k{id}","turn":{t}}}"#),
+                ),
+            ]
+        }
+    }
+}
+
+/// A session of turn 1, step 1 followed by the events `steps` stand for, each appended
+/// under DSH's reader rules (steps that would be refused are left out, whole).
+pub fn agent_session(steps: &[AgentStep]) -> Session {
+    let mut session = session_in_step();
+    let mut cursor = AgentCursor::in_first_step();
+    agent_steps(&mut session, &mut cursor, steps);
+    session
+}
+
+impl AgentCursor {
+    /// The cursor of a session in turn 1, step 1 ([`session_in_step`]).
+    pub fn in_first_step() -> AgentCursor {
+        AgentCursor {
+            turn: 1,
+            step: 1,
+            ..AgentCursor::default()
+        }
+    }
+}
+
+/// Appends the events of `steps` to `session` (see [`agent_session`]).
+pub fn agent_steps(session: &mut Session, cursor: &mut AgentCursor, steps: &[AgentStep]) {
+    for step in steps {
+        let inputs = agent_inputs(session, cursor, step);
+        let _refused = session.atomically(|s| {
+            inputs
+                .into_iter()
+                .try_for_each(|input| s.try_append_with(input, RuleSet::Dsh).map(drop))
+        });
     }
 }
