@@ -177,18 +177,37 @@ impl Workload {
         out
     }
 
-    /// The events that open a session: the request envelope and context window.
-    pub fn session_start(&mut self, time: i64) -> Vec<EventInput> {
-        vec![
+    /// The events that open a session before its first turn: none. DSH records the request
+    /// envelope inside the first step, after the prompt (a header outside a step is refused by
+    /// DSH 0.2's migration), so the first [`turn`](Self::turn) writes it. Kept so a caller can
+    /// open every session the same way.
+    pub fn session_start(&mut self, _time: i64) -> Vec<EventInput> {
+        Vec::new()
+    }
+
+    /// The request envelope and context window of the session's first model call. The
+    /// header's `tools` is a list of tool schemas, as DSH records them: DSH 0.2 refuses to
+    /// migrate a header whose `tools` is anything else.
+    fn request_envelope(&self, time: i64) -> [EventInput; 2] {
+        [
             EventInput::new(
                 "request/header",
                 time,
-                r#"{"header":{"config":{"model":"demo-model","provider":"demo"},"system":"You are a careful coding agent.","tools":"[bash, read, write]"},"reason":"initial"}"#,
+                concat!(
+                    r#"{"header":{"config":{"model":"demo-model","provider":"demo"},"system":"You are a careful coding agent.","tools":["#,
+                    r#"{"name":"bash","description":"Run a shell command.","parameters":{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}},"#,
+                    r#"{"name":"read","description":"Read a file.","parameters":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}},"#,
+                    r#"{"name":"write","description":"Write a file.","parameters":{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"]}}"#,
+                    r#"]},"reason":"initial"}"#
+                ),
             ),
             EventInput::new(
                 "request/context",
                 time,
-                r#"{"provider":"demo","model":"demo-model","contextWindow":128000}"#,
+                format!(
+                    r#"{{"provider":"demo","model":"demo-model","contextWindow":{}}}"#,
+                    self.config.context_window
+                ),
             ),
         ]
     }
@@ -217,7 +236,8 @@ impl Workload {
         ) as usize;
         let prompt = self.json_text(prompt_len);
         // The prompt goes inside the first step: a surface event needs a step opened before
-        // it (DSH 0.2 gives it a system head from there on).
+        // it (DSH 0.2 gives it a system head from there on). The first turn's first step also
+        // records the request envelope, after the prompt, as DSH does.
         let mut prompt = Some(
             EventInput::new("user/message", time, format!(r#"{{"content":[{{"type":"text","text":{prompt}}}],"source":{{"kind":"user"}},"role":"user","id":"u-{t}"}}"#))
                 .with_surface_op(SurfaceOp::Append),
@@ -232,45 +252,93 @@ impl Workload {
                 time,
                 format!(r#"{{"turn":{t},"step":{s}}}"#),
             ));
-            out.extend(prompt.take());
+            if let Some(prompt) = prompt.take() {
+                out.push(prompt);
+                if t == 1 {
+                    out.extend(self.request_envelope(time));
+                }
+            }
             let chunks = self.rng.range(
                 u64::from(self.config.chunks_per_message.0),
                 u64::from(self.config.chunks_per_message.1),
             );
-            let mut sources = Vec::with_capacity(chunks as usize);
+            // The settlement's stream as DSH records it: each block opened, its deltas, each
+            // block closed with its whole content, then usage and finish. DSH checks that the
+            // message equals the stream it cites (content and usage).
+            let last = s == steps;
+            let call = (!last).then(|| {
+                self.calls += 1;
+                format!("call-{}", self.calls)
+            });
+            let args = r#""{\"command\": \"cargo test\"}""#;
+            let mut sources = Vec::with_capacity(chunks as usize + 6);
+            let mut chunk = |out: &mut Vec<EventInput>, body: String| {
+                sources.push(first_seq + out.len() as u64);
+                out.push(EventInput::new(
+                    "assistant/chunk",
+                    time,
+                    format!(r#"{{"turn":{t},"step":{s},"chunk":{body}}}"#),
+                ));
+            };
+            chunk(
+                &mut out,
+                r#"{"type":"block-start","index":0,"blockType":"text"}"#.to_owned(),
+            );
             let mut said = String::new();
             for _ in 0..chunks {
                 let piece_len = self.rng.range(4, 40) as usize;
                 let piece = self.text(piece_len);
                 let mut js = String::new();
                 write_js_string(&mut js, &piece);
-                sources.push(seq(&out));
-                out.push(EventInput::new("assistant/chunk", time, format!(r#"{{"turn":{t},"step":{s},"chunk":{{"type":"text-delta","index":0,"text":{js}}}}}"#)));
+                chunk(
+                    &mut out,
+                    format!(r#"{{"type":"text-delta","index":0,"text":{js}}}"#),
+                );
                 said.push_str(&piece);
             }
             let mut said_js = String::new();
             write_js_string(&mut said_js, &said);
-            let last = s == steps;
+            let text_block = format!(r#"{{"type":"text","text":{said_js}}}"#);
+            let call_block = call.as_ref().map(|id| {
+                format!(r#"{{"type":"tool-call","id":"{id}","name":"bash","arguments":{args}}}"#)
+            });
+            if call_block.is_some() {
+                chunk(
+                    &mut out,
+                    r#"{"type":"block-start","index":1,"blockType":"tool-call"}"#.to_owned(),
+                );
+            }
+            chunk(
+                &mut out,
+                format!(r#"{{"type":"block-end","index":0,"block":{text_block}}}"#),
+            );
+            if let Some(block) = &call_block {
+                chunk(
+                    &mut out,
+                    format!(r#"{{"type":"block-end","index":1,"block":{block}}}"#),
+                );
+            }
             let (input, output) = (self.rng.range(500, 90_000), self.rng.range(20, 900));
             let usage = format!(
                 r#"{{"inputTokens":{input},"outputTokens":{output},"cacheReadTokens":{}}}"#,
                 input / 2
             );
-            if last {
-                out.push(
-                    EventInput::new("assistant/message", time, format!(r#"{{"turn":{t},"step":{s},"message":{{"role":"assistant","content":[{{"type":"text","text":{said_js}}}],"source":{{"kind":"model","provider":"demo","model":"demo-model"}},"id":"a-{t}-{s}"}},"usage":{usage}}}"#))
-                        .with_surface_op(SurfaceOp::Append)
-                        .with_sources(sources),
-                );
-            } else {
-                self.calls += 1;
-                let id = format!("call-{}", self.calls);
-                let args = r#""{\"command\": \"cargo test\"}""#;
-                out.push(
-                    EventInput::new("assistant/message", time, format!(r#"{{"turn":{t},"step":{s},"message":{{"role":"assistant","content":[{{"type":"text","text":{said_js}}},{{"type":"tool-call","id":"{id}","name":"bash","arguments":{args}}}],"source":{{"kind":"model","provider":"demo","model":"demo-model"}},"id":"a-{t}-{s}"}},"usage":{usage}}}"#))
-                        .with_surface_op(SurfaceOp::Append)
-                        .with_sources(sources),
-                );
+            chunk(&mut out, format!(r#"{{"type":"usage","usage":{usage}}}"#));
+            let finish = if call.is_some() { "tool-calls" } else { "stop" };
+            chunk(
+                &mut out,
+                format!(r#"{{"type":"finish","reason":{{"kind":"{finish}"}}}}"#),
+            );
+            let content = match &call_block {
+                Some(block) => format!("{text_block},{block}"),
+                None => text_block,
+            };
+            out.push(
+                EventInput::new("assistant/message", time, format!(r#"{{"turn":{t},"step":{s},"message":{{"role":"assistant","content":[{content}],"source":{{"kind":"model","provider":"demo","model":"demo-model"}},"id":"a-{t}-{s}"}},"usage":{usage}}}"#))
+                    .with_surface_op(SurfaceOp::Append)
+                    .with_sources(sources),
+            );
+            if let Some(id) = call {
                 let call_seq = seq(&out);
                 out.push(EventInput::new("tool/call", time, format!(r#"{{"turn":{t},"step":{s},"callId":"{id}","name":"bash","arguments":{args}}}"#)));
                 let size = self.rng.range(
