@@ -150,9 +150,9 @@ class Cli:
                 return names
             after = ["--after", page[-1]]
 
-    def export_options(self) -> set[str]:
-        """The optional flags this build's `export` takes (format versions, compression)."""
-        text = self.run("export", "--help").stdout.decode()
+    def export_options(self, command: str = "export") -> set[str]:
+        """The format flags (version, compression) this build's `command` takes."""
+        text = self.run(command, "--help").stdout.decode()
         return {flag for flag in ("--format-version", "--compress") if flag in text}
 
 

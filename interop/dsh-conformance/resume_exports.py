@@ -33,8 +33,6 @@ V4_ZSTD_FILE = "session.v4.jsonl.zstd"
 RAW_LOG_PATH = re.compile(r" ?\(raw log: [^)]*\)")
 TOOLS_PLACEHOLDER = b'"tools":"{{tools}}"'
 NO_TOOLS = b'"tools":[]'
-# A store holding this many sessions is exported through one `migrate --to dsh:`.
-BULK_EXPORT_FROM = 20
 SAMPLE_EVERY = 25
 # DSH runtimes resuming side by side (the CI machine has 2 cores).
 RUNTIMES = 2
@@ -51,6 +49,8 @@ class Source:
     # (a torn tail cut off, closers appended to an open last turn).
     original: bytes | None = None
     changed_on_import: bool = False
+    # Exported with the rest of its store in one `migrate --to dsh:` (the generated sessions).
+    in_bulk: bool = False
 
 
 @dataclass
@@ -132,7 +132,7 @@ def generate_sessions(cli: dshlib.Cli, work: Path, sessions: int, tally: Tally) 
         return []
     names = cli.session_names(store)
     tally.count("generated sessions", len(names))
-    return [Source(store, name, f"generated {name}") for name in names]
+    return [Source(store, name, f"generated {name}", in_bulk=True) for name in names]
 
 
 @dataclass
@@ -177,7 +177,7 @@ def export_all(
     for source in sources:
         by_store.setdefault(source.store, []).append(source)
     for store, group in by_store.items():
-        if len(group) >= BULK_EXPORT_FROM:
+        if all(s.in_bulk for s in group) and bulk_takes(cli, fmt):
             exported.update(export_in_bulk(cli, store, group, fmt, work, tally))
             continue
         for source in group:
@@ -198,6 +198,12 @@ def export_all(
         placed[header["id"]] = (source, path, data)
     tally.count(f"exported {fmt.name}", len(placed))
     return placed
+
+
+def bulk_takes(cli: dshlib.Cli, fmt: Export) -> bool:
+    """Whether `migrate --to dsh:` takes the flags of this format (else export one by one)."""
+    flags = {a for a in fmt.args if a.startswith("--")}
+    return flags <= cli.export_options("migrate")
 
 
 def export_one(cli: dshlib.Cli, source: Source, fmt: Export, tally: Tally) -> bytes | None:
