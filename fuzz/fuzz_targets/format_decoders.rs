@@ -47,6 +47,7 @@ fn decode_everything(bytes: &[u8], segment_id: u64, offset: u64) {
     let _ = SegmentHeader::decode(bytes);
     let _ = decode_batch_header(bytes, segment_id, offset);
     let _ = decode_record_header(bytes);
+    let _ = sessionlog_format::CatalogCheckpoint::decode(bytes);
     if let Ok((header, payload)) = verify_record(bytes, segment_id, offset) {
         assert_eq!(payload.len(), header.payload_len as usize);
     }

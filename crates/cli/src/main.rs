@@ -18,6 +18,7 @@ use sessionlog_log::{Access, Durability, ErrorClass, RealStorage};
 
 mod demo;
 mod dump;
+mod gc;
 mod migrate;
 mod sessions;
 mod show;
@@ -52,6 +53,25 @@ enum Command {
         /// Checksums and structure only: skip decoding and folding the sessions.
         #[arg(long)]
         fast: bool,
+    },
+    /// Delete a session: its name is free at once; its events stay on disk until `gc`.
+    Delete {
+        /// The store directory.
+        #[arg(long)]
+        store: PathBuf,
+        /// The session to delete.
+        #[arg(long)]
+        session: String,
+    },
+    /// Give back the space of deleted sessions: remove the sealed segments that hold nothing
+    /// live. Prints segments removed and rewritten and the bytes before and after.
+    Gc {
+        /// The store directory.
+        #[arg(long)]
+        store: PathBuf,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Segments, streams, records, bytes and index memory of a store.
     Stats {
@@ -424,6 +444,8 @@ fn run(command: Command) -> Result<u8, Failure> {
         }) => log_read(&store, &stream, from, to),
         Command::Verify { store, json, fast } => verify(&store, json, fast),
         Command::Stats { store, json } => stats(&store, json),
+        Command::Delete { store, session } => gc::delete(&store, &session),
+        Command::Gc { store, json } => gc::gc(&store, json),
         Command::Dump { store, segment } => dump::dump(&store, segment),
         Command::Demo {
             dir,

@@ -108,6 +108,8 @@ pub enum CatalogOp {
     Delete,
     /// A live stream was bound to a new name (the entry's name).
     Rename,
+    /// The whole live catalog ([`crate::CatalogCheckpoint::from_entry`] reads it).
+    Checkpoint,
 }
 
 /// A catalog entry as the footer lists it (a copy of a catalog record's meaning).
@@ -245,6 +247,7 @@ pub fn encode_footer(
             CatalogOp::Create => 1,
             CatalogOp::Delete => 2,
             CatalogOp::Rename => 3,
+            CatalogOp::Checkpoint => 4,
         };
         put_u32(&mut e, C_NAME_LEN_AT, c.name.len() as u32);
         put_u64(&mut e, C_STREAM_AT, c.stream_id);
@@ -478,6 +481,7 @@ impl FooterView {
             1 => CatalogOp::Create,
             2 => CatalogOp::Delete,
             3 => CatalogOp::Rename,
+            4 => CatalogOp::Checkpoint,
             other => {
                 return Err(FormatError::invalid(
                     S,

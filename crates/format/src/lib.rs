@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 mod batch;
+mod checkpoint;
 mod checksum;
 mod class;
 mod error;
@@ -24,6 +25,7 @@ pub use batch::{
     BATCH_HEADER_LEN, BATCH_MAGIC, BATCH_TRAILER_LEN, BATCH_TRAILER_MAGIC, MAX_BATCH_LEN,
     RECORD_ALIGN, RECORD_HEADER_LEN,
 };
+pub use checkpoint::{CatalogCheckpoint, CheckpointStream};
 pub use checksum::{masked_crc, segment_crc, SegmentCrc};
 pub use class::ErrorClass;
 pub use error::{FormatError, Structure};
@@ -50,3 +52,6 @@ pub const KIND_CATALOG_CREATE: u8 = 0xF0;
 pub const KIND_CATALOG_DELETE: u8 = 0xF1;
 /// Catalog record: a live stream is bound to a new name. spec: segment.md#streams-and-the-catalog
 pub const KIND_CATALOG_RENAME: u8 = 0xF2;
+/// Catalog record: the whole live catalog, first in every segment a roll starts.
+/// spec: segment.md#streams-and-the-catalog
+pub const KIND_CATALOG_CHECKPOINT: u8 = 0xF3;

@@ -16,10 +16,10 @@ use std::sync::Once;
 
 use sessionlog_format::{
     decode_batch_header, decode_footer_trailer, encode_footer, masked_crc, padded_len, segment_crc,
-    segment_file_name, verify_batch, verify_record, BatchEncoder, BatchHeader, CatalogEntry,
-    CatalogOp, FooterView, IndexEntry, RecordHeader, SegmentHeader, StreamSummary,
-    BATCH_HEADER_LEN, CATALOG_STREAM, FOOTER_TRAILER_LEN, KIND_CATALOG_CREATE, KIND_CATALOG_RENAME,
-    SEGMENT_HEADER_LEN,
+    segment_file_name, verify_batch, verify_record, BatchEncoder, BatchHeader, CatalogCheckpoint,
+    CatalogEntry, CatalogOp, CheckpointStream, FooterView, IndexEntry, RecordHeader, SegmentHeader,
+    StreamSummary, BATCH_HEADER_LEN, CATALOG_STREAM, FOOTER_TRAILER_LEN, KIND_CATALOG_CHECKPOINT,
+    KIND_CATALOG_CREATE, KIND_CATALOG_RENAME, SEGMENT_HEADER_LEN,
 };
 
 const REGENERATE_ENV: &str = "SESSIONLOG_REGENERATE_VECTORS";
@@ -28,6 +28,7 @@ const HEADER_FILE: &str = "segment_header.bin";
 const BATCH_FILE: &str = "batch_three_records_two_streams.bin";
 const CATALOG_FILE: &str = "batch_catalog_create.bin";
 const RENAME_FILE: &str = "batch_catalog_rename.bin";
+const CHECKPOINT_FILE: &str = "batch_catalog_checkpoint.bin";
 const TINY_SEGMENT_FILE: &str = "tiny_sealed_segment.seg";
 const ENGINE_SEGMENT_FILE: &str = "engine_sealed_segment_00000000000000000001.seg";
 
@@ -175,6 +176,42 @@ fn rename_batch() -> Batch {
             0,
             96,
             &catalog_payload(1, b"session-b"),
+        )],
+    }
+}
+
+/// The live catalog of a store whose first segment created `session-a` (id 1), wrote two
+/// records to it, renamed it `session-b`, created `scratch` (id 2) and deleted it: catalog
+/// records 0 to 3.
+fn checkpoint_value() -> CatalogCheckpoint {
+    CatalogCheckpoint {
+        next_stream_id: 3,
+        streams: vec![CheckpointStream {
+            stream_id: 1,
+            next_seq: 2,
+            name: b"session-b".to_vec(),
+        }],
+    }
+}
+
+/// The checkpoint that starts segment 2 of that store: catalog seq 4, the first batch.
+fn checkpoint_batch() -> Batch {
+    Batch {
+        segment_id: 2,
+        offset: 64,
+        header: BatchHeader {
+            batch_len: 120,
+            record_count: 1,
+            synced_through: 64,
+        },
+        records: vec![rec(
+            96,
+            CATALOG_STREAM,
+            4,
+            KIND_CATALOG_CHECKPOINT,
+            0,
+            0,
+            &checkpoint_value().encode(),
         )],
     }
 }
@@ -463,6 +500,10 @@ const RENAME_HEADER_CRC: u32 = 0xF710_3AB6;
 const RENAME_RECORD_CRC: u32 = 0x36CF_8423;
 const RENAME_BATCH_CRC: u32 = 0xA95D_53BE;
 
+const CHECKPOINT_HEADER_CRC: u32 = 0xFA8B_C7C1;
+const CHECKPOINT_RECORD_CRC: u32 = 0xB14F_B9C5;
+const CHECKPOINT_BATCH_CRC: u32 = 0xB4E8_B754;
+
 #[test]
 fn catalog_rename_vector_decodes_to_a_new_name_for_the_same_stream() {
     let bytes = vector(RENAME_FILE);
@@ -482,6 +523,72 @@ fn catalog_rename_vector_decodes_to_a_new_name_for_the_same_stream() {
         "re-encoding reproduces the bytes"
     );
     assert!(verify_batch(&bytes, 1, 64).is_err(), "another offset");
+}
+
+#[test]
+fn catalog_checkpoint_vector_decodes_to_the_live_catalog() {
+    let bytes = vector(CHECKPOINT_FILE);
+    assert_eq!(bytes.len(), 120);
+    let got = decode_batch(&bytes, 2, 64);
+    assert_eq!(got, checkpoint_batch());
+    let r = &got.records[0];
+    assert_eq!((r.header.stream_id, r.header.seq), (CATALOG_STREAM, 4));
+    assert_eq!(r.header.kind, 0xF3);
+    assert_eq!(r.payload.len(), 41);
+    assert_eq!(r.payload[..8], 3u64.to_le_bytes(), "next_stream_id");
+    assert_eq!(r.payload[8..12], 1u32.to_le_bytes(), "stream_count");
+    assert_eq!(r.payload[12..20], 1u64.to_le_bytes(), "stream_id");
+    assert_eq!(r.payload[20..28], 2u64.to_le_bytes(), "next_seq");
+    assert_eq!(r.payload[28..32], 9u32.to_le_bytes(), "name_len");
+    assert_eq!(&r.payload[32..], b"session-b");
+    assert_eq!(
+        CatalogCheckpoint::decode(&r.payload),
+        Ok(checkpoint_value())
+    );
+    assert_eq!(u32_le(&bytes, 4), CHECKPOINT_HEADER_CRC, "header_crc");
+    assert_eq!(u32_le(&bytes, 32), CHECKPOINT_RECORD_CRC, "record_crc");
+    assert_eq!(u32_le(&bytes, 112), CHECKPOINT_BATCH_CRC, "batch_crc");
+    assert_eq!(
+        encode_batch(&got),
+        bytes,
+        "re-encoding reproduces the bytes"
+    );
+    assert!(verify_batch(&bytes, 1, 64).is_err(), "another segment");
+}
+
+#[test]
+fn a_footer_lists_a_checkpoint_as_op_4_carrying_the_payload_after_next_stream_id() {
+    let entry = checkpoint_value().to_entry(4);
+    let data_end = 256usize;
+    let mut seg = vec![0u8; data_end];
+    encode_footer(
+        &mut seg,
+        2,
+        data_end as u64,
+        &[],
+        &[],
+        std::slice::from_ref(&entry),
+    );
+    let at = data_end + 32;
+    assert_eq!(seg[at], 4, "footer op code of a checkpoint");
+    assert_eq!(
+        u32_le(&seg, at + 4),
+        33,
+        "name_len: the payload from byte 8 on"
+    );
+    assert_eq!(seg[at + 8..at + 16], 3u64.to_le_bytes(), "next_stream_id");
+    assert_eq!(
+        seg[at + 24..at + 57],
+        checkpoint_value().encode()[8..],
+        "the entry's name is the payload after next_stream_id"
+    );
+    let view = FooterView::decode(&seg, 2).expect("footer verifies");
+    let listed = view.catalog(&seg).expect("catalog");
+    assert_eq!(listed, vec![entry]);
+    assert_eq!(
+        CatalogCheckpoint::from_entry(&listed[0]),
+        Ok(checkpoint_value())
+    );
 }
 
 #[test]
@@ -779,6 +886,7 @@ mod generate {
         write(BATCH_FILE, &|| encode_batch(&three_record_batch()));
         write(CATALOG_FILE, &|| encode_batch(&catalog_batch()));
         write(RENAME_FILE, &|| encode_batch(&rename_batch()));
+        write(CHECKPOINT_FILE, &|| encode_batch(&checkpoint_batch()));
         write(TINY_SEGMENT_FILE, &encode_tiny_segment);
         write(ENGINE_SEGMENT_FILE, &engine_segment);
     }

@@ -182,6 +182,8 @@ pub(crate) struct Inner {
     /// Threads that need no I/O cycle to be running (roll, readers) wait here.
     pub idle: Condvar,
     pub report: RecoveryReport,
+    /// Held by a running reclaim, so segments are removed one at a time and in order.
+    pub reclaim_lock: Mutex<()>,
     /// The exclusive lock of the store; a read-only log takes none.
     pub _lock: Option<Box<dyn DirLock>>,
 }
@@ -400,6 +402,23 @@ impl Log {
     /// durable.
     pub fn commit(&self, records: &[Append<'_>], durability: Durability) -> Result<Receipt> {
         self.inner.commit(records, durability)
+    }
+
+    /// Removes the sealed segments that nothing live needs: from the lowest up, each one that
+    /// holds only catalog records and records of deleted streams, as long as the segment
+    /// after it starts with a catalog checkpoint (spec: segment.md#reclaim). Every record of a
+    /// live stream stays. Commits go on meanwhile; records already read from a removed
+    /// segment stay readable (the mapping outlives the file's name). Syncs first.
+    pub fn reclaim(&self) -> Result<crate::ReclaimReport> {
+        self.inner.reclaim(&mut |_| {})
+    }
+
+    /// [`reclaim`](Self::reclaim), calling `progress` after each segment removed.
+    pub fn reclaim_with_progress(
+        &self,
+        progress: &mut dyn FnMut(&crate::ReclaimReport),
+    ) -> Result<crate::ReclaimReport> {
+        self.inner.reclaim(progress)
     }
 
     /// Makes everything committed so far durable.

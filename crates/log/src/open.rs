@@ -130,6 +130,8 @@ pub(crate) fn open(
         ..Default::default()
     };
     let mut catalog = Catalog::new();
+    // Older segments were reclaimed: the first one present starts with a checkpoint.
+    catalog.starts_at_checkpoint = ids.first().is_some_and(|first| first.0 > 1);
     let mut sealed: BTreeMap<SegmentId, Arc<SealedSegment>> = BTreeMap::new();
     let mut store_id: Option<[u8; 16]> = None;
     let mut active: Option<(ActiveSegment, ScanOutcome)> = None;
@@ -361,6 +363,7 @@ pub(crate) fn open(
         group: std::array::from_fn(|_| Condvar::new()),
         idle: Condvar::new(),
         report,
+        reclaim_lock: Mutex::new(()),
         _lock: lock,
     };
     Ok(Log {

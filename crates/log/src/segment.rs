@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use sessionlog_format::{
     decode_record_header, segment_file_name, verify_batch, verify_record, CatalogEntry, CatalogOp,
-    FooterView, RecordHeader, StreamSummary, CATALOG_STREAM, KIND_CATALOG_CREATE,
-    KIND_CATALOG_DELETE, KIND_CATALOG_RENAME, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
+    FooterView, RecordHeader, StreamSummary, CATALOG_STREAM, KIND_CATALOG_CHECKPOINT,
+    KIND_CATALOG_CREATE, KIND_CATALOG_DELETE, KIND_CATALOG_RENAME, RECORD_HEADER_LEN,
+    SEGMENT_HEADER_LEN,
 };
 
 use crate::error::{corrupted, Result};
@@ -110,6 +111,10 @@ pub struct TailCut {
 pub(crate) trait StreamBook {
     /// Next expected seq of a stream, `None` when the stream does not exist.
     fn next_seq(&self, stream: u64) -> Option<u64>;
+    /// Whether a catalog checkpoint is accepted at any seq (the store starts at it).
+    fn accepts_starting_checkpoint(&self) -> bool {
+        false
+    }
     /// Applies a verified record (its catalog meaning, its seq).
     fn apply(&mut self, header: &RecordHeader, payload: &[u8]) -> std::result::Result<(), String>;
 }
@@ -182,6 +187,12 @@ fn check_sequence(
         let h = r.header;
         let expected = match pending.iter().find(|(s, _)| *s == h.stream_id) {
             Some(&(_, next)) => Some(next),
+            None if h.stream_id == CATALOG_STREAM
+                && h.kind == KIND_CATALOG_CHECKPOINT
+                && book.accepts_starting_checkpoint() =>
+            {
+                Some(h.seq)
+            }
             None if h.stream_id == CATALOG_STREAM => {
                 Some(book.next_seq(CATALOG_STREAM).unwrap_or(0))
             }
@@ -254,6 +265,8 @@ pub(crate) fn catalog_entry(h: &RecordHeader, payload: &[u8]) -> Option<CatalogE
         KIND_CATALOG_CREATE => (CatalogOp::Create, payload[8..].to_vec()),
         KIND_CATALOG_DELETE if payload.len() == 8 => (CatalogOp::Delete, Vec::new()),
         KIND_CATALOG_RENAME => (CatalogOp::Rename, payload[8..].to_vec()),
+        // The entry carries the payload after `next_stream_id`. spec: segment.md#catalog-entry
+        KIND_CATALOG_CHECKPOINT => (CatalogOp::Checkpoint, payload[8..].to_vec()),
         _ => return None,
     };
     Some(CatalogEntry {

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use sessionlog_format::{
-    CatalogEntry, CatalogOp, RecordHeader, CATALOG_STREAM, KIND_CATALOG_CREATE,
-    KIND_CATALOG_DELETE, KIND_CATALOG_RENAME,
+    CatalogCheckpoint, CatalogEntry, CatalogOp, CheckpointStream, RecordHeader, CATALOG_STREAM,
+    KIND_CATALOG_CHECKPOINT, KIND_CATALOG_CREATE, KIND_CATALOG_DELETE, KIND_CATALOG_RENAME,
 };
 
 use crate::ids::{Lsn, SegmentId};
@@ -34,6 +34,9 @@ pub(crate) struct Catalog {
     pub names: BTreeMap<String, u64>,
     pub next_stream_id: u64,
     pub catalog_next_seq: u64,
+    /// The store's first segment is above 1 (older ones were reclaimed): the catalog starts
+    /// from the checkpoint that opens it, at whatever seq that has. spec: segment.md#reclaim
+    pub starts_at_checkpoint: bool,
 }
 
 impl Catalog {
@@ -44,9 +47,72 @@ impl Catalog {
         }
     }
 
+    /// Whether the next catalog record may be a checkpoint at any seq: the history before
+    /// it was reclaimed and nothing has been applied yet.
+    pub fn awaits_starting_checkpoint(&self) -> bool {
+        self.starts_at_checkpoint && self.catalog_next_seq == 0 && self.streams.is_empty()
+    }
+
+    /// The live catalog as a checkpoint states it. spec: segment.md#streams-and-the-catalog
+    pub fn checkpoint(&self) -> CatalogCheckpoint {
+        let mut streams: Vec<CheckpointStream> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| !s.deleted)
+            .map(|(id, s)| CheckpointStream {
+                stream_id: *id,
+                next_seq: s.next_seq,
+                name: s.name.as_bytes().to_vec(),
+            })
+            .collect();
+        streams.sort_unstable_by_key(|s| s.stream_id);
+        CatalogCheckpoint {
+            next_stream_id: self.next_stream_id,
+            streams,
+        }
+    }
+
+    /// Applies a checkpoint: checked against the catalog when every record before it was
+    /// applied, taken as the catalog when the store starts at it.
+    fn apply_checkpoint(&mut self, e: &CatalogEntry) -> Result<(), String> {
+        let cp = CatalogCheckpoint::from_entry(e).map_err(|x| x.to_string())?;
+        if self.awaits_starting_checkpoint() {
+            for s in cp.streams {
+                let name = String::from_utf8(s.name).map_err(|_| "name is not UTF-8")?;
+                self.names.insert(name.clone(), s.stream_id);
+                self.streams.insert(
+                    s.stream_id,
+                    StreamState {
+                        name,
+                        next_seq: s.next_seq,
+                        ..Default::default()
+                    },
+                );
+            }
+            self.next_stream_id = cp.next_stream_id;
+            self.catalog_next_seq = e.seq + 1;
+            self.starts_at_checkpoint = false;
+            return Ok(());
+        }
+        if e.seq != self.catalog_next_seq {
+            return Err(format!(
+                "catalog checkpoint seq {} where {} was expected",
+                e.seq, self.catalog_next_seq
+            ));
+        }
+        if cp != self.checkpoint() {
+            return Err(format!(
+                "catalog checkpoint at seq {} does not match the catalog before it",
+                e.seq
+            ));
+        }
+        self.catalog_next_seq += 1;
+        Ok(())
+    }
+
     /// Applies a catalog entry (from a record or a footer).
     pub fn apply_entry(&mut self, e: &CatalogEntry) -> Result<(), String> {
-        if e.seq != self.catalog_next_seq {
+        if e.op != CatalogOp::Checkpoint && e.seq != self.catalog_next_seq {
             return Err(format!(
                 "catalog record seq {} where {} was expected",
                 e.seq, self.catalog_next_seq
@@ -88,6 +154,8 @@ impl Catalog {
                 self.names.remove(&old);
                 self.names.insert(name, e.stream_id);
             }
+            // Checks its own seq: it may start a store whose history was reclaimed.
+            CatalogOp::Checkpoint => return self.apply_checkpoint(e),
         }
         self.catalog_next_seq += 1;
         Ok(())
@@ -109,6 +177,10 @@ impl Catalog {
 }
 
 impl StreamBook for Catalog {
+    fn accepts_starting_checkpoint(&self) -> bool {
+        self.awaits_starting_checkpoint()
+    }
+
     fn next_seq(&self, stream: u64) -> Option<u64> {
         if stream == CATALOG_STREAM {
             return Some(self.catalog_next_seq);
@@ -123,7 +195,10 @@ impl StreamBook for Catalog {
         if h.stream_id == CATALOG_STREAM {
             if !matches!(
                 h.kind,
-                KIND_CATALOG_CREATE | KIND_CATALOG_DELETE | KIND_CATALOG_RENAME
+                KIND_CATALOG_CREATE
+                    | KIND_CATALOG_DELETE
+                    | KIND_CATALOG_RENAME
+                    | KIND_CATALOG_CHECKPOINT
             ) {
                 return Err(format!("catalog record of unknown kind {:#x}", h.kind));
             }

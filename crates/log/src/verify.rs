@@ -293,12 +293,20 @@ fn check_seq(
     *next = h.seq + 1;
     if h.stream_id == CATALOG_STREAM {
         match crate::segment::catalog_entry(h, payload) {
+            Some(e) if e.op == sessionlog_format::CatalogOp::Checkpoint => {
+                match sessionlog_format::CatalogCheckpoint::from_entry(&e) {
+                    Ok(cp) => apply_checkpoint(live, streams, &cp, offset, damage),
+                    Err(why) => damage(offset, format!("catalog checkpoint: {why}")),
+                }
+                catalog.push(e);
+            }
             Some(e) => {
                 let now_live = match e.op {
                     sessionlog_format::CatalogOp::Create => true,
                     sessionlog_format::CatalogOp::Delete => false,
                     // A rename keeps the stream as it was: live, or a damage report later.
-                    sessionlog_format::CatalogOp::Rename => {
+                    sessionlog_format::CatalogOp::Rename
+                    | sessionlog_format::CatalogOp::Checkpoint => {
                         live.get(&e.stream_id).copied().unwrap_or(false)
                     }
                 };
@@ -313,6 +321,48 @@ fn check_seq(
             offset,
             format!("record of stream {} that is not live", h.stream_id),
         );
+    }
+}
+
+/// A checkpoint in a store read from its first record on must list exactly the live streams;
+/// in a store whose older segments were reclaimed (nothing known yet) it sets them.
+fn apply_checkpoint(
+    live: &mut BTreeMap<u64, bool>,
+    streams: &mut BTreeMap<u64, u64>,
+    cp: &sessionlog_format::CatalogCheckpoint,
+    offset: u64,
+    damage: &mut impl FnMut(u64, String),
+) {
+    let listed: Vec<u64> = cp.streams.iter().map(|s| s.stream_id).collect();
+    let known_live: Vec<u64> = live
+        .iter()
+        .filter(|(_, l)| **l)
+        .map(|(id, _)| *id)
+        .collect();
+    if live.is_empty() {
+        for s in &cp.streams {
+            live.insert(s.stream_id, true);
+            streams.insert(s.stream_id, s.next_seq);
+        }
+        return;
+    }
+    if listed != known_live {
+        damage(
+            offset,
+            "catalog checkpoint does not list exactly the live streams".into(),
+        );
+    }
+    for s in &cp.streams {
+        let next = streams.get(&s.stream_id).copied().unwrap_or(0);
+        if next != s.next_seq {
+            damage(
+                offset,
+                format!(
+                    "catalog checkpoint gives stream {} next seq {} where its records give {next}",
+                    s.stream_id, s.next_seq
+                ),
+            );
+        }
     }
 }
 

@@ -13,8 +13,8 @@ use parking_lot::MutexGuard;
 use sessionlog_format::{
     encode_footer, encoded_batch_len, segment_file_name, BatchEncoder, CatalogEntry, CatalogOp,
     FooterView, IndexEntry, RecordHeader, SegmentHeader, StreamSummary, CATALOG_STREAM,
-    FIRST_RESERVED_KIND, KIND_CATALOG_CREATE, KIND_CATALOG_DELETE, KIND_CATALOG_RENAME,
-    MAX_BATCH_LEN, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
+    FIRST_RESERVED_KIND, KIND_CATALOG_CHECKPOINT, KIND_CATALOG_CREATE, KIND_CATALOG_DELETE,
+    KIND_CATALOG_RENAME, MAX_BATCH_LEN, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
 
 use crate::error::{io_err, Error, Result};
@@ -50,7 +50,7 @@ impl Inner {
         Ok(())
     }
 
-    fn poison(&self, st: &mut State, what: String) -> Error {
+    pub(crate) fn poison(&self, st: &mut State, what: String) -> Error {
         let cause: Arc<str> = what.into();
         if st.poisoned.is_none() {
             st.poisoned = Some(cause.clone());
@@ -314,6 +314,36 @@ impl Inner {
         st.written = Lsn::new(next, st.end);
         st.synced = st.written;
         st.sync_started = st.synced;
+        self.write_checkpoint(st)
+    }
+
+    /// Puts a catalog checkpoint in a batch of its own at the start of the new active segment
+    /// (buffered: it becomes durable with the next sync), so this segment and the ones after
+    /// it describe every stream name without any older segment. Skipped when the live catalog
+    /// does not fit one batch; no segment before this one can then be reclaimed.
+    /// spec: segment.md#streams-and-the-catalog
+    fn write_checkpoint(&self, st: &mut State) -> Result<()> {
+        let checkpoint = st.catalog.checkpoint();
+        let payload = checkpoint.encode();
+        if encoded_batch_len([payload.len()]) > self.max_batch_len() {
+            return Ok(());
+        }
+        let seq = st.catalog.catalog_next_seq;
+        let entry = checkpoint.to_entry(seq);
+        st.catalog
+            .apply_entry(&entry)
+            .map_err(|e| crate::error::corrupted(st.active.id, st.end, e, None))?;
+        st.active.catalog.push(entry);
+        self.encode_records(
+            st,
+            std::iter::once((
+                CATALOG_STREAM,
+                seq,
+                KIND_CATALOG_CHECKPOINT,
+                0,
+                &payload[..],
+            )),
+        );
         Ok(())
     }
 

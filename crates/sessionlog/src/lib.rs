@@ -24,7 +24,7 @@ pub mod workload;
 pub use error::{Error, Result};
 pub use raw::{LogReader, RawStream, KIND_RAW_RECORD, RAW_STREAM_PREFIX};
 #[doc(inline)]
-pub use sessionlog_log::{Access, Durability, LogOptions, RecoveryMode};
+pub use sessionlog_log::{Access, Durability, LogOptions, ReclaimReport, RecoveryMode};
 /// The session layer (events, validation, surface, repair, tokens, compaction, DSH import
 /// and export), re-exported whole.
 pub use sessionlog_session as session;

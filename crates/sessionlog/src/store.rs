@@ -535,6 +535,21 @@ impl Store {
         Ok(())
     }
 
+    /// Gives the space of deleted sessions back: removes the log's sealed segments that hold
+    /// nothing live ([`sessionlog_log::Log::reclaim`]). Every event of a live session stays,
+    /// the originals a compaction shadowed included; only deleted sessions free space.
+    pub fn reclaim(&self) -> Result<sessionlog_log::ReclaimReport> {
+        self.reclaim_with_progress(&mut |_| {})
+    }
+
+    /// [`reclaim`](Self::reclaim), calling `progress` after each segment removed.
+    pub fn reclaim_with_progress(
+        &self,
+        progress: &mut dyn FnMut(&sessionlog_log::ReclaimReport),
+    ) -> Result<sessionlog_log::ReclaimReport> {
+        Ok(self.inner.log.reclaim_with_progress(progress)?)
+    }
+
     /// Up to `limit` sessions in name order after `after`, optionally only names starting
     /// with `prefix`. Reads the log's name index, never event data.
     pub fn list_sessions(

@@ -1,0 +1,93 @@
+//! `sessionlog delete` frees a session's name at once and `sessionlog gc` gives its space
+//! back: the segments that held only deleted sessions are removed, the report says how many
+//! and the bytes before and after, and every live session reads and verifies as before.
+
+mod common;
+
+use common::{describe, sessionlog, text};
+use sessionlog::build::{TurnEnd, TurnStart};
+use sessionlog::{LogOptions, SessionHeader, Store, StoreOptions};
+
+/// A store with small segments: two sessions that fill the first segments, then `kept`.
+fn build(dir: &std::path::Path) {
+    let options = StoreOptions::default().with_log(
+        LogOptions::default()
+            .with_segment_size_bytes(64 << 10)
+            .with_preallocate(false),
+    );
+    let store = Store::open(dir, options).expect("open");
+    for name in ["doomed-0", "doomed-1", "kept"] {
+        let mut s = store
+            .create_session(name, SessionHeader::new(name, 1_700_000_000_000, None))
+            .expect("create");
+        for turn in 0..400i64 {
+            s.append(TurnStart::new().at(turn * 2)).expect("turn start");
+            s.append(TurnEnd::completed().at(turn * 2 + 1))
+                .expect("turn end");
+            if turn % 50 == 49 {
+                s.commit().expect("commit");
+            }
+        }
+        s.commit().expect("commit");
+    }
+    store.close().expect("close");
+}
+
+#[test]
+fn gc_removes_what_only_deleted_sessions_held_and_keeps_every_live_event() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store_dir = dir.path().join("s");
+    build(&store_dir);
+    let store = store_dir.to_str().expect("utf8");
+    let events_before = sessionlog(&["events", "--store", store, "--session", "kept"], b"");
+    assert_eq!(
+        events_before.status.code(),
+        Some(0),
+        "{}",
+        describe(&events_before)
+    );
+
+    for name in ["doomed-0", "doomed-1"] {
+        let out = sessionlog(&["delete", "--store", store, "--session", name], b"");
+        assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+        assert!(text(&out.stdout).contains(&format!("deleted {name}")));
+    }
+    let missing = sessionlog(&["delete", "--store", store, "--session", "doomed-0"], b"");
+    assert_eq!(missing.status.code(), Some(2), "{}", describe(&missing));
+    assert_eq!(text(&missing.stderr).lines().count(), 1, "one line");
+
+    let gc = sessionlog(&["gc", "--store", store, "--json"], b"");
+    assert_eq!(gc.status.code(), Some(0), "{}", describe(&gc));
+    let report: serde_json::Value = serde_json::from_slice(&gc.stdout).expect("json");
+    let removed = report["segmentsRemoved"].as_u64().expect("segmentsRemoved");
+    let before = report["bytesBefore"].as_u64().expect("bytesBefore");
+    let after = report["bytesAfter"].as_u64().expect("bytesAfter");
+    assert!(removed >= 1, "{report}");
+    assert!(after < before, "{report}");
+    assert_eq!(report["segmentsRewritten"].as_u64(), Some(0));
+
+    let events_after = sessionlog(&["events", "--store", store, "--session", "kept"], b"");
+    assert_eq!(
+        events_after.stdout, events_before.stdout,
+        "kept reads as before"
+    );
+    let verify = sessionlog(&["verify", "--store", store], b"");
+    assert_eq!(verify.status.code(), Some(0), "{}", describe(&verify));
+    let sessions = sessionlog(&["sessions", "--store", store], b"");
+    assert_eq!(
+        text(&sessions.stdout).trim(),
+        "kept\t800 events",
+        "{}",
+        describe(&sessions)
+    );
+
+    // A second gc has nothing left to remove and says so in text.
+    let again = sessionlog(&["gc", "--store", store], b"");
+    assert_eq!(again.status.code(), Some(0), "{}", describe(&again));
+    let out = text(&again.stdout);
+    assert!(out.contains("segments removed: 0"), "{out}");
+    assert!(
+        out.contains("bytes before:") && out.contains("bytes after:"),
+        "{out}"
+    );
+}

@@ -1,0 +1,265 @@
+//! The catalog checkpoint record: the whole live catalog in one payload, so a segment that
+//! starts with one (and the segments after it) describe every stream name without any older
+//! segment. spec: segment.md#streams-and-the-catalog
+
+use crate::error::{FormatError, Structure};
+use crate::footer::{CatalogEntry, CatalogOp};
+
+// spec: segment.md#streams-and-the-catalog (checkpoint payload)
+const P_NEXT_STREAM_AT: usize = 0;
+const P_COUNT_AT: usize = P_NEXT_STREAM_AT + 8;
+/// Bytes of a checkpoint payload before its streams.
+const P_STREAMS_AT: usize = P_COUNT_AT + 4;
+// Each stream, relative to its start.
+const S_ID_AT: usize = 0;
+const S_NEXT_SEQ_AT: usize = S_ID_AT + 8;
+const S_NAME_LEN_AT: usize = S_NEXT_SEQ_AT + 8;
+const S_NAME_AT: usize = S_NAME_LEN_AT + 4;
+
+/// Longest stream name a checkpoint may list, as for a create. spec: segment.md#streams-and-the-catalog
+const MAX_NAME_BYTES: usize = 4096;
+
+/// The catalog as a checkpoint states it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CatalogCheckpoint {
+    /// The id the next create binds.
+    pub next_stream_id: u64,
+    /// Every live stream, in increasing id order.
+    pub streams: Vec<CheckpointStream>,
+}
+
+/// One live stream as a checkpoint lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointStream {
+    /// Its id.
+    pub stream_id: u64,
+    /// The seq its next record gets: how many records it had before the checkpoint.
+    pub next_seq: u64,
+    /// Its name, 1 to 4096 bytes of UTF-8.
+    pub name: Vec<u8>,
+}
+
+impl CatalogCheckpoint {
+    /// The record payload.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.encoded_len());
+        out.extend_from_slice(&self.next_stream_id.to_le_bytes());
+        out.extend_from_slice(&(self.streams.len() as u32).to_le_bytes());
+        self.encode_streams(&mut out);
+        out
+    }
+
+    /// Bytes of [`encode`](Self::encode)'s output.
+    pub fn encoded_len(&self) -> usize {
+        P_STREAMS_AT
+            + self
+                .streams
+                .iter()
+                .map(|s| S_NAME_AT + s.name.len())
+                .sum::<usize>()
+    }
+
+    fn encode_streams(&self, out: &mut Vec<u8>) {
+        for s in &self.streams {
+            out.extend_from_slice(&s.stream_id.to_le_bytes());
+            out.extend_from_slice(&s.next_seq.to_le_bytes());
+            out.extend_from_slice(&(s.name.len() as u32).to_le_bytes());
+            out.extend_from_slice(&s.name);
+        }
+    }
+
+    /// Decodes and checks a payload: exact length, ids increasing, non-zero and below
+    /// `next_stream_id`, names 1 to 4096 bytes of UTF-8 and distinct.
+    pub fn decode(payload: &[u8]) -> Result<CatalogCheckpoint, FormatError> {
+        let next_stream_id = u64_at(payload, P_NEXT_STREAM_AT)?;
+        let count = u32_at(payload, P_COUNT_AT)? as usize;
+        let mut at = P_STREAMS_AT;
+        // No allocation sized by an untrusted count: each stream takes at least 21 bytes.
+        let mut streams = Vec::with_capacity(count.min(payload.len() / (S_NAME_AT + 1)));
+        let mut names = std::collections::HashSet::new();
+        for _ in 0..count {
+            let id = u64_at(payload, at + S_ID_AT)?;
+            let next_seq = u64_at(payload, at + S_NEXT_SEQ_AT)?;
+            let name_len = u32_at(payload, at + S_NAME_LEN_AT)? as usize;
+            let name = payload
+                .get(at + S_NAME_AT..)
+                .and_then(|rest| rest.get(..name_len))
+                .ok_or_else(|| truncated(at + S_NAME_AT + name_len, payload.len()))?;
+            if id == 0 || id >= next_stream_id {
+                return Err(invalid(format!(
+                    "stream id {id} outside 1..{next_stream_id}"
+                )));
+            }
+            if streams
+                .last()
+                .is_some_and(|prev: &CheckpointStream| prev.stream_id >= id)
+            {
+                return Err(invalid(format!("stream id {id} out of order")));
+            }
+            if name.is_empty() || name.len() > MAX_NAME_BYTES || std::str::from_utf8(name).is_err()
+            {
+                return Err(invalid(format!(
+                    "name of stream {id} is not 1 to {MAX_NAME_BYTES} bytes of UTF-8"
+                )));
+            }
+            if !names.insert(name) {
+                return Err(invalid(format!("name of stream {id} listed twice")));
+            }
+            streams.push(CheckpointStream {
+                stream_id: id,
+                next_seq,
+                name: name.to_vec(),
+            });
+            at += S_NAME_AT + name_len;
+        }
+        if at != payload.len() {
+            return Err(invalid(format!(
+                "{} bytes after the last stream",
+                payload.len() - at
+            )));
+        }
+        Ok(CatalogCheckpoint {
+            next_stream_id,
+            streams,
+        })
+    }
+
+    /// The footer's catalog entry for this checkpoint, written as catalog record `seq`:
+    /// op checkpoint, `stream_id` the next stream id, `name` the payload from byte 8 on.
+    /// spec: segment.md#catalog-entry
+    pub fn to_entry(&self, seq: u64) -> CatalogEntry {
+        let mut name = Vec::with_capacity(self.encoded_len() - P_COUNT_AT);
+        name.extend_from_slice(&(self.streams.len() as u32).to_le_bytes());
+        self.encode_streams(&mut name);
+        CatalogEntry {
+            op: CatalogOp::Checkpoint,
+            stream_id: self.next_stream_id,
+            seq,
+            name,
+        }
+    }
+
+    /// The checkpoint a footer's catalog entry carries.
+    pub fn from_entry(entry: &CatalogEntry) -> Result<CatalogCheckpoint, FormatError> {
+        if entry.op != CatalogOp::Checkpoint {
+            return Err(invalid("catalog entry is not a checkpoint".into()));
+        }
+        let mut payload = Vec::with_capacity(P_COUNT_AT + entry.name.len());
+        payload.extend_from_slice(&entry.stream_id.to_le_bytes());
+        payload.extend_from_slice(&entry.name);
+        CatalogCheckpoint::decode(&payload)
+    }
+}
+
+fn truncated(needed: usize, available: usize) -> FormatError {
+    FormatError::Truncated {
+        structure: Structure::Record,
+        needed,
+        available,
+    }
+}
+
+fn invalid(detail: String) -> FormatError {
+    FormatError::invalid(Structure::Record, "catalog checkpoint", detail)
+}
+
+fn u64_at(b: &[u8], at: usize) -> Result<u64, FormatError> {
+    b.get(at..at + 8)
+        .and_then(|s| s.try_into().ok())
+        .map(u64::from_le_bytes)
+        .ok_or_else(|| truncated(at + 8, b.len()))
+}
+
+fn u32_at(b: &[u8], at: usize) -> Result<u32, FormatError> {
+    b.get(at..at + 4)
+        .and_then(|s| s.try_into().ok())
+        .map(u32::from_le_bytes)
+        .ok_or_else(|| truncated(at + 4, b.len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream(stream_id: u64, name: &[u8]) -> CheckpointStream {
+        CheckpointStream {
+            stream_id,
+            next_seq: stream_id * 10,
+            name: name.to_vec(),
+        }
+    }
+
+    fn sample() -> CatalogCheckpoint {
+        CatalogCheckpoint {
+            next_stream_id: 5,
+            streams: vec![stream(1, b"alpha"), stream(4, b"beta")],
+        }
+    }
+
+    #[test]
+    fn a_checkpoint_round_trips_through_its_payload_and_its_footer_entry() {
+        let c = sample();
+        let payload = c.encode();
+        assert_eq!(payload.len(), c.encoded_len());
+        assert_eq!(CatalogCheckpoint::decode(&payload), Ok(c.clone()));
+        let entry = c.to_entry(9);
+        assert_eq!(entry.seq, 9);
+        assert_eq!(entry.name[..], payload[8..]);
+        assert_eq!(CatalogCheckpoint::from_entry(&entry), Ok(c));
+    }
+
+    #[test]
+    fn a_bad_checkpoint_is_refused_and_no_prefix_or_extension_decodes() {
+        let payload = sample().encode();
+        for len in 0..payload.len() {
+            assert!(
+                CatalogCheckpoint::decode(&payload[..len]).is_err(),
+                "cut at {len}"
+            );
+        }
+        let mut longer = payload.clone();
+        longer.push(0);
+        assert!(CatalogCheckpoint::decode(&longer).is_err());
+        let bad = [
+            CatalogCheckpoint {
+                next_stream_id: 4,
+                ..sample()
+            },
+            CatalogCheckpoint {
+                next_stream_id: 5,
+                streams: vec![stream(4, b"a"), stream(1, b"b")],
+            },
+            CatalogCheckpoint {
+                next_stream_id: 5,
+                streams: vec![stream(1, b"a"), stream(2, b"a")],
+            },
+            CatalogCheckpoint {
+                next_stream_id: 5,
+                streams: vec![stream(1, b"")],
+            },
+            CatalogCheckpoint {
+                next_stream_id: 5,
+                streams: vec![stream(0, b"z")],
+            },
+        ];
+        for c in bad {
+            assert!(CatalogCheckpoint::decode(&c.encode()).is_err(), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn decoding_arbitrary_bytes_never_panics() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for len in 0..200usize {
+            let bytes: Vec<u8> = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    (x % 7) as u8
+                })
+                .collect();
+            let _ = CatalogCheckpoint::decode(&bytes);
+        }
+    }
+}

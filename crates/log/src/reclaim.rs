@@ -1,0 +1,134 @@
+//! Reclaim: removing sealed segments that nothing live needs. spec: segment.md#reclaim
+//!
+//! Only the lowest-numbered sealed segment is ever removed, and only when every record in it
+//! is a catalog record or belongs to a deleted stream, and the segment after it begins with a
+//! durable catalog checkpoint. Removals go one at a time, each made durable (the directory
+//! synced) before the next is considered, so the segment files always form one run of numbers
+//! and a crash leaves either the full history or a run that starts at a checkpoint.
+//!
+//! Readers never see a segment vanish: a sealed segment is held through a shared mapping by
+//! the segment table and by every record read from it; reclaim unlinks the file, then takes
+//! the segment out of the table, and the operating system keeps an unlinked file's blocks
+//! until its last mapping is dropped.
+
+use sessionlog_format::{CatalogOp, CATALOG_STREAM, SEGMENT_HEADER_LEN};
+
+use crate::error::{io_err, Result};
+use crate::ids::{Lsn, SegmentId};
+use crate::log::Inner;
+use crate::segment::{segment_path, SealedSegment};
+use crate::state::State;
+
+/// What [`crate::Log::reclaim`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReclaimReport {
+    /// Segments removed, in order.
+    pub segments_removed: Vec<SegmentId>,
+    /// Bytes of the removed segment files.
+    pub bytes_removed: u64,
+    /// The first sealed segment kept, and why it could not go.
+    pub stopped_at: Option<(SegmentId, &'static str)>,
+}
+
+impl Inner {
+    pub(crate) fn reclaim(
+        &self,
+        progress: &mut dyn FnMut(&ReclaimReport),
+    ) -> Result<ReclaimReport> {
+        self.check_writable()?;
+        // One reclaim at a time: two could otherwise unlink segments out of order.
+        let _one = self.reclaim_lock.lock();
+        // The checkpoints that make a removal safe must be on disk first.
+        self.flush()?;
+        let mut report = ReclaimReport::default();
+        loop {
+            let seg = {
+                let st = self.state.lock();
+                Self::check_usable(&st)?;
+                let Some(seg) = st.sealed.values().next().cloned() else {
+                    break;
+                };
+                if let Err(why) = removable(&st, &seg) {
+                    report.stopped_at = Some((seg.id, why));
+                    break;
+                }
+                seg
+            };
+            // The file goes first, with the state unlocked so commits go on; the table keeps
+            // the mapping until the removal is durable. Only this reclaim removes segments,
+            // so the segment is still the lowest when the lock is taken again.
+            let path = segment_path(&self.dir, seg.id);
+            self.storage
+                .remove_file(&path)
+                .map_err(io_err("removing", &path))?;
+            if let Err(e) = self.storage.sync_dir(&self.dir) {
+                let mut st = self.state.lock();
+                let what = format!(
+                    "syncing directory {} after removing {}: {e}",
+                    self.dir.display(),
+                    path.display()
+                );
+                return Err(self.poison(&mut st, what));
+            }
+            take_out(&mut self.state.lock(), seg.id);
+            report.segments_removed.push(seg.id);
+            report.bytes_removed += seg.bytes.len() as u64;
+            progress(&report);
+        }
+        Ok(report)
+    }
+}
+
+/// Whether `seg` (the lowest sealed segment) may be removed, or why not.
+fn removable(st: &State, seg: &SealedSegment) -> std::result::Result<(), &'static str> {
+    for i in 0..seg.footer.stream_count {
+        let s = seg
+            .footer
+            .stream(&seg.bytes, i)
+            .ok_or("its footer's stream table does not decode")?;
+        if s.stream_id == CATALOG_STREAM {
+            continue;
+        }
+        let deleted = st
+            .catalog
+            .streams
+            .get(&s.stream_id)
+            .is_some_and(|s| s.deleted);
+        if !deleted {
+            return Err("it holds records of a live stream");
+        }
+    }
+    let next = SegmentId(seg.id.0 + 1);
+    let starts_with_checkpoint = if let Some(n) = st.sealed.get(&next) {
+        n.footer
+            .catalog(&n.bytes)
+            .ok()
+            .and_then(|c| c.first().map(|e| e.op == CatalogOp::Checkpoint))
+            .unwrap_or(false)
+    } else if st.active.id == next {
+        // The checkpoint is the segment's first batch: durable once anything after the
+        // header is.
+        st.active
+            .catalog
+            .first()
+            .is_some_and(|e| e.op == CatalogOp::Checkpoint)
+            && st.synced > Lsn::new(next, SEGMENT_HEADER_LEN as u64)
+    } else {
+        false
+    };
+    if !starts_with_checkpoint {
+        return Err("the segment after it does not start with a durable catalog checkpoint");
+    }
+    Ok(())
+}
+
+/// Drops a removed segment from the table, and the extents deleted streams had in it.
+fn take_out(st: &mut State, id: SegmentId) {
+    st.sealed.remove(&id);
+    for s in st.catalog.streams.values_mut() {
+        if s.deleted {
+            s.sealed.retain(|e| u64::from(e.segment) != id.0);
+        }
+    }
+}
