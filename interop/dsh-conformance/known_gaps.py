@@ -64,6 +64,15 @@ KNOWN_GAPS: list[Gap] = [
         "V0 -> V1 stage; sessionlog accepts it",
     ),
     Gap(
+        "A",
+        "migrated V4 system/message under data.message",
+        r"",
+        r"sessionlog import of DSH's migrated V4 file exited 3: .*\(system/message\) rejected by "
+        r"the message shape rule: message\.id must be a non-empty string",
+        "DSH's V0 -> V4 migration gives each session a system head, a system/message whose "
+        "message is under data.message; sessionlog's V3+ reading rules take it at data level",
+    ),
+    Gap(
         "B",
         "V4 system/message under data.message",
         r"^turns-",

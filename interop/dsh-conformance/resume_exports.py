@@ -6,7 +6,8 @@ sessions `sessionlog demo` generates. Each is exported by sessionlog in every fo
 offers (V0 `session.jsonl` always; V4 plain and zstd once `export` takes `--format-version` and
 `--compress`), laid out in a DSH home, and resumed by DSH with no model reachable. Resuming is
 DSH's strict load: it migrates an older file to V4 and writes `session.v4.jsonl` beside it.
-When sessionlog also exports V4, DSH's migrated file (before the end-seed the resume appends)
+DSH's migrated files are imported back into sessionlog, whose export of them must give the
+same bytes. When sessionlog also exports V4, DSH's migrated file (before the end-seed the resume appends)
 must equal sessionlog's V4 export byte for byte.
 
 Usage: resume_exports.py SESSIONLOG_BIN SHARED_DIR WORK_DIR GENERATED_SESSIONS
@@ -34,6 +35,8 @@ RAW_LOG_PATH = re.compile(r" ?\(raw log: [^)]*\)")
 TOOLS_PLACEHOLDER = b'"tools":"{{tools}}"'
 NO_TOOLS = b'"tools":[]'
 SAMPLE_EVERY = 25
+# Of the generated sessions DSH migrated, every REIMPORT_EVERY-th is read back by sessionlog.
+REIMPORT_EVERY = 10
 # DSH runtimes resuming side by side (the CI machine has 2 cores).
 RUNTIMES = 2
 
@@ -352,6 +355,36 @@ def compare_migrations(
     tally.count("V4 exports equal to DSH's migration", equal)
 
 
+def reimport_migrations(
+    cli: dshlib.Cli,
+    v0: dict[str, tuple[Source, Path, bytes]],
+    resumed: set[str],
+    work: Path,
+    tally: Tally,
+) -> None:
+    """DSH's own V4 files (its migrations of the V0 exports, with the end-seed the resume
+    appended) import into sessionlog, and export (at the format they were imported at) byte for
+    byte: every fixture's and every REIMPORT_EVERY-th generated session's."""
+    store = work / "dsh-migrated-store"
+    for index, session_id in enumerate(sorted(resumed)):
+        source, v0_path, _ = v0[session_id]
+        if source.original is None and index % REIMPORT_EVERY:
+            continue
+        migrated = v0_path.with_name(V4_FILE)
+        if not migrated.is_file():
+            continue  # compare_migrations and the resume checks report a missing file
+        out = cli.run("import", "--store", str(store), "--session", session_id, str(migrated))
+        if out.returncode != 0:
+            tally.fail(source.label, f"sessionlog import of DSH's migrated V4 file exited {out.returncode}: {out.stderr.decode().strip()}")
+            continue
+        tally.count("DSH V4 migrations imported by sessionlog")
+        out = cli.run("export", "--store", str(store), "--session", session_id)
+        if out.returncode != 0 or out.stdout != migrated.read_bytes():
+            tally.fail(source.label, f"sessionlog's export of DSH's migrated V4 file is not that file byte for byte (exit {out.returncode})")
+            continue
+        tally.count("  ... and exported byte for byte")
+
+
 def check_resume_kept_bytes(
     placed: dict[str, tuple[Source, Path, bytes]], fmt: Export, resumed: set[str], tally: Tally
 ) -> None:
@@ -409,6 +442,7 @@ def main(argv: list[str]) -> int:
             check_export_repeats_import(placed[fmt.name], tally)
         else:
             check_resume_kept_bytes(placed[fmt.name], fmt, resumed[fmt.name], tally)
+    reimport_migrations(cli, placed["V0"], resumed["V0"], work, tally)
     if "V4" in placed:
         compare_migrations(placed["V0"], placed["V4"], resumed["V0"], tally)
     for what, n in tally.counts.items():
