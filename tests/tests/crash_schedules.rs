@@ -1,6 +1,6 @@
 //! Crash schedules: random operations against a log on simulated storage, a power loss at a
 //! random point (between operations, or in the middle of one through an injected fault or a
-//! power cut), recovery with the default mode, and a check of the recovered log against the
+//! power cut; reclaims among the operations), recovery with the default mode, and a check of the recovered log against the
 //! reference model; then more operations on the recovered log and another check.
 //!
 //! `cargo test` runs 20,000 schedules. `SESSIONLOG_CRASH_SCHEDULES=1000000` runs that many;
@@ -54,6 +54,8 @@ struct Coverage {
     tail_cuts: u64,
     footers_rebuilt: u64,
     multi_segment_logs: u64,
+    reclaims: u64,
+    segments_reclaimed: u64,
     interrupted_recoveries: u64,
     strict_opens_refused: u64,
     strict_opens_clean: u64,
@@ -71,6 +73,8 @@ impl Coverage {
         self.tail_cuts += other.tail_cuts;
         self.footers_rebuilt += other.footers_rebuilt;
         self.multi_segment_logs += other.multi_segment_logs;
+        self.reclaims += other.reclaims;
+        self.segments_reclaimed += other.segments_reclaimed;
         self.interrupted_recoveries += other.interrupted_recoveries;
         self.strict_opens_refused += other.strict_opens_refused;
         self.strict_opens_clean += other.strict_opens_clean;
@@ -180,7 +184,8 @@ impl Schedule {
                 10..=12 => self.delete_stream()?,
                 13..=79 => self.commit()?,
                 80..=90 => self.flush()?,
-                91..=95 => self.live_check()?,
+                91..=93 => self.live_check()?,
+                94..=95 => self.reclaim()?,
                 _ => self.clean_restart()?,
             };
             if step == Step::LogFailed {
@@ -374,6 +379,25 @@ impl Schedule {
                 Ok(Step::LogFailed)
             }
             Err(e) => Err(format!("flush: unexpected error {e}")),
+        }
+    }
+
+    /// Reclaims the segments nothing live needs: the records stay as they were, and on
+    /// success everything acknowledged is durable (reclaim syncs first).
+    fn reclaim(&mut self) -> Result<Step, String> {
+        self.coverage.reclaims += 1;
+        match self.log().reclaim() {
+            Ok(report) => {
+                self.note(format!("reclaim: {report:?}"));
+                self.coverage.segments_reclaimed += report.segments_removed.len() as u64;
+                self.model.flushed();
+                Ok(Step::Done)
+            }
+            Err(e) if is_storage_failure(&e) => {
+                self.note(format!("reclaim failed: {e}"));
+                Ok(Step::LogFailed)
+            }
+            Err(e) => Err(format!("reclaim: unexpected error {e}")),
         }
     }
 
@@ -688,6 +712,7 @@ fn every_crash_schedule_recovers_what_was_acknowledged() {
         assert!(coverage.failed_ops > count / 50, "{coverage:?}");
         assert!(coverage.tail_cuts > count / 50, "{coverage:?}");
         assert!(coverage.multi_segment_logs > count / 50, "{coverage:?}");
+        assert!(coverage.segments_reclaimed > 0, "{coverage:?}");
         assert!(coverage.interrupted_recoveries > 0, "{coverage:?}");
     }
 }
