@@ -1,0 +1,284 @@
+"""sessionlog: embedded storage for AI-agent sessions.
+
+A :class:`Store` keeps many sessions in one directory, on a segmented, checksummed log whose
+commits from many threads share one ``fdatasync``. A session is an append-only sequence of
+typed events (see :mod:`sessionlog.build`); the messages a model sees are derived from it
+(:meth:`Store.view`).
+
+The native calls release the GIL while they wait on the disk, so threads writing different
+sessions group-commit. The ``*_async`` methods run the same calls on the event loop's default
+executor, so they never block the loop.
+
+Errors are :class:`SessionlogError` subclasses chosen by what went wrong:
+:class:`RefusedError` (input refused, nothing changed), :class:`NotFoundError`,
+:class:`BusyError` (held by another process or handle), :class:`DamagedError` (stored data
+does not verify) and :class:`StorageError` (I/O, a poisoned or closed store, bad options).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Optional, Sequence, TypeVar, Union
+
+from . import _native, build
+from ._native import (
+    BusyError,
+    DamagedError,
+    NotFoundError,
+    RefusedError,
+    SessionlogError,
+    StorageError,
+    StoredEvent,
+)
+
+__all__ = [
+    "BusyError",
+    "DamagedError",
+    "NotFoundError",
+    "RefusedError",
+    "SessionHandle",
+    "SessionlogError",
+    "StorageError",
+    "Store",
+    "StoredEvent",
+    "View",
+    "build",
+]
+
+_T = TypeVar("_T")
+
+Event = Union[build.Builder, dict, str]
+
+
+async def _in_executor(fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(None, functools.partial(fn, *args, **kwargs))
+
+
+@dataclass(frozen=True)
+class View:
+    """A session's derived state as of its last event."""
+
+    name: str
+    messages: list
+    """The model messages derived from the current surface, as dicts."""
+
+
+class SessionHandle:
+    """The one writer of a session.
+
+    Appends are validated and folded in memory, written to the log's buffer, and made durable
+    by :meth:`commit`. A refused event raises :class:`RefusedError` and changes nothing. Use it
+    as a context manager, or call :meth:`close`, to free the session for another writer.
+    """
+
+    __slots__ = ("_native",)
+
+    def __init__(self, native: _native.SessionHandle) -> None:
+        self._native = native
+
+    @property
+    def name(self) -> str:
+        """The session's name in the store."""
+        return self._native.name
+
+    def append(self, event: Event) -> int:
+        """Appends one event (a :mod:`sessionlog.build` event, or a raw envelope as a dict or
+        JSON text with ``type``, ``data`` and optional ``time``, ``ignorable``, ``surfaceOp``,
+        ``sourceEventSeqs``); returns its seq. Durable after the next :meth:`commit`."""
+        return self._native.append(event)
+
+    def append_atomic(self, events: Sequence[Union[dict, str]]) -> list:
+        """Appends raw envelopes as one atomic batch (after a crash all or none are there);
+        returns their seqs. If one is refused, none is appended."""
+        return self._native.append_atomic(list(events))
+
+    def commit(self) -> None:
+        """Makes every event appended so far durable. The GIL is released while it waits, and
+        commits from concurrent threads share one sync."""
+        self._native.commit()
+
+    async def append_async(self, event: Event) -> int:
+        """:meth:`append` on the loop's executor."""
+        return await _in_executor(self._native.append, event)
+
+    async def commit_async(self) -> None:
+        """:meth:`commit` on the loop's executor: the loop runs on while the disk syncs."""
+        await _in_executor(self._native.commit)
+
+    def next_seq(self) -> int:
+        """The seq the next event will take."""
+        return self._native.next_seq()
+
+    def pressure(self) -> dict:
+        """Context pressure of the next request: ``estimated_prompt_tokens`` (always an
+        estimate), ``anchored_on`` and ``anchor_prompt_tokens`` (the settlement with exact
+        usage it starts from, if any), ``context_window`` and ``ratio``."""
+        return self._native.pressure()
+
+    def compact(
+        self,
+        summarizer: Optional[Callable[[dict], Union[str, dict]]] = None,
+        *,
+        trigger_fraction: float = 0.0,
+        keep_recent_tokens: Optional[int] = None,
+        keep_recent_fraction: float = 0.25,
+    ) -> dict:
+        """Runs one summary compaction now, durably. ``summarizer`` gets the request as a
+        dict (``messages``, ``max_summary_tokens``, ``attempt``, ...) and returns the summary
+        text or a dict with ``text``, ``provider`` and ``model``; without one a deterministic
+        summarizer is used. Returns ``{"outcome": "compacted" | "skipped" | "failed", ...}``.
+        The shadowed events stay in the log."""
+        return self._native.compact(
+            summarizer,
+            trigger_fraction=trigger_fraction,
+            keep_recent_tokens=keep_recent_tokens,
+            keep_recent_fraction=keep_recent_fraction,
+        )
+
+    def close(self) -> None:
+        """Frees the session's writer slot. Events not committed stay in the log's buffer and
+        become durable with the store's next commit."""
+        self._native.close()
+
+    def __enter__(self) -> "SessionHandle":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<sessionlog.SessionHandle {self.name!r}>"
+
+
+class Store:
+    """A store: many sessions in one log directory.
+
+    ``Store(path)`` opens the store in ``path``, creating it when the directory is absent or
+    empty (``create=False`` refuses to create). ``read_only=True`` takes no lock and writes
+    nothing, so it works beside a live writer in another process. ``segment_bytes`` bounds the
+    size of each segment file (64 MiB by default); ``strict=True`` makes any damage an error
+    instead of cutting a torn, never-acknowledged tail.
+    """
+
+    __slots__ = ("_native",)
+
+    def __init__(
+        self,
+        path: Union[str, os.PathLike],
+        *,
+        read_only: bool = False,
+        create: bool = True,
+        segment_bytes: Optional[int] = None,
+        preallocate: Optional[bool] = None,
+        strict: bool = False,
+    ) -> None:
+        self._native = _native.Store(
+            os.fspath(path),
+            read_only=read_only,
+            create=create,
+            segment_bytes=segment_bytes,
+            preallocate=preallocate,
+            strict=strict,
+        )
+
+    @property
+    def path(self) -> str:
+        """The store directory."""
+        return self._native.path
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the store was opened read-only."""
+        return self._native.read_only
+
+    def create_session(self, name: str, *, cwd: Optional[str] = None) -> SessionHandle:
+        """Creates an empty session (durably) and returns its writer.
+        Raises :class:`RefusedError` when the name is taken or not allowed."""
+        return SessionHandle(self._native.create_session(name, cwd))
+
+    def open_session(self, name: str, *, repair: bool = True) -> SessionHandle:
+        """Opens a session for writing. With ``repair`` (the default) a final turn a crash
+        left open gets its closing events appended, as new events. Raises
+        :class:`BusyError` when another handle writes it."""
+        return SessionHandle(self._native.open_session(name, repair=repair))
+
+    def session_names(self) -> list:
+        """Names of all sessions, sorted."""
+        return self._native.session_names()
+
+    def list_sessions(
+        self, *, after: Optional[str] = None, prefix: Optional[str] = None, limit: int = 1000
+    ) -> list:
+        """Up to ``limit`` ``(name, events)`` pairs in name order after ``after``, optionally
+        only names starting with ``prefix``."""
+        return self._native.list_sessions(after=after, prefix=prefix, limit=limit)
+
+    def delete_session(self, name: str) -> None:
+        """Deletes a session (durably)."""
+        self._native.delete_session(name)
+
+    def event_count(self, name: str) -> int:
+        """Events in session ``name``."""
+        return self._native.event_count(name)
+
+    def events(self, name: str, start: int = 0, stop: Optional[int] = None) -> list:
+        """The stored events of a session with ``start <= seq < stop`` (to the end when
+        ``stop`` is None), in order."""
+        return self._native.events(name, start, stop)
+
+    def events_at(self, name: str, seqs: Iterable[int]) -> list:
+        """The stored events of a session with the given seqs, in the order asked."""
+        return self._native.events_at(name, list(seqs))
+
+    def view(self, name: str) -> View:
+        """The session's derived state: the model messages of its current surface."""
+        return View(name=name, messages=json.loads(self._native.messages_json(name)))
+
+    async def view_async(self, name: str) -> View:
+        """:meth:`view` on the loop's executor."""
+        return await _in_executor(self.view, name)
+
+    def import_dsh(self, data: Union[bytes, str, os.PathLike], *, name: Optional[str] = None):
+        """Imports a DeepSeek Harness ``session.jsonl`` (its bytes, or a path) as a session,
+        named ``name`` or the header's id; returns ``(name, events)``. The file is validated
+        whole before anything is written."""
+        if not isinstance(data, (bytes, bytearray)):
+            with open(data, "rb") as f:
+                data = f.read()
+        return self._native.import_dsh(bytes(data), name)
+
+    def export_dsh(self, name: str) -> bytes:
+        """The session as DeepSeek Harness JSONL."""
+        return self._native.export_dsh(name)
+
+    def raw_append(self, name: str, payloads: Sequence[bytes], *, durable: bool = True) -> list:
+        """Appends opaque ``payloads`` to the raw stream ``name`` (created if missing) as one
+        atomic batch; returns their seqs. Raw streams live beside sessions and never reach
+        one."""
+        return self._native.raw_append(name, list(payloads), durable=durable)
+
+    def raw_read(self, name: str, start: int = 0, stop: Optional[int] = None) -> list:
+        """``(seq, bytes)`` of the raw stream's records with ``start <= seq < stop``."""
+        return self._native.raw_read(name, start, stop)
+
+    def raw_stream_names(self) -> list:
+        """Names of the raw streams, sorted."""
+        return self._native.raw_stream_names()
+
+    def close(self) -> None:
+        """Closes the store. Later calls raise :class:`StorageError`."""
+        self._native.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<sessionlog.Store {self.path!r}>"
