@@ -92,10 +92,11 @@ class SessionHandle:
         ``sourceEventSeqs``); returns its seq. Durable after the next :meth:`commit`."""
         return self._native.append(event)
 
-    def append_atomic(self, events: Sequence[Union[dict, str]]) -> list:
+    def append_atomic(self, events: Sequence[Union[dict, str]], *, commit: bool = False) -> list:
         """Appends raw envelopes as one atomic batch (after a crash all or none are there);
-        returns their seqs. If one is refused, none is appended."""
-        return self._native.append_atomic(list(events))
+        returns their seqs. If one is refused, none is appended. With ``commit=True`` the batch
+        is durable when this returns (as with a following :meth:`commit`, in one native call)."""
+        return self._native.append_atomic(list(events), commit=commit)
 
     def commit(self) -> None:
         """Makes every event appended so far durable. The GIL is released while it waits, and
@@ -234,6 +235,15 @@ class Store:
     def events_at(self, name: str, seqs: Iterable[int]) -> list:
         """The stored events of a session with the given seqs, in the order asked."""
         return self._native.events_at(name, list(seqs))
+
+    def payloads_at(self, name: str, seqs: Iterable[int]) -> list:
+        """The payloads (``data``, as JSON text byte for byte) of a session's events with the
+        given seqs, in the order asked."""
+        return self._native.payloads_at(name, list(seqs))
+
+    def payloads_json_at(self, name: str, seqs: Iterable[int]) -> str:
+        """The same payloads as :meth:`payloads_at`, as the text of one JSON array."""
+        return self._native.payloads_json_at(name, list(seqs))
 
     def view(self, name: str) -> View:
         """The session's derived state: the model messages of its current surface."""

@@ -85,9 +85,7 @@ class _Conversation:
 
     def _append(self, envelopes: list) -> list:
         assert self.handle is not None
-        seqs = self.handle.append_atomic(envelopes)
-        self.handle.commit()
-        return seqs
+        return self.handle.append_atomic(envelopes, commit=True)
 
     def add(self, items: list) -> None:
         envelopes = [
@@ -106,18 +104,18 @@ class _Conversation:
                 seqs = []
             else:  # SQLiteSession's historical LIMIT semantics: a negative limit is no limit
                 seqs = list(self.live)
-            events = self.store.events_at(self.name, seqs)
-        return [json.loads(e.data_json) for e in events]
+            text = self.store.payloads_json_at(self.name, seqs)
+        return json.loads(text)
 
     def pop(self) -> Any:
         with self.lock:
             if not self.live:
                 return None
             seq = self.live[-1]
-            (event,) = self.store.events_at(self.name, [seq])
+            (payload,) = self.store.payloads_at(self.name, [seq])
             self._append([{"type": POP, "data": {"seq": seq}, "ignorable": True}])
             self.live.pop()
-            return json.loads(event.data_json)
+            return json.loads(payload)
 
     def clear(self) -> None:
         with self.lock:

@@ -354,6 +354,25 @@ impl PyStore {
     }
 }
 
+impl PyStore {
+    /// The events of session `name` with the given seqs, read with the GIL released.
+    fn read_at(&self, py: Python<'_>, name: &str, seqs: Vec<u64>) -> PyResult<Vec<Event>> {
+        let store = self.store()?;
+        let stream = stream_of(&store, name)?;
+        py.allow_threads(|| {
+            let reader = store.log_reader();
+            seqs.iter()
+                .map(|&seq| {
+                    let r = reader
+                        .read(stream, LogSeq(seq.saturating_add(1)))
+                        .map_err(py_err)?;
+                    decode_event(&r.payload).map_err(session_err)
+                })
+                .collect()
+        })
+    }
+}
+
 fn stream_of(store: &Store, name: &str) -> PyResult<StreamId> {
     store
         .log_reader()
@@ -512,23 +531,36 @@ impl PyStore {
 
     /// The events of session `name` with the given seqs, in the order asked.
     fn events_at(&self, py: Python<'_>, name: &str, seqs: Vec<u64>) -> PyResult<Vec<StoredEvent>> {
-        let store = self.store()?;
-        let stream = stream_of(&store, name)?;
-        let events = py.allow_threads(|| -> Result<Vec<Event>, PyErr> {
-            let reader = store.log_reader();
-            seqs.iter()
-                .map(|&seq| {
-                    let r = reader
-                        .read(stream, LogSeq(seq.saturating_add(1)))
-                        .map_err(py_err)?;
-                    decode_event(&r.payload).map_err(session_err)
-                })
-                .collect()
-        })?;
+        let events = self.read_at(py, name, seqs)?;
         Ok(events
             .into_iter()
             .map(|event| StoredEvent { event })
             .collect())
+    }
+
+    /// The payloads (JSON text, as written) of the events of session `name` with the given
+    /// seqs, in the order asked.
+    fn payloads_at(&self, py: Python<'_>, name: &str, seqs: Vec<u64>) -> PyResult<Vec<String>> {
+        let events = self.read_at(py, name, seqs)?;
+        Ok(events
+            .iter()
+            .map(|e| e.stored_data().raw().to_owned())
+            .collect())
+    }
+
+    /// The payloads of the events of session `name` with the given seqs as one JSON array
+    /// text (each element byte for byte as written), for one `json.loads` on the Python side.
+    fn payloads_json_at(&self, py: Python<'_>, name: &str, seqs: Vec<u64>) -> PyResult<String> {
+        let events = self.read_at(py, name, seqs)?;
+        let mut out = String::from("[");
+        for (i, e) in events.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(e.stored_data().raw());
+        }
+        out.push(']');
+        Ok(out)
     }
 
     /// The derived model messages of session `name` as JSON text (a list).
@@ -756,7 +788,15 @@ impl SessionHandle {
     }
 
     /// Appends raw envelopes (dicts or JSON text) as one atomic batch; returns their seqs.
-    fn append_atomic(&self, py: Python<'_>, events: Vec<Bound<'_, PyAny>>) -> PyResult<Vec<u64>> {
+    /// With `commit`, the batch is also made durable before this returns (one release of the
+    /// GIL for both).
+    #[pyo3(signature = (events, *, commit = false))]
+    fn append_atomic(
+        &self,
+        py: Python<'_>,
+        events: Vec<Bound<'_, PyAny>>,
+        commit: bool,
+    ) -> PyResult<Vec<u64>> {
         let mut inputs = Vec::with_capacity(events.len());
         for e in &events {
             match event_of(py, e)? {
@@ -769,9 +809,11 @@ impl SessionHandle {
             }
         }
         self.with(py, |h| {
-            h.append_atomic(inputs)
-                .map(|seqs| seqs.into_iter().map(|s| s.get()).collect())
-                .map_err(py_err)
+            let seqs = h.append_atomic(inputs).map_err(py_err)?;
+            if commit {
+                h.commit().map_err(py_err)?;
+            }
+            Ok(seqs.into_iter().map(|s| s.get()).collect())
         })
     }
 

@@ -93,6 +93,9 @@ def test_atomic_batch_is_all_or_nothing(store_path):
         assert h.next_seq() == 2
         h.commit()
         assert store.event_count("s") == 2
+        assert h.append_atomic(['{"type":"x/a","data":{"k":[1.0]},"ignorable":true}'], commit=True) == [2]
+        assert store.payloads_at("s", [2, 0]) == ['{"k":[1.0]}', "{}"]
+        assert store.payloads_json_at("s", [2, 0]) == '[{"k":[1.0]},{}]'
 
 
 def test_second_writer_process_is_busy_and_read_only_open_works(store_path):

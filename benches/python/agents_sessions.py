@@ -1,0 +1,139 @@
+"""Agents SDK sessions: sessionlog's SessionlogSession against the SDK's SQLiteSession
+(file-backed), measured in the same run on the same disk.
+
+Workload per operation: ``add_items([one item])`` (durable when it returns, for both) then
+``get_items()``. N sessions (1, 8, 64) run concurrently as asyncio tasks; both
+implementations do their blocking work on the loop's default executor, sized to 64 threads
+for both. Then ``get_items(limit=20)`` on a 100,000-item session.
+
+Run from the repository root with the package installed (``pip install ./python``):
+
+    python benches/python/agents_sessions.py [--seconds 3]
+
+It prints the disk probe (``cargo run --release -p sessionlog-benches --bin probe``) before
+and after, and removes every store and database it made.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from agents import SQLiteSession
+
+from sessionlog.agents import SessionlogSession
+
+
+class BenchSessionlogSession(SessionlogSession):
+    store_options = {"segment_bytes": 16 << 20}
+
+
+def probe(root: str) -> str:
+    out = subprocess.run(
+        ["cargo", "run", "--release", "-q", "-p", "sessionlog-benches", "--bin", "probe"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.strip()
+
+
+def item(i: int) -> dict:
+    return {"role": "user", "content": f"message {i}: " + "lorem ipsum " * 8}
+
+
+async def run_workload(make, n: int, seconds: float) -> tuple[int, float]:
+    sessions = [make(f"s{n}-{k}") for k in range(n)]
+    deadline = time.perf_counter() + seconds
+    counts = [0] * n
+
+    async def worker(k: int) -> None:
+        s = sessions[k]
+        i = 0
+        while time.perf_counter() < deadline:
+            await s.add_items([item(i)])
+            await s.get_items()
+            i += 1
+        counts[k] = i
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker(k) for k in range(n)))
+    elapsed = time.perf_counter() - start
+    for s in sessions:
+        s.close()
+    return sum(counts), elapsed
+
+
+async def get_limit_20(make, total: int = 100_000) -> tuple[float, float]:
+    s = make("big")
+    batch = [item(i) for i in range(1000)]
+    for _ in range(total // len(batch)):
+        await s.add_items(batch)
+    assert len(await s.get_items(limit=20)) == 20
+    samples = []
+    for _ in range(200):
+        t = time.perf_counter()
+        await s.get_items(limit=20)
+        samples.append(time.perf_counter() - t)
+    s.close()
+    samples.sort()
+    return statistics.median(samples), samples[int(len(samples) * 0.99) - 1]
+
+
+async def main_async(args, work: str) -> None:
+    asyncio.get_running_loop().set_default_executor(
+        concurrent.futures.ThreadPoolExecutor(max_workers=64)
+    )
+    print(f"{'sessions':>8} {'sessionlog ops/s':>17} {'SQLiteSession ops/s':>20} {'ratio':>7}")
+    for n in (1, 8, 64):
+        store_dir = os.path.join(work, f"sessionlog-{n}")
+        db = os.path.join(work, f"sqlite-{n}.db")
+        ops_l, t_l = await run_workload(lambda sid: BenchSessionlogSession(sid, store_dir), n, args.seconds)
+        ops_s, t_s = await run_workload(lambda sid: SQLiteSession(sid, db), n, args.seconds)
+        rate_l, rate_s = ops_l / t_l, ops_s / t_s
+        print(f"{n:>8} {rate_l:>17.0f} {rate_s:>20.0f} {rate_l / rate_s:>6.2f}x", flush=True)
+        shutil.rmtree(store_dir, ignore_errors=True)
+        for suffix in ("", "-wal", "-shm", ".lock"):
+            if os.path.exists(db + suffix):
+                os.remove(db + suffix)
+    big_dir = os.path.join(work, "sessionlog-big")
+    p50, p99 = await get_limit_20(lambda sid: BenchSessionlogSession(sid, big_dir))
+    shutil.rmtree(big_dir, ignore_errors=True)
+    big_db = os.path.join(work, "sqlite-big.db")
+    q50, q99 = await get_limit_20(lambda sid: SQLiteSession(sid, big_db))
+    print(
+        f"get_items(limit=20) on a 100,000-item session: sessionlog p50 {p50 * 1e6:.0f} us "
+        f"p99 {p99 * 1e6:.0f} us; SQLiteSession p50 {q50 * 1e6:.0f} us p99 {q99 * 1e6:.0f} us"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=3.0, help="measurement time per row")
+    parser.add_argument("--no-probe", action="store_true", help="skip the disk probe")
+    args = parser.parse_args()
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    base = os.environ.get("SESSIONLOG_BENCH_DIR") or os.path.join(root, "target", "sessionlog-bench")
+    os.makedirs(base, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="python-agents-", dir=base)
+    try:
+        if not args.no_probe:
+            print("before:", probe(root), flush=True)
+        asyncio.run(main_async(args, work))
+        if not args.no_probe:
+            print("after:", probe(root), flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
