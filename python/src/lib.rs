@@ -825,7 +825,7 @@ impl SessionHandle {
 
     /// The seq the next event will take.
     fn next_seq(&self, py: Python<'_>) -> PyResult<u64> {
-        self.with(py, |h| Ok(h.session().next_seq().get()))
+        self.with(py, |h| Ok(h.next_seq().get()))
     }
 
     /// Context pressure of the next request (estimated tokens, window, ratio).
