@@ -139,7 +139,11 @@ class SessionlogSaver(BaseCheckpointSaver[str]):
             raise TypeError("SessionlogSaver takes a store path or store=, not both")
         self._owns_store = store is None
         self.store = store if store is not None else Store(path, **store_options)
-        self._lock = threading.RLock()
+        # Guards the folded state; held only for short in-memory work, never across I/O.
+        self._lock = threading.Lock()
+        # One lock per graph thread, held across its durable append and fold, so its records
+        # are folded in log order while appends of different threads share a group commit.
+        self._writer_locks: dict = {}
         self._threads: dict = {}
         self._load()
 
@@ -155,16 +159,24 @@ class SessionlogSaver(BaseCheckpointSaver[str]):
             if not thread.empty():
                 self._threads[name[len(STREAM_PREFIX) :]] = thread
 
+    def _writer_lock(self, thread_id: str) -> threading.Lock:
+        with self._lock:
+            return self._writer_locks.setdefault(thread_id, threading.Lock())
+
     def _log(self, thread_id: str, ops: list) -> None:
-        """Writes `ops` to the thread's stream as one durable batch, then folds them."""
+        """Writes `ops` to the thread's stream as one durable batch, then folds them. Called
+        without `self._lock` held: the fsync must not hold up other threads."""
         if not ops:
             return
-        self.store.raw_append(STREAM_PREFIX + thread_id, [_encode(op) for op in ops])
-        thread = self._threads.setdefault(thread_id, _Thread())
-        for op in ops:
-            thread.apply(op)
-        if thread.empty():
-            self._threads.pop(thread_id, None)
+        payloads = [_encode(op) for op in ops]
+        with self._writer_lock(thread_id):
+            self.store.raw_append(STREAM_PREFIX + thread_id, payloads)
+            with self._lock:
+                thread = self._threads.setdefault(thread_id, _Thread())
+                for op in ops:
+                    thread.apply(op)
+                if thread.empty():
+                    self._threads.pop(thread_id, None)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -294,8 +306,7 @@ class SessionlogSaver(BaseCheckpointSaver[str]):
         }
         if op["run_id"] is not None and not isinstance(op["run_id"], (str, int, float)):
             op["run_id"] = str(op["run_id"])
-        with self._lock:
-            self._log(thread_id, [op])
+        self._log(thread_id, [op])
         return {
             "configurable": {
                 "thread_id": conf["thread_id"],
@@ -324,15 +335,15 @@ class SessionlogSaver(BaseCheckpointSaver[str]):
                 for idx, (channel, value) in enumerate(writes)
             ],
         }
-        with self._lock:
-            self._log(str(conf["thread_id"]), [op])
+        self._log(str(conf["thread_id"]), [op])
 
     def delete_thread(self, thread_id: str) -> None:
         """Deletes every checkpoint and write of the thread (the log keeps a tombstone)."""
         thread_id = str(thread_id)
         with self._lock:
-            if thread_id in self._threads:
-                self._log(thread_id, [{"op": "delete"}])
+            exists = thread_id in self._threads
+        if exists:
+            self._log(thread_id, [{"op": "delete"}])
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Deletes the checkpoints (and their writes) whose metadata names one of
@@ -340,8 +351,9 @@ class SessionlogSaver(BaseCheckpointSaver[str]):
         wanted = {str(r) for r in run_ids}
         if not wanted:
             return
+        batches = []
         with self._lock:
-            for thread_id, thread in list(self._threads.items()):
+            for thread_id, thread in self._threads.items():
                 doomed = [
                     [ns, cid]
                     for ns, cps in thread.checkpoints.items()
@@ -349,7 +361,9 @@ class SessionlogSaver(BaseCheckpointSaver[str]):
                     if entry[3] is not None and str(entry[3]) in wanted
                 ]
                 if doomed:
-                    self._log(thread_id, [{"op": "drop", "checkpoints": doomed}])
+                    batches.append((thread_id, [{"op": "drop", "checkpoints": doomed}]))
+        for thread_id, ops in batches:
+            self._log(thread_id, ops)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copies every checkpoint (the whole parent chain), blob and write of a thread to
@@ -394,20 +408,21 @@ class SessionlogSaver(BaseCheckpointSaver[str]):
                                 "writes": [[idx, channel, _enc_typed(typed)]],
                             }
                         )
-            self._log(target, ops)
+        self._log(target, ops)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``keep_latest`` keeps each namespace's newest checkpoint (with its writes);
         ``delete`` deletes the threads."""
         if strategy not in ("keep_latest", "delete"):
             raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
+        batches = []
         with self._lock:
             for thread_id in (str(t) for t in thread_ids):
                 thread = self._threads.get(thread_id)
                 if thread is None:
                     continue
                 if strategy == "delete":
-                    self._log(thread_id, [{"op": "delete"}])
+                    batches.append((thread_id, [{"op": "delete"}]))
                     continue
                 doomed = [
                     [ns, cid]
@@ -416,7 +431,9 @@ class SessionlogSaver(BaseCheckpointSaver[str]):
                     if cid != max(cps)
                 ]
                 if doomed:
-                    self._log(thread_id, [{"op": "drop", "checkpoints": doomed}])
+                    batches.append((thread_id, [{"op": "drop", "checkpoints": doomed}]))
+        for thread_id, ops in batches:
+            self._log(thread_id, ops)
 
     def get_next_version(self, current: Optional[str], channel: Any = None) -> str:
         """Versions that sort as strings: a zero-padded counter and a random tail."""
