@@ -81,8 +81,54 @@ pub fn decode_session_dir(dir: &str) -> Option<String> {
     (encode_session_dir(&name) == dir).then_some(name)
 }
 
+/// The session file DSH reads in a session directory: the newest format generation
+/// (`session.vN.jsonl` with the highest N, else `session.jsonl`), plain or `.zstd`; a plain
+/// file wins over a compressed one of the same generation. `None` when there is none.
+pub fn newest_session_file(dir: &Path) -> io::Result<Option<PathBuf>> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut best: Option<((u64, bool), PathBuf)> = None;
+    for entry in entries {
+        let entry = entry?;
+        let Some(rank) = entry.file_name().to_str().and_then(generation_of) else {
+            continue;
+        };
+        if !entry.file_type()?.is_file() {
+            continue;
+        }
+        if best.as_ref().is_none_or(|(b, _)| rank > *b) {
+            best = Some((rank, entry.path()));
+        }
+    }
+    Ok(best.map(|(_, path)| path))
+}
+
+/// `(N, plain)` for a DSH session file name: `session.jsonl` is generation 0,
+/// `session.vN.jsonl` (N >= 1, no leading zero) generation N, each optionally `.zstd`.
+fn generation_of(file_name: &str) -> Option<(u64, bool)> {
+    let (stem, plain) = match file_name.strip_suffix(".zstd") {
+        Some(stem) => (stem, false),
+        None => (file_name, true),
+    };
+    let middle = stem.strip_prefix("session.")?.strip_suffix("jsonl")?;
+    if middle.is_empty() {
+        return Some((0, plain));
+    }
+    let digits = middle.strip_prefix('v')?.strip_suffix('.')?;
+    if digits.starts_with('0') || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u64 = digits.parse().ok()?;
+    (n >= 1).then_some((n, plain))
+}
+
 struct Open {
     session: Session,
+    /// The file is zstd-compressed: read, never appended to.
+    compressed: bool,
     file: File,
     /// Bytes of the file that hold whole lines.
     len: u64,
@@ -170,9 +216,14 @@ impl DshDirStore {
         Ok(())
     }
 
-    /// The `session.jsonl` path of session `name`.
+    /// The file of session `name`: the newest generation present, else where `session.jsonl`
+    /// would be.
     pub fn session_path(&self, name: &str) -> PathBuf {
-        self.root.join(encode_session_dir(name)).join(SESSION_FILE)
+        let dir = self.root.join(encode_session_dir(name));
+        newest_session_file(&dir)
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| dir.join(SESSION_FILE))
     }
 
     fn dir_name(name: &str) -> StoreResult<String> {
@@ -191,7 +242,10 @@ impl DshDirStore {
     }
 
     fn load(&self, name: &str) -> StoreResult<Open> {
-        let path = self.root.join(Self::dir_name(name)?).join(SESSION_FILE);
+        let dir = self.root.join(Self::dir_name(name)?);
+        let path = newest_session_file(&dir)
+            .map_err(io)?
+            .ok_or_else(|| StoreError::NoSuchSession(name.to_owned()))?;
         let mut bytes = match fs::read(&path) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -207,8 +261,9 @@ impl DshDirStore {
             session: name.to_owned(),
             detail: format!("{}: {e}", path.display()),
         })?;
-        if self.read_only {
-            // The read side never writes: a torn tail stays in the file, skipped here.
+        if self.read_only || imported.zstd {
+            // The read side never writes: a torn tail stays in the file, skipped here. A
+            // compressed file is only read (appending to one is refused).
             let file = File::open(&path).map_err(io)?;
             let len = imported
                 .tail
@@ -216,6 +271,7 @@ impl DshDirStore {
                 .map_or(bytes.len(), |tail| tail.committed_bytes);
             return Ok(Open {
                 session: imported.session,
+                compressed: imported.zstd,
                 file,
                 len: len as u64,
                 dirty: false,
@@ -230,6 +286,7 @@ impl DshDirStore {
         }
         let mut open = Open {
             session: imported.session,
+            compressed: false,
             file,
             len: bytes.len() as u64,
             dirty: false,
@@ -291,13 +348,15 @@ impl SessionStore for DshDirStore {
         }
         self.cache.with_slot(name, |entry| {
             let dir = self.root.join(&dir_name);
-            let path = dir.join(SESSION_FILE);
-            if path.exists() {
+            if newest_session_file(&dir).map_err(io)?.is_some() {
                 return Err(StoreError::Exists(name.to_owned()));
             }
+            // The file is named for the format its header declares, as DSH names it.
+            let file_name = header.format().file_name(false);
+            let path = dir.join(&file_name);
             // A directory without its file is a create a crash interrupted: reuse it.
             fs::create_dir_all(&dir).map_err(io)?;
-            let temp = dir.join(format!("{SESSION_FILE}.creating"));
+            let temp = dir.join(format!("{file_name}.creating"));
             let mut file = File::create(&temp).map_err(io)?;
             file.write_all(header.raw().as_bytes()).map_err(io)?;
             file.write_all(b"\n").map_err(io)?;
@@ -307,6 +366,7 @@ impl SessionStore for DshDirStore {
             sync_dir(&self.root)?;
             let file = OpenOptions::new().append(true).open(&path).map_err(io)?;
             **entry = Some(Open {
+                compressed: false,
                 session: Session::new(header.clone(), self.version.clone()),
                 file,
                 len: header.raw().len() as u64 + 1,
@@ -326,6 +386,15 @@ impl SessionStore for DshDirStore {
                 let Some(open) = entry.as_mut() else {
                     return Err(StoreError::NoSuchSession(name.to_owned()));
                 };
+                if open.compressed {
+                    return Err(io(io::Error::new(
+                        io::ErrorKind::Unsupported,
+                        format!(
+                            "session {name:?} is stored zstd-compressed, which this store only \
+                             reads; export it plain (sessionlog export) to append to it"
+                        ),
+                    )));
+                }
                 let from = append_validated(name, &mut open.session, events, expected)?;
                 let lines = pack_jsonl_lines(open.session.events().get(from..).unwrap_or_default());
                 if let Err(e) = open.file.write_all(lines.as_bytes()) {
@@ -398,7 +467,7 @@ impl SessionStore for DshDirStore {
             if after.is_some_and(|a| name.as_str() <= a) {
                 continue;
             }
-            if entry.path().join(SESSION_FILE).is_file() {
+            if newest_session_file(&entry.path()).ok().flatten().is_some() {
                 names.push(name);
             }
         }
@@ -413,7 +482,7 @@ impl SessionStore for DshDirStore {
         self.cache.with_slot(name, |entry| {
             **entry = None;
             let dir = self.root.join(&dir_name);
-            if !dir.join(SESSION_FILE).is_file() {
+            if newest_session_file(&dir).map_err(io)?.is_none() {
                 return Err(StoreError::NoSuchSession(name.to_owned()));
             }
             // Rename first so a crash leaves either the session or a directory that the

@@ -12,6 +12,8 @@ mod dsh_dir;
 mod memory;
 mod sqlite;
 
-pub use dsh_dir::{decode_session_dir, encode_session_dir, DshDirStore, SESSION_FILE};
+pub use dsh_dir::{
+    decode_session_dir, encode_session_dir, newest_session_file, DshDirStore, SESSION_FILE,
+};
 pub use memory::MemoryStore;
 pub use sqlite::SqliteStore;

@@ -82,18 +82,20 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Import a DeepSeek Harness session.jsonl as a session.
+    /// Import a DeepSeek Harness session file of any format version (session.jsonl,
+    /// session.vN.jsonl), plain or zstd-compressed (recognised by its content).
     Import {
         /// The store directory.
         #[arg(long)]
         store: PathBuf,
-        /// The session.jsonl file.
+        /// The session file.
         file: PathBuf,
         /// Session name (default: the header's id).
         #[arg(long)]
         session: Option<String>,
     },
-    /// Print a session as DeepSeek Harness JSONL.
+    /// Print a session as a DeepSeek Harness session file (session.jsonl or
+    /// session.vN.jsonl, plain or zstd).
     Export {
         /// The store directory.
         #[arg(long)]
@@ -101,6 +103,8 @@ enum Command {
         /// The session.
         #[arg(long)]
         session: String,
+        #[command(flatten)]
+        write: DshWriteArgs,
     },
     /// Append each stdin line as an event; print `{"session":NAME,"seq":N}` once committed.
     #[command(after_long_help = APPEND_HELP)]
@@ -283,7 +287,45 @@ enum Command {
         /// Accept a source without sessions (otherwise refused with exit 3).
         #[arg(long)]
         allow_empty: bool,
+        /// With a dsh: destination, how its session files are written.
+        #[command(flatten)]
+        write: DshWriteArgs,
     },
+}
+
+/// How `export` and `migrate --to dsh:` write DeepSeek Harness session files.
+#[derive(clap::Args, Debug, Clone, Default)]
+struct DshWriteArgs {
+    /// The DSH format version to write, 0 to 4 (default: the version the session was
+    /// imported at when it holds every event, else the lowest version that does). A version
+    /// that lacks one of the session's events is refused (exit 3) with the reason.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=4))]
+    format_version: Option<u8>,
+    /// Compress as DSH does: zstd frames, the header line alone in the first.
+    #[arg(long, value_enum)]
+    compress: Option<Compression>,
+}
+
+/// A DSH session file compression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Compression {
+    /// Concatenated, checksummed zstd frames (`.jsonl.zstd`).
+    Zstd,
+}
+
+impl DshWriteArgs {
+    fn options(&self) -> sessionlog::session::ExportOptions {
+        sessionlog::session::ExportOptions::default()
+            .with_format(
+                self.format_version
+                    .and_then(|n| sessionlog::session::DshFormat::from_number(u64::from(n))),
+            )
+            .with_zstd(self.compress == Some(Compression::Zstd))
+    }
+
+    fn is_default(&self) -> bool {
+        self.format_version.is_none() && self.compress.is_none()
+    }
 }
 
 /// The line format of `append`, shown by `append --help`.
@@ -490,7 +532,11 @@ fn run(command: Command) -> Result<u8, Failure> {
             file,
             session,
         } => sessions::import(&store, &file, session.as_deref()),
-        Command::Export { store, session } => sessions::export(&store, &session),
+        Command::Export {
+            store,
+            session,
+            write,
+        } => sessions::export(&store, &session, &write.options()),
         Command::Append {
             store,
             session,
@@ -523,7 +569,13 @@ fn run(command: Command) -> Result<u8, Failure> {
             from,
             to,
             allow_empty,
-        } => migrate::migrate(&from, &to, allow_empty),
+            write,
+        } => migrate::migrate(
+            &from,
+            &to,
+            allow_empty,
+            (!write.is_default()).then(|| write.options()),
+        ),
     }
 }
 

@@ -14,8 +14,13 @@ use std::path::{Path, PathBuf};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use sessionlog::Access;
-use sessionlog_adapters::{decode_session_dir, DshDirStore, SqliteStore, SESSION_FILE};
-use sessionlog_session::{Event, NewEvent, SessionStore, StoreError};
+use sessionlog_adapters::{
+    decode_session_dir, encode_session_dir, newest_session_file, DshDirStore, SqliteStore,
+};
+use sessionlog_session::{
+    export_dsh, export_format, import_jsonl, Event, ExportOptions, ImportOptions, NewEvent,
+    SessionStore, StoreError,
+};
 
 use crate::{open_store, Failure};
 
@@ -76,37 +81,12 @@ struct Source {
 
 /// A directory that names a session in DSH's layout: `<dir>/session.jsonl`.
 fn is_session_dir(path: &Path) -> bool {
-    path.join(SESSION_FILE).is_file()
+    newest_session_file(path).ok().flatten().is_some()
         && path
             .file_name()
             .and_then(|n| n.to_str())
             .and_then(decode_session_dir)
             .is_some()
-}
-
-/// DSH's compressed log file name (its default encoding), which this tool does not read.
-const COMPRESSED_SESSION_FILE: &str = "session.jsonl.zstd";
-
-/// A session directory holding only DSH's compressed log.
-fn is_compressed_session_dir(path: &Path) -> bool {
-    path.join(COMPRESSED_SESSION_FILE).is_file() && !path.join(SESSION_FILE).exists()
-}
-
-/// The compressed-only session directories directly under `dir` and one level down.
-fn compressed_sessions(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
-    let mut found = Vec::new();
-    for sub in subdirs(dir)? {
-        if is_compressed_session_dir(&sub) {
-            found.push(sub);
-        } else if !is_session_dir(&sub) {
-            found.extend(
-                subdirs(&sub)?
-                    .into_iter()
-                    .filter(|d| is_compressed_session_dir(d)),
-            );
-        }
-    }
-    Ok(found)
 }
 
 /// The subdirectories of `dir`, sorted.
@@ -190,22 +170,6 @@ fn open_dsh_source(dir: &Path) -> Result<Source, Failure> {
     } else {
         dir.to_path_buf()
     };
-    // DSH writes zstd-compressed logs by default. Migrating the plain ones and leaving those
-    // behind would look like success, so any of them refuses the whole migration.
-    let compressed = compressed_sessions(&root)?;
-    if let Some(first) = compressed.first() {
-        return Err(Failure::new(
-            3,
-            format!(
-                "{} holds {} stored compressed ({COMPRESSED_SESSION_FILE}, e.g. in {}), which \
-                 migrate does not read; nothing was copied. Decompress each next to it \
-                 (zstd -d {COMPRESSED_SESSION_FILE} -o {SESSION_FILE}) and run migrate again",
-                dir.display(),
-                plural(compressed.len(), "session", "sessions"),
-                first.display()
-            ),
-        ));
-    }
     // Session directories directly under the root make it a project directory; directories
     // holding session directories are projects of a sessions root. (A root may hold both.)
     let mut projects = Vec::new();
@@ -312,10 +276,21 @@ impl Progress {
 }
 
 /// Runs the migration; prints what it found, then one count line, on stdout.
-pub(crate) fn migrate(from: &str, to: &str, allow_empty: bool) -> Result<u8, Failure> {
+pub(crate) fn migrate(
+    from: &str,
+    to: &str,
+    allow_empty: bool,
+    dsh_write: Option<ExportOptions>,
+) -> Result<u8, Failure> {
     let (from, to) = (Location::parse(from)?, Location::parse(to)?);
     if from.path() == to.path() {
         return Err(Failure::new(2, "--from and --to name the same place"));
+    }
+    if dsh_write.is_some() && !matches!(to, Location::Dsh(_)) {
+        return Err(Failure::new(
+            2,
+            "--format-version and --compress apply to a dsh: destination only",
+        ));
     }
     let source = from.open_source()?;
     let names = source_names(&source)?;
@@ -360,6 +335,9 @@ pub(crate) fn migrate(from: &str, to: &str, allow_empty: bool) -> Result<u8, Fai
     let mut events = 0u64;
     for (store, name) in &names {
         let copied = copy_session(source.stores[*store].as_ref(), target.as_ref(), name)?;
+        if let (Some(options), Location::Dsh(dir)) = (&dsh_write, &to) {
+            rewrite_dsh_session(dir, name, options)?;
+        }
         events += copied;
         progress.session_done(name, copied, events);
     }
@@ -372,6 +350,40 @@ pub(crate) fn migrate(from: &str, to: &str, allow_empty: bool) -> Result<u8, Fai
         to.path().display()
     );
     Ok(0)
+}
+
+/// Rewrites the file of session `name` that the copy wrote under `dir` in the format and
+/// compression asked for, under the name DSH gives it (`session.vN.jsonl[.zstd]`): written
+/// beside it, synced, renamed into place, then the plain copy removed. A format that lacks
+/// one of the session's events refuses (exit 3) with the reason.
+fn rewrite_dsh_session(dir: &Path, name: &str, options: &ExportOptions) -> Result<(), Failure> {
+    let err = |e: std::io::Error| Failure::new(2, format!("session {name:?}: {e}"));
+    let session_dir = dir.join(encode_session_dir(name));
+    let written = newest_session_file(&session_dir)
+        .map_err(err)?
+        .ok_or_else(|| Failure::new(2, format!("session {name:?}: its copy is missing")))?;
+    let bytes = std::fs::read(&written).map_err(err)?;
+    let imported = import_jsonl(&bytes, &ImportOptions::default().with_repair(false))
+        .map_err(|e| Failure::new(3, format!("session {name:?}: {e}")))?;
+    let refused = |e: sessionlog_session::Error| Failure::new(3, format!("session {name:?}: {e}"));
+    let target = match options.format {
+        Some(format) => format,
+        None => export_format(&imported.session).map_err(refused)?,
+    };
+    let out = export_dsh(&imported.session, options).map_err(refused)?;
+    let final_path = session_dir.join(target.file_name(options.zstd));
+    let temp = session_dir.join(format!("{}.writing", target.file_name(options.zstd)));
+    let mut file = std::fs::File::create(&temp).map_err(err)?;
+    file.write_all(&out)
+        .and_then(|()| file.sync_all())
+        .map_err(err)?;
+    std::fs::rename(&temp, &final_path).map_err(err)?;
+    if written != final_path {
+        std::fs::remove_file(&written).map_err(err)?;
+    }
+    std::fs::File::open(&session_dir)
+        .and_then(|d| d.sync_all())
+        .map_err(err)
 }
 
 /// Every session of the source with the index of the store that holds it, in name order.

@@ -3,7 +3,7 @@
 use std::io::{self, BufRead, Write};
 use std::path::Path;
 
-use sessionlog::session::{EventInput, SessionHeader};
+use sessionlog::session::{EventInput, ExportOptions, SessionHeader};
 use sessionlog::{Access, CacheCheck, Durability, SessionHandle};
 
 use crate::{open_store, out, Failure};
@@ -32,10 +32,10 @@ pub(crate) fn import(dir: &Path, file: &Path, name: Option<&str>) -> Result<u8, 
     Ok(0)
 }
 
-pub(crate) fn export(dir: &Path, name: &str) -> Result<u8, Failure> {
+pub(crate) fn export(dir: &Path, name: &str, options: &ExportOptions) -> Result<u8, Failure> {
     let store = open_store(dir, Access::ReadOnly)?;
     let mut w = io::BufWriter::new(io::stdout().lock());
-    match store.write_dsh(name, &mut w) {
+    match store.write_dsh_as(name, options, &mut w).map(drop) {
         // A reader that stops early (`| head`) is not an error.
         Err(sessionlog::Error::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => {
             return Err(Failure::new(0, ""))

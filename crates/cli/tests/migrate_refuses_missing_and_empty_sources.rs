@@ -1,7 +1,7 @@
 //! `migrate` never creates its source: a source that does not exist is refused with exit 2,
 //! and nothing appears at the source or the destination. A source without sessions is
-//! refused with exit 3 unless `--allow-empty`. A source session that cannot be read (or is
-//! stored in DSH's compressed encoding) fails the migration before the destination is created.
+//! refused with exit 3 unless `--allow-empty`. A source session that cannot be read (a
+//! damaged compressed file among them) fails the migration before the destination is created.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -131,7 +131,7 @@ fn a_session_the_source_cannot_read_fails_before_the_destination_exists() {
 }
 
 #[test]
-fn compressed_dsh_sessions_are_refused_not_left_behind() {
+fn a_damaged_compressed_dsh_session_is_refused_not_left_behind() {
     let temp = tempfile::tempdir().expect("tempdir");
     let project = temp.path().join("home/sessions/--work--");
     let plain = project.join("a-plain");
@@ -146,7 +146,7 @@ fn compressed_dsh_sessions_are_refused_not_left_behind() {
     .expect("log");
     let packed = project.join("b-packed");
     std::fs::create_dir_all(&packed).expect("dir");
-    // Not real zstd: the file name alone tells migrate what it is.
+    // A zstd magic number and nothing after it: not even the header frame is whole.
     std::fs::write(packed.join("session.jsonl.zstd"), b"\x28\xb5\x2f\xfd").expect("log");
     let dest = temp.path().join("dest");
     let out = migrate(
@@ -154,12 +154,9 @@ fn compressed_dsh_sessions_are_refused_not_left_behind() {
         &format!("store:{}", dest.display()),
         &[],
     );
-    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
     let said = stderr(&out);
-    assert!(
-        said.contains("holds 1 session stored compressed (session.jsonl.zstd"),
-        "{said}"
-    );
+    assert!(said.contains("zstd"), "{said}");
     assert!(said.contains("b-packed"), "{said}");
     assert!(!dest.exists(), "the destination was created");
 }

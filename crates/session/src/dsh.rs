@@ -321,16 +321,88 @@ impl ExportOptions {
     }
 }
 
-/// The format a session exports at by default: the one its header declares (the version
-/// it was imported at) when that holds every event, else the lowest one that does.
-pub fn export_format(session: &Session) -> Result<DshFormat, Error> {
-    let declared = session.header().format();
-    if session.events().iter().all(|e| declared.holds(e).is_ok()) {
-        return Ok(declared);
+/// The choice of a DSH format for an export, made after seeing every event: which
+/// formats hold them all, and why the others do not. Lets a store that streams events
+/// choose before it writes anything.
+#[derive(Debug, Clone)]
+pub struct FormatChoice {
+    declared: DshFormat,
+    refusals: [Option<String>; 5],
+}
+
+impl FormatChoice {
+    /// No event seen yet, for a session whose header declares `declared`.
+    pub fn new(declared: DshFormat) -> FormatChoice {
+        FormatChoice {
+            declared,
+            refusals: Default::default(),
+        }
     }
-    DshFormat::lowest_holding(session.events()).map_err(|reason| Error::Export {
-        format: DshFormat::LATEST,
-        reason: format!("no DSH format holds every event as it is ({reason})"),
+
+    /// Notes which formats do not hold `event` (the first reason for each is kept).
+    pub fn observe(&mut self, event: &Event) {
+        for (format, refusal) in DshFormat::ALL.iter().zip(self.refusals.iter_mut()) {
+            if refusal.is_none() {
+                *refusal = format.holds(event).err();
+            }
+        }
+    }
+
+    fn refusal(&self, format: DshFormat) -> Option<&String> {
+        self.refusals.get(usize::from(format.number()))?.as_ref()
+    }
+
+    /// The format to write: `requested` when it holds every event; by default the declared
+    /// format when it does (the version the session was imported at), else the lowest one
+    /// that does.
+    pub fn choose(&self, requested: Option<DshFormat>) -> Result<DshFormat, Error> {
+        if let Some(format) = requested {
+            return match self.refusal(format) {
+                None => Ok(format),
+                Some(reason) => Err(Error::Export {
+                    format,
+                    reason: reason.clone(),
+                }),
+            };
+        }
+        if self.refusal(self.declared).is_none() {
+            return Ok(self.declared);
+        }
+        DshFormat::ALL
+            .into_iter()
+            .find(|f| self.refusal(*f).is_none())
+            .ok_or_else(|| Error::Export {
+                format: DshFormat::LATEST,
+                reason: format!(
+                    "no DSH format holds every event as it is (at {}: {})",
+                    DshFormat::LATEST,
+                    self.refusal(DshFormat::LATEST).map_or("", String::as_str)
+                ),
+            })
+    }
+}
+
+/// The format a session exports at by default (see [`FormatChoice::choose`]).
+pub fn export_format(session: &Session) -> Result<DshFormat, Error> {
+    choice_for(session).choose(None)
+}
+
+fn choice_for(session: &Session) -> FormatChoice {
+    let mut choice = FormatChoice::new(session.header().format());
+    for event in session.events() {
+        choice.observe(event);
+    }
+    choice
+}
+
+/// The header line of an export at `format` (see [`SessionHeader::for_format`]).
+pub fn header_for_format(
+    header: &SessionHeader,
+    format: DshFormat,
+) -> Result<SessionHeader, Error> {
+    header.for_format(format).map_err(|e| Error::Export {
+        format,
+        reason: e.to_string(),
     })
 }
 
@@ -341,42 +413,21 @@ pub fn export_format(session: &Session) -> Result<DshFormat, Error> {
 /// written as its writer does; a format that lacks an event, or would need the event's
 /// shape changed (a migration), is refused with the reason.
 pub fn export_dsh(session: &Session, options: &ExportOptions) -> Result<Vec<u8>, Error> {
-    let format = match options.format {
-        Some(format) => format,
-        None => export_format(session)?,
-    };
-    for event in session.events() {
-        format
-            .holds(event)
-            .map_err(|reason| Error::Export { format, reason })?;
-    }
+    let format = choice_for(session).choose(options.format)?;
     let declared = session.header().format();
     let plain = if format == declared {
         export_jsonl(session)
     } else {
-        let header = session
-            .header()
-            .for_format(format)
-            .map_err(|e| Error::Export {
-                format,
-                reason: e.to_string(),
-            })?;
+        let header = header_for_format(session.header(), format)?;
         let mut out = String::with_capacity(export_capacity(session));
         out.push_str(header.raw());
         out.push('\n');
         let events: Vec<Event> = session
             .events()
             .iter()
-            .map(|e| with_sources_for(e, format))
+            .map(|e| event_for_format(e.clone(), declared, format))
             .collect::<Result<_, _>>()?;
-        if format <= DshFormat::V1 {
-            write_packed(&mut out, &events);
-        } else {
-            for event in &events {
-                out.push_str(event.raw());
-                out.push('\n');
-            }
-        }
+        write_packed(&mut out, &events);
         out.into_bytes()
     };
     if options.zstd {
@@ -384,6 +435,20 @@ pub fn export_dsh(session: &Session, options: &ExportOptions) -> Result<Vec<u8>,
     } else {
         Ok(plain)
     }
+}
+
+/// `event`, stored in a session declaring `declared`, as an export at `format` writes it:
+/// unchanged at the declared format, else with its cited sources spelled as `format`'s
+/// writer spells them. The caller has checked that `format` holds it.
+pub fn event_for_format(
+    event: Event,
+    declared: DshFormat,
+    format: DshFormat,
+) -> Result<Event, Error> {
+    if format == declared {
+        return Ok(event);
+    }
+    with_sources_for(&event, format)
 }
 
 /// `event` with its `sourceEventSeqs` written as `format`'s writer writes them: runs of

@@ -40,8 +40,8 @@ pub use codec::{
     kind_tag,
 };
 pub use dsh::{
-    export_dsh, export_format, export_jsonl, import_jsonl, DshImport, ExportOptions, ImportOptions,
-    TailCut,
+    event_for_format, export_dsh, export_format, export_jsonl, header_for_format, import_jsonl,
+    DshImport, ExportOptions, FormatChoice, ImportOptions, TailCut,
 };
 pub use error::{Error, Rule, ValidationError};
 pub use event::{Event, EventInput, Seq, SurfaceOp};

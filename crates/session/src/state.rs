@@ -131,6 +131,12 @@ impl Eq for SessionState {}
 impl SessionState {
     /// The state of an empty session.
     pub fn new(header: SessionHeader, version: FormatVersion) -> SessionState {
+        // A session declaring DSH format V1 or later (an imported `vN` file) is read with
+        // that format's rules, whatever the caller's default; V0 is the caller's choice.
+        let version = match header.format() {
+            DshFormat::V0 => version,
+            format => FormatVersion::for_dsh(format),
+        };
         SessionState {
             header,
             version: Arc::new(version),

@@ -177,6 +177,12 @@ impl FormatVersion {
         };
         version.settlement_stream_record = false;
         version.attempts = false;
+        // DSH's system messages sit under `data.message`, with the turn and step beside it.
+        for surface in &mut version.surface_types {
+            if surface.event_type == "system/message" {
+                surface.message = MessageLocation::DataMessage;
+            }
+        }
         version.name = match format {
             DshFormat::V0 => "DSH V0",
             DshFormat::V1 => "DSH V1",

@@ -83,8 +83,8 @@ pub fn decode(file: &[u8]) -> Result<Decoded, Error> {
     })
 }
 
-/// One checksummed frame of `text`.
-fn frame(text: &[u8]) -> Result<Vec<u8>, Error> {
+/// One checksummed frame of `text` (DSH writes the header line alone in one).
+pub fn frame(text: &[u8]) -> Result<Vec<u8>, Error> {
     let fail = |e: std::io::Error| corrupt(format!("compression failed: {e}"));
     let mut encoder = zstd::stream::Encoder::new(Vec::new(), LEVEL).map_err(fail)?;
     encoder.include_checksum(true).map_err(fail)?;
@@ -105,4 +105,35 @@ pub fn encode(plain: &[u8]) -> Result<Vec<u8>, Error> {
         out.extend_from_slice(&frame(events)?);
     }
     Ok(out)
+}
+
+/// A checksummed frame written as it is fed: event lines streamed into one frame,
+/// closed by [`StreamFrame::finish`].
+pub struct StreamFrame<W: Write> {
+    encoder: zstd::stream::Encoder<'static, W>,
+}
+
+impl<W: Write> std::fmt::Debug for StreamFrame<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StreamFrame")
+    }
+}
+
+impl<W: Write> StreamFrame<W> {
+    /// Starts a frame written to `out`.
+    pub fn new(out: W) -> std::io::Result<StreamFrame<W>> {
+        let mut encoder = zstd::stream::Encoder::new(out, LEVEL)?;
+        encoder.include_checksum(true)?;
+        Ok(StreamFrame { encoder })
+    }
+
+    /// Compresses `bytes` into the frame.
+    pub fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.encoder.write_all(bytes)
+    }
+
+    /// Ends the frame (its checksum included) and hands back the writer.
+    pub fn finish(self) -> std::io::Result<W> {
+        self.encoder.finish()
+    }
 }

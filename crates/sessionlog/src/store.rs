@@ -7,9 +7,10 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use sessionlog_log::{Access, Append, Durability, Log, LogOptions, Seq as LogSeq, StreamId};
 use sessionlog_session::{
-    decode_event, decode_header, derive_message, encode_event, kind_tag, BuildEvent, Event,
-    EventInput, FormatVersion, LookBack, PackedLines, RuleSet, Session, SessionHeader,
-    SessionState, WithPending,
+    decode_event, decode_header, derive_message, encode_event, event_for_format, header_for_format,
+    kind_tag, zstd_file, BuildEvent, DshFormat, Event, EventInput, ExportOptions, FormatChoice,
+    FormatVersion, LookBack, PackedLines, RuleSet, Session, SessionHeader, SessionState,
+    WithPending,
 };
 
 use sessionlog_session::compaction::{
@@ -484,6 +485,56 @@ impl Store {
         packer.finish(&mut lines);
         out.write_all(lines.as_bytes()).map_err(Error::Output)?;
         Ok(())
+    }
+
+    /// Writes the session as a DeepSeek Harness file of the format `options` asks for (by
+    /// default the one it declares when that holds every event, else the lowest that does),
+    /// plain or in DSH's zstd layout, and returns the format written. Two streamed passes
+    /// over the log: the first checks that the format holds every event, so a refused
+    /// export writes nothing; the second writes. At the declared format the bytes are those
+    /// of [`Store::write_dsh`].
+    pub fn write_dsh_as(
+        &self,
+        name: &str,
+        options: &ExportOptions,
+        out: &mut dyn std::io::Write,
+    ) -> Result<DshFormat> {
+        let stream = self.stream(name)?;
+        let header = self.read_header(name, stream)?;
+        let declared = header.format();
+        let mut choice = FormatChoice::new(declared);
+        let mut any_event = false;
+        for event in self.events(name, Seq(0))? {
+            choice.observe(&event?);
+            any_event = true;
+        }
+        let format = choice.choose(options.format)?;
+        let header_line = format!("{}\n", header_for_format(&header, format)?.raw());
+        let mut sink = if options.zstd {
+            out.write_all(&zstd_file::frame(header_line.as_bytes())?)
+                .map_err(Error::Output)?;
+            if !any_event {
+                return Ok(format);
+            }
+            DshSink::Frame(zstd_file::StreamFrame::new(out).map_err(Error::Output)?)
+        } else {
+            out.write_all(header_line.as_bytes())
+                .map_err(Error::Output)?;
+            DshSink::Plain(out)
+        };
+        let mut lines = String::with_capacity(1 << 16);
+        let mut packer = PackedLines::new();
+        for event in self.events(name, Seq(0))? {
+            packer.push(event_for_format(event?, declared, format)?, &mut lines);
+            if lines.len() >= 1 << 16 {
+                sink.write_all(lines.as_bytes())?;
+                lines.clear();
+            }
+        }
+        packer.finish(&mut lines);
+        sink.write_all(lines.as_bytes())?;
+        sink.finish()?;
+        Ok(format)
     }
 
     /// The stored envelopes of a session's events from event seq `from` on, without folding
@@ -1155,4 +1206,27 @@ fn event_input(event: Event) -> EventInput {
     input.ignorable = event.is_ignorable();
     input.seq = Some(event.seq().get());
     input
+}
+
+/// Where an export's event lines go: straight out, or into one zstd frame.
+enum DshSink<'a> {
+    Plain(&'a mut dyn std::io::Write),
+    Frame(zstd_file::StreamFrame<&'a mut dyn std::io::Write>),
+}
+
+impl DshSink<'_> {
+    fn write_all(&mut self, bytes: &[u8]) -> Result<()> {
+        match self {
+            DshSink::Plain(out) => out.write_all(bytes),
+            DshSink::Frame(frame) => frame.write_all(bytes),
+        }
+        .map_err(Error::Output)
+    }
+
+    fn finish(self) -> Result<()> {
+        match self {
+            DshSink::Plain(_) => Ok(()),
+            DshSink::Frame(frame) => frame.finish().map(drop).map_err(Error::Output),
+        }
+    }
 }

@@ -1,0 +1,192 @@
+//! `export --format-version N --compress zstd` and `migrate --to dsh:DIR` with the same
+//! options write the DSH file asked for; `import` reads any of them back; the bytes at the
+//! imported version are the imported file's; a version lacking one of the session's events
+//! is refused with exit 3 and DSH's reason.
+
+mod common;
+
+use std::path::Path;
+
+use common::{describe, sessionlog};
+
+const V0_FILE: &str = concat!(
+    r#"{"type":"session","version":0,"id":"s1","createdAt":1,"cwd":"/w","delegationDepth":0}"#,
+    "\n",
+    r#"{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}"#,
+    "\n",
+    r#"{"type":"user/message","seq":1,"time":2,"data":{"role":"user","id":"u1","content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}},"surfaceOp":"append"}"#,
+    "\n",
+    r#"{"type":"turn/end","seq":2,"time":3,"data":{"turn":1,"reason":{"kind":"completed"}}}"#,
+    "\n",
+);
+
+fn ok(args: &[&str]) -> Vec<u8> {
+    let out = sessionlog(args, b"");
+    assert_eq!(out.status.code(), Some(0), "{args:?}: {}", describe(&out));
+    out.stdout
+}
+
+fn import(store: &Path, file: &Path) {
+    ok(&[
+        "import",
+        "--store",
+        &store.display().to_string(),
+        &file.display().to_string(),
+    ]);
+}
+
+fn export(store: &Path, extra: &[&str]) -> Vec<u8> {
+    let store = store.display().to_string();
+    let mut args = vec!["export", "--store", store.as_str(), "--session", "s1"];
+    args.extend_from_slice(extra);
+    ok(&args)
+}
+
+#[test]
+fn export_writes_each_version_and_compression_and_import_reads_them_back() {
+    let temp = tempfile::tempdir().expect("tempdir");
+    let v0 = temp.path().join("session.jsonl");
+    std::fs::write(&v0, V0_FILE).expect("write");
+    let a = temp.path().join("a");
+    import(&a, &v0);
+    assert_eq!(
+        export(&a, &[]),
+        V0_FILE.as_bytes(),
+        "default: the imported version"
+    );
+
+    let v1 = export(&a, &["--format-version", "1"]);
+    let v1_text = String::from_utf8(v1.clone()).expect("utf8");
+    assert!(
+        v1_text.starts_with(r#"{"type":"session","version":1,"#),
+        "{v1_text}"
+    );
+    assert_eq!(
+        v1_text.lines().skip(1).collect::<Vec<_>>(),
+        V0_FILE.lines().skip(1).collect::<Vec<_>>()
+    );
+    let v1_file = temp.path().join("session.v1.jsonl");
+    std::fs::write(&v1_file, &v1).expect("write");
+    let b = temp.path().join("b");
+    import(&b, &v1_file);
+    assert_eq!(
+        export(&b, &[]),
+        v1,
+        "a V1 import exports as V1, byte for byte"
+    );
+    assert_eq!(export(&b, &["--format-version", "0"]), V0_FILE.as_bytes());
+
+    let v4 = String::from_utf8(export(&a, &["--format-version", "4"])).expect("utf8");
+    assert!(
+        v4.starts_with(r#"{"type":"session","version":4,"id":"s1","createdAt":1,"cwd":"/w","isSeeded":false,"delegationDepth":0}"#),
+        "{v4}"
+    );
+
+    let packed = export(&a, &["--compress", "zstd"]);
+    assert!(
+        packed.starts_with(&[0x28, 0xB5, 0x2F, 0xFD]),
+        "a zstd frame"
+    );
+    assert_eq!(
+        zstd::stream::decode_all(&packed[..]).expect("decodes"),
+        V0_FILE.as_bytes()
+    );
+    let packed_file = temp.path().join("session.jsonl.zstd");
+    std::fs::write(&packed_file, &packed).expect("write");
+    let c = temp.path().join("c");
+    import(&c, &packed_file);
+    assert_eq!(export(&c, &[]), V0_FILE.as_bytes());
+}
+
+#[test]
+fn a_version_that_lacks_an_event_is_refused_with_dsh_reason() {
+    let Some(root) = sessionlog_testkit::dsh_corpus("a_version_that_lacks_an_event_is_refused")
+    else {
+        return;
+    };
+    let temp = tempfile::tempdir().expect("tempdir");
+    let file = root.join("logs/examples/jsonrpc-agent/tests/snapshots/text-turn/session.jsonl");
+    let store = temp.path().join("s");
+    let out = sessionlog(
+        &[
+            "import",
+            "--store",
+            &store.display().to_string(),
+            "--session",
+            "s1",
+            &file.display().to_string(),
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let out = sessionlog(
+        &[
+            "export",
+            "--store",
+            &store.display().to_string(),
+            "--session",
+            "s1",
+            "--format-version",
+            "2",
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", describe(&out));
+    assert!(
+        out.stdout.is_empty(),
+        "nothing is written before the refusal"
+    );
+    let said = common::text(&out.stderr);
+    assert!(said.contains("cannot export as DSH format v2"), "{said}");
+    assert!(said.contains("\"assistant/chunk\""), "{said}");
+}
+
+#[test]
+fn migrate_to_a_dsh_directory_writes_the_version_and_compression_asked_for() {
+    let temp = tempfile::tempdir().expect("tempdir");
+    let v0 = temp.path().join("session.jsonl");
+    std::fs::write(&v0, V0_FILE).expect("write");
+    let store = temp.path().join("store");
+    import(&store, &v0);
+    let dsh = temp.path().join("dsh");
+    ok(&[
+        "migrate",
+        "--from",
+        &format!("store:{}", store.display()),
+        "--to",
+        &format!("dsh:{}", dsh.display()),
+        "--format-version",
+        "1",
+        "--compress",
+        "zstd",
+    ]);
+    let dir = dsh.join("s1");
+    let written = dir.join("session.v1.jsonl.zstd");
+    assert!(
+        written.is_file(),
+        "{:?}",
+        std::fs::read_dir(&dir).map(|d| d.count())
+    );
+    assert!(
+        !dir.join("session.jsonl").exists(),
+        "the plain copy is replaced"
+    );
+    // Back through migrate from the DSH directory (it reads the newest generation, zstd).
+    let again = temp.path().join("again");
+    ok(&[
+        "migrate",
+        "--from",
+        &format!("dsh:{}", dsh.display()),
+        "--to",
+        &format!("store:{}", again.display()),
+    ]);
+    assert_eq!(
+        export(&again, &["--format-version", "0"]),
+        V0_FILE.as_bytes()
+    );
+    let header = String::from_utf8(export(&again, &[])).expect("utf8");
+    assert!(
+        header.starts_with(r#"{"type":"session","version":1,"#),
+        "{header}"
+    );
+}
