@@ -190,3 +190,26 @@ fn migrate_to_a_dsh_directory_writes_the_version_and_compression_asked_for() {
         "{header}"
     );
 }
+
+#[test]
+fn a_v4_session_written_by_dsh_derives_its_system_message_from_data_message() {
+    let temp = tempfile::tempdir().expect("tempdir");
+    let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../session/tests/dsh-v4/text-turns.session.v4.jsonl");
+    let store = temp.path().join("s");
+    import(&store, &file);
+    let derived = ok(&[
+        "derive",
+        "--store",
+        &store.display().to_string(),
+        "--session",
+        "golden-v4-text",
+    ]);
+    let messages: serde_json::Value = serde_json::from_slice(&derived).expect("JSON");
+    let first = &messages[0];
+    assert_eq!(first["role"], "system", "{first}");
+    assert!(
+        first.get("turn").is_none(),
+        "the message, not its payload: {first}"
+    );
+}

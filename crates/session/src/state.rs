@@ -135,7 +135,7 @@ impl SessionState {
         // that format's rules, whatever the caller's default; V0 is the caller's choice.
         let version = match header.format() {
             DshFormat::V0 => version,
-            format => FormatVersion::for_dsh(format),
+            _ => FormatVersion::for_header(&version, &header),
         };
         SessionState {
             header,

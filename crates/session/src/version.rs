@@ -198,6 +198,16 @@ impl FormatVersion {
         version
     }
 
+    /// The rules a session with `header` is read with: `default` for a V0 header (native
+    /// sessions and rc.8 files), its own format's rules ([`FormatVersion::for_dsh`]) for a
+    /// header declaring V1 or later.
+    pub fn for_header(default: &FormatVersion, header: &crate::header::SessionHeader) -> Self {
+        match header.format() {
+            DshFormat::V0 => default.clone(),
+            format => Self::for_dsh(format),
+        }
+    }
+
     /// Adds a known type (for example a namespaced capability event).
     pub fn with_known_type(mut self, event_type: impl Into<String>) -> Self {
         self.known_types.insert(event_type.into());

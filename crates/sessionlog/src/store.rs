@@ -345,7 +345,7 @@ impl Store {
         let header = self.read_header(name, stream)?;
         let log = &self.inner.log;
         let next = log.stream_info(stream).map_or(0, |i| i.next_seq.0);
-        let version = self.inner.options.version.clone();
+        let version = FormatVersion::for_header(&self.inner.options.version, &header);
         let past = LogPast::new(log.clone(), stream, header.id());
         let mut folded = Folded::empty(header, version, self.inner.options.token_counter.clone());
         for r in log.iter(stream, LogSeq(1), LogSeq(next)) {
@@ -379,7 +379,10 @@ impl Store {
         let log = &self.inner.log;
         let next = log.stream_info(stream).map_or(0, |i| i.next_seq.0);
         let past = LogPast::new(log.clone(), stream, header.id());
-        let mut tokens = TokenProjection::new(counter, self.inner.options.version.clone());
+        let mut tokens = TokenProjection::new(
+            counter,
+            FormatVersion::for_header(&self.inner.options.version, &header),
+        );
         for r in log.iter(stream, LogSeq(1), LogSeq(next)) {
             let r = r?;
             let mut event = decode_event(&r.payload).map_err(|e| Error::BadRecord {
@@ -679,7 +682,7 @@ impl Store {
             ));
         }
         let header = decode_header(&first.payload).map_err(|e| bad(0, e.to_string()))?;
-        let version = self.inner.options.version.clone();
+        let version = FormatVersion::for_header(&self.inner.options.version, &header);
         let mut surface = SurfaceProjection::new(version.clone());
         let mut request = RequestProjection::default();
         let path = cache::cache_path(log.dir(), stream);
