@@ -37,9 +37,14 @@ class BenchSessionlogSession(SessionlogSession):
 
 
 def probe(root: str) -> str:
+    # The probe finds its results directory from CARGO_TARGET_DIR (a binary, unlike a bench,
+    # does not live under target/<profile>/deps/).
+    env = dict(os.environ)
+    env.setdefault("CARGO_TARGET_DIR", os.path.join(root, "target"))
     out = subprocess.run(
         ["cargo", "run", "--release", "-q", "-p", "sessionlog-benches", "--bin", "probe"],
         cwd=root,
+        env=env,
         capture_output=True,
         text=True,
         check=True,
