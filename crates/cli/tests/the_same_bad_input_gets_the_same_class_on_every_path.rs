@@ -14,6 +14,8 @@ use sessionlog_session::SessionHeader;
 fn exit_code(args: &[&str], stdin: &[u8]) -> i32 {
     let r = common::run(args, std::str::from_utf8(stdin).expect("utf-8 input"));
     assert!(r.stderr.lines().count() <= 1, "errors are one line: {r:?}");
+    // Shown with a failing assertion on the code, so a wrong class says what the tool said.
+    eprintln!("sessionlog {args:?} exited {}: {}", r.code, r.stderr.trim());
     r.code
 }
 
