@@ -403,5 +403,5 @@ fn a_batch_refused_part_way_leaves_nothing_and_the_handle_keeps_working() {
     let session = store.load_session("s1").expect("load");
     let folded = TokenProjection::from_session(&session, Arc::new(HeuristicCounter)).expect("fold");
     assert_eq!(handle.pressure(), folded.pressure());
-    assert_eq!(handle.token_projection().view(), folded.view());
+    assert_eq!(handle.token_view(), Some(folded.view()));
 }

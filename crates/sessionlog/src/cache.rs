@@ -1,9 +1,10 @@
-//! The projection cache: per session, the projections' states together with the watermark
-//! (records folded) and the identity of the log they were folded from. spec: format-spec/cache.md
+//! The checkpoint cache: per session, the checkpoint of its state machine together with the
+//! watermark (records folded) and the identity of the log it was folded from.
+//! spec: format-spec/cache.md
 //!
 //! The cache is disposable. A file that is missing, torn, corrupt, of another format or state
 //! version, from another store or stream, or ahead of the log (a tail was cut) is detected and
-//! the states are rebuilt from the log. A file is written only for a watermark whose records
+//! the state is rebuilt from the log. A file is written only for a watermark whose records
 //! are durable, so a crash can never take back records the cache has folded.
 
 use std::path::{Path, PathBuf};
@@ -12,26 +13,38 @@ use std::sync::Arc;
 use sessionlog_log::storage::OpenMode;
 use sessionlog_log::{Storage, StreamId};
 
-use crate::projection::{Projection, Reader};
-
 /// `SLPC` in little-endian byte order.
 pub const CACHE_MAGIC: u32 = u32::from_le_bytes(*b"SLPC");
+
 /// Version of the cache file layout.
-pub const CACHE_FORMAT_VERSION: u32 = 1;
+pub const CACHE_FORMAT_VERSION: u32 = 2;
+
 /// The cache directory inside a store directory.
 pub const CACHE_DIR: &str = "cache";
 
 /// The fixed part of a cache file. spec: cache.md#file
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheHeader {
-    /// The store the states were folded from.
+    /// The store the state was folded from.
     pub store_id: [u8; 16],
-    /// The stream (session) they were folded from.
+    /// The stream (session) it was folded from.
     pub stream_id: u64,
     /// Records folded: the header record and events `0..watermark - 1`.
     pub watermark: u64,
     /// CRC-32 of the payload of record `watermark - 1`, re-checked against the log.
     pub last_record_crc: u32,
+}
+
+/// One named, versioned section of a cache file (the state checkpoint, the open
+/// compaction locks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Section<'a> {
+    /// What the bytes are.
+    pub name: &'a str,
+    /// The version of their encoding.
+    pub version: u32,
+    /// The encoded bytes.
+    pub bytes: &'a [u8],
 }
 
 /// Why a cache file was not used.
@@ -43,7 +56,7 @@ pub enum CacheMiss {
     Corrupt(String),
     /// The file is intact but does not match this log (store, stream, watermark, record).
     Stale(String),
-    /// A projection's state is of another version or does not decode.
+    /// A section is of another version, or does not decode.
     Incompatible(String),
 }
 
@@ -72,101 +85,117 @@ pub fn record_crc(payload: &[u8]) -> u32 {
 }
 
 /// Encodes a cache file. spec: cache.md#file
-pub fn encode(header: &CacheHeader, projections: &[&dyn Projection]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(4096);
+pub fn encode(header: &CacheHeader, sections: &[Section<'_>]) -> Vec<u8> {
+    let len: usize = sections
+        .iter()
+        .map(|s| 16 + s.name.len() + s.bytes.len())
+        .sum();
+    let mut out = Vec::with_capacity(48 + len);
     out.extend_from_slice(&CACHE_MAGIC.to_le_bytes());
     out.extend_from_slice(&CACHE_FORMAT_VERSION.to_le_bytes());
     out.extend_from_slice(&header.store_id);
     out.extend_from_slice(&header.stream_id.to_le_bytes());
     out.extend_from_slice(&header.watermark.to_le_bytes());
     out.extend_from_slice(&header.last_record_crc.to_le_bytes());
-    out.extend_from_slice(&(projections.len() as u32).to_le_bytes());
-    let mut state = Vec::new();
-    for p in projections {
-        let name = p.name().as_bytes();
-        out.extend_from_slice(&(name.len() as u32).to_le_bytes());
-        out.extend_from_slice(name);
-        out.extend_from_slice(&p.state_version().to_le_bytes());
-        state.clear();
-        p.encode(&mut state);
-        out.extend_from_slice(&(state.len() as u64).to_le_bytes());
-        out.extend_from_slice(&state);
+    out.extend_from_slice(&(sections.len() as u32).to_le_bytes());
+    for s in sections {
+        out.extend_from_slice(&(s.name.len() as u32).to_le_bytes());
+        out.extend_from_slice(s.name.as_bytes());
+        out.extend_from_slice(&s.version.to_le_bytes());
+        out.extend_from_slice(&(s.bytes.len() as u64).to_le_bytes());
+        out.extend_from_slice(s.bytes);
     }
     let sum = crc(&out);
     out.extend_from_slice(&sum.to_le_bytes());
     out
 }
 
-/// Verifies a cache file and loads the projections' states from it. On success every
-/// projection holds the cached state; on a miss they are untouched.
-pub fn decode(
-    bytes: &[u8],
-    projections: &mut [&mut dyn Projection],
-) -> Result<CacheHeader, CacheMiss> {
+/// Verifies a cache file and returns its header and the bytes of each of the `expected`
+/// sections (name and version), in that order. A file with other sections, or sections of
+/// other versions, is [`CacheMiss::Incompatible`].
+pub fn decode<'a>(
+    bytes: &'a [u8],
+    expected: &[(&str, u32)],
+) -> Result<(CacheHeader, Vec<&'a [u8]>), CacheMiss> {
     let corrupt = |w: &str| CacheMiss::Corrupt(w.to_owned());
-    if bytes.len() < 4 {
+    let Some(body_len) = bytes.len().checked_sub(4) else {
         return Err(corrupt("shorter than a checksum"));
-    }
-    let (body, sum) = bytes.split_at(bytes.len() - 4);
+    };
+    let (body, sum) = bytes.split_at(body_len);
     let stored = u32::from_le_bytes(sum.try_into().map_err(|_| corrupt("checksum"))?);
     if crc(body) != stored {
         return Err(corrupt("checksum mismatch"));
     }
     let mut r = Reader(body);
-    let c = |e: String| CacheMiss::Corrupt(e);
-    if r.u32().map_err(c)? != CACHE_MAGIC {
+    if r.u32()? != CACHE_MAGIC {
         return Err(corrupt("bad magic"));
     }
-    let version = r.u32().map_err(c)?;
+    let version = r.u32()?;
     if version != CACHE_FORMAT_VERSION {
         return Err(CacheMiss::Incompatible(format!(
-            "cache format version {version}"
+            "cache format version {version}, this build reads {CACHE_FORMAT_VERSION}"
         )));
     }
-    let store_id: [u8; 16] = r
-        .take(16)
-        .map_err(c)?
-        .try_into()
-        .map_err(|_| corrupt("store id"))?;
+    let store_id: [u8; 16] = r.take(16)?.try_into().map_err(|_| corrupt("store id"))?;
     let header = CacheHeader {
         store_id,
-        stream_id: r.u64().map_err(c)?,
-        watermark: r.u64().map_err(c)?,
-        last_record_crc: r.u32().map_err(c)?,
+        stream_id: r.u64()?,
+        watermark: r.u64()?,
+        last_record_crc: r.u32()?,
     };
-    let count = r.u32().map_err(c)? as usize;
-    if count != projections.len() {
+    let count = r.u32()? as usize;
+    if count != expected.len() {
         return Err(CacheMiss::Incompatible(format!(
-            "{count} projections cached, {} expected",
-            projections.len()
+            "{count} sections cached, {} expected",
+            expected.len()
         )));
     }
-    let mut states: Vec<&[u8]> = Vec::with_capacity(count);
-    for p in projections.iter() {
-        let name_len = r.u32().map_err(c)? as usize;
-        let name = r.take(name_len).map_err(c)?;
-        let state_version = r.u32().map_err(c)?;
-        let len = usize::try_from(r.u64().map_err(c)?).map_err(|_| corrupt("state length"))?;
-        let state = r.take(len).map_err(c)?;
-        if name != p.name().as_bytes() || state_version != p.state_version() {
+    let mut sections = Vec::with_capacity(count);
+    for (want_name, want_version) in expected {
+        let name_len = r.u32()? as usize;
+        let name = r.take(name_len)?;
+        let version = r.u32()?;
+        let len = usize::try_from(r.u64()?).map_err(|_| corrupt("section length"))?;
+        let section = r.take(len)?;
+        if name != want_name.as_bytes() || version != *want_version {
             return Err(CacheMiss::Incompatible(format!(
-                "projection {} v{state_version} cached, {} v{} expected",
+                "section {} v{version} cached, {want_name} v{want_version} expected",
                 String::from_utf8_lossy(name),
-                p.name(),
-                p.state_version()
             )));
         }
-        states.push(state);
+        sections.push(section);
     }
-    r.end().map_err(c)?;
-    // Decode into copies first so a failure leaves the projections untouched.
-    for (p, state) in projections.iter_mut().zip(states) {
-        p.decode(state)
-            .map_err(|e| CacheMiss::Incompatible(format!("{}: {e}", p.name())))?;
+    if !r.0.is_empty() {
+        return Err(corrupt("trailing bytes after the sections"));
     }
-    Ok(header)
+    Ok((header, sections))
 }
 
+/// A bounds-checked little-endian reader of the file framing.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], CacheMiss> {
+        if self.0.len() < n {
+            return Err(CacheMiss::Corrupt("file is truncated".into()));
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+
+    fn u64(&mut self) -> Result<u64, CacheMiss> {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(b))
+    }
+
+    fn u32(&mut self) -> Result<u32, CacheMiss> {
+        let mut b = [0u8; 4];
+        b.copy_from_slice(self.take(4)?);
+        Ok(u32::from_le_bytes(b))
+    }
+}
 /// Reads a session's cache file, if any.
 pub(crate) fn read(
     storage: &Arc<dyn Storage>,

@@ -14,11 +14,11 @@
 
 pub mod cache;
 mod error;
-pub mod projection;
 mod raw;
 mod session_store;
 mod store;
 mod verify;
+mod view;
 pub mod workload;
 
 pub use error::{Error, Result};
@@ -42,6 +42,7 @@ pub use store::{
     StoreOptions, KIND_SESSION_HEADER,
 };
 pub use verify::{SessionDamage, SessionsCheck};
+pub use view::{RequestView, SurfaceView};
 
 /// The README's example, compiled and run as a doctest so it cannot rot.
 #[doc = include_str!("../../../README.md")]

@@ -19,16 +19,17 @@ use sessionlog_session::compaction::{
 };
 use sessionlog_session::store_trait::SessionCache;
 use sessionlog_session::tokens::{
-    ContextPressure, HeuristicCounter, TokenCounter, TokenProjection,
+    ContextPressure, HeuristicCounter, TokenCounter, TokenProjection, TokenView,
 };
 use sessionlog_session::Seq;
 
-use crate::cache::{self, CacheHeader, CacheMiss};
+use crate::cache::{self, CacheMiss};
 use crate::error::{Error, Result};
-use crate::projection::{Projection, RequestProjection, SurfaceProjection};
+use crate::view::{RequestView, SurfaceView};
 
 mod create;
 mod past;
+mod resume;
 pub use create::parse_dsh;
 pub(crate) use past::LogPast;
 
@@ -44,10 +45,11 @@ pub struct StoreOptions {
     pub log: LogOptions,
     /// Vocabulary and surface rules for sessions created, appended and loaded.
     pub version: FormatVersion,
-    /// Keep a projection cache (`cache/` in the store directory) so reopening a session
-    /// folds only the events after the cached watermark.
+    /// Keep a checkpoint of each session's state (`cache/` in the store directory) so
+    /// resuming or viewing a session folds only the events after the checkpoint.
     pub projection_cache: bool,
-    /// Events folded past the cached watermark that make [`Store::view`] write a new cache.
+    /// Events folded past the checkpoint that make [`Store::view`], an open for writing or
+    /// a writer's [`SessionHandle::commit`] write a new one (when its records are durable).
     pub cache_refresh_events: u64,
     /// The counter behind the token projection every [`SessionHandle`] maintains (and so
     /// behind [`SessionHandle::pressure`]).
@@ -147,9 +149,9 @@ pub struct SessionView {
     /// Events in the session.
     pub events: u64,
     /// The surface and the message of each node.
-    pub surface: SurfaceProjection,
+    pub surface: SurfaceView,
     /// The latest request header and context.
-    pub request: RequestProjection,
+    pub request: RequestView,
     /// How the view was built.
     pub cache: CacheUse,
 }
@@ -157,13 +159,14 @@ pub struct SessionView {
 /// What [`Store::cache_verify`] found for one session's cache.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CacheCheck {
-    /// The cache is usable and equal to a fresh fold of the log.
+    /// The checkpoint is usable, and it plus the records after it fold to the state a fold
+    /// of the whole log gives.
     Ok,
     /// There is no cache file. Not damage: the cache is disposable, and the next view of the
     /// session writes one.
     Missing,
-    /// The cache cannot be used (corrupt, stale, of another version, or different from a
-    /// fold of the log), and why. Views rebuild it from the log.
+    /// The checkpoint cannot be used (corrupt, stale, of another version, or different from
+    /// a fold of the log), and why. Views and writers rebuild it from the log.
     Unusable(String),
 }
 
@@ -275,8 +278,20 @@ impl Store {
     pub fn open_session_as_is(&self, name: &str) -> Result<SessionHandle> {
         let stream = self.stream(name)?;
         self.check_writable()?;
-        let folded = self.fold_session(name, stream, true)?;
-        self.handle(name, stream, folded)
+        let (folded, cache) = self.resume(name, stream)?;
+        if self.refresh_checkpoint(&cache) {
+            self.write_checkpoint(stream, &folded);
+        }
+        self.handle(name, stream, folded, cache)
+    }
+
+    /// Whether a fold that used the checkpoint as `cache` says should write a new one.
+    fn refresh_checkpoint(&self, cache: &CacheUse) -> bool {
+        match cache {
+            CacheUse::Hit { folded } => *folded >= self.inner.options.cache_refresh_events,
+            CacheUse::Rebuilt(_) => true,
+            CacheUse::Disabled => false,
+        }
     }
 
     /// Names of all sessions, sorted.
@@ -303,7 +318,13 @@ impl Store {
             .ok_or_else(|| Error::NoSuchSession(name.to_owned()))
     }
 
-    fn handle(&self, name: &str, stream: StreamId, folded: Folded) -> Result<SessionHandle> {
+    fn handle(
+        &self,
+        name: &str,
+        stream: StreamId,
+        folded: Folded,
+        opened: CacheUse,
+    ) -> Result<SessionHandle> {
         self.check_writable()?;
         if !self.inner.writers.lock().insert(stream) {
             return Err(Error::WriterBusy(name.to_owned()));
@@ -313,9 +334,9 @@ impl Store {
             store: self.clone(),
             name: name.to_owned(),
             stream,
-            state: folded.state,
-            tokens: folded.tokens,
-            locks: folded.locks,
+            checkpointed: folded.state.next_seq().get(),
+            folded,
+            opened,
             past,
             last: None,
         })
@@ -338,37 +359,11 @@ impl Store {
         decode_header(&first.payload).map_err(|e| bad(e.to_string()))
     }
 
-    /// Folds a session's records, streamed from the log one at a time, into the state a
-    /// writer keeps (and its token projection when `tokens`), without repair and without
-    /// keeping any event: a rule that looks back reads the earlier event from the log.
-    fn fold_session(&self, name: &str, stream: StreamId, tokens: bool) -> Result<Folded> {
-        let header = self.read_header(name, stream)?;
-        let log = &self.inner.log;
-        let next = log.stream_info(stream).map_or(0, |i| i.next_seq.0);
-        let version = FormatVersion::for_header(&self.inner.options.version, &header);
-        let past = LogPast::new(log.clone(), stream, header.id());
-        let mut folded = Folded::empty(header, version, self.inner.options.token_counter.clone());
-        for r in log.iter(stream, LogSeq(1), LogSeq(next)) {
-            let r = r?;
-            let mut event = decode_event(&r.payload).map_err(|e| Error::BadRecord {
-                session: name.to_owned(),
-                seq: r.seq.0,
-                detail: e.to_string(),
-            })?;
-            folded.state.load(&mut event, &past)?;
-            if tokens {
-                folded.tokens.apply(&event)?;
-            }
-            folded.locks.observe(&event);
-        }
-        Ok(folded)
-    }
-
     /// A session's state, folded from its records streamed from the log (no events kept,
     /// no repair).
     pub(crate) fn session_state(&self, name: &str) -> Result<SessionState> {
         let stream = self.stream(name)?;
-        Ok(self.fold_session(name, stream, false)?.state)
+        Ok(self.resume(name, stream)?.0.state)
     }
 
     /// A token projection of a session by `counter`, folded from its records streamed from
@@ -440,6 +435,7 @@ impl Store {
         // interrupted compaction (an orphaned lock gets an error end; a summary that never got
         // its replacement stays unapplied). Each set of closers is one atomic batch.
         let closers: Vec<EventInput> = handle
+            .folded
             .state
             .repair_closers()?
             .into_iter()
@@ -659,174 +655,62 @@ impl Store {
         out
     }
 
-    /// The session's derived state. Reads the projection cache and folds only the events
-    /// after its watermark; a cache that cannot be used is rebuilt from the log (and
-    /// rewritten). Structural events are skipped by their kind tag without being parsed.
+    /// The session's derived state. Loads the checkpoint of its state and folds only the
+    /// events after its watermark (a checkpoint that cannot be used is rebuilt from the log,
+    /// and rewritten when its records are durable); then reads the message of each surface
+    /// node and the latest request envelope from the log by seq. Never writes the log.
     pub fn view(&self, name: &str) -> Result<SessionView> {
         let stream = self.stream(name)?;
-        let log = &self.inner.log;
-        let info = log
-            .stream_info(stream)
-            .ok_or_else(|| Error::NoSuchSession(name.to_owned()))?;
-        let next = info.next_seq.0;
-        let bad = |seq: u64, detail: String| Error::BadRecord {
-            session: name.to_owned(),
-            seq,
-            detail,
+        let (folded, cache) = self.resume(name, stream)?;
+        if self.refresh_checkpoint(&cache) {
+            self.write_checkpoint(stream, &folded);
+        }
+        let state = &folded.state;
+        let past = LogPast::new(self.inner.log.clone(), stream, state.header().id());
+        let read = |seq: Seq| -> Result<Event> {
+            past.event_at(seq)?
+                .map(std::borrow::Cow::into_owned)
+                .ok_or_else(|| Error::BadRecord {
+                    session: name.to_owned(),
+                    seq: seq.get() + 1,
+                    detail: "an event the state names is missing from the log".into(),
+                })
         };
-        let first = log.read(stream, LogSeq(0))?;
-        if first.kind != KIND_SESSION_HEADER {
-            return Err(bad(
-                0,
-                format!("record 0 has kind {:#x}, not a session header", first.kind),
-            ));
-        }
-        let header = decode_header(&first.payload).map_err(|e| bad(0, e.to_string()))?;
-        let version = FormatVersion::for_header(&self.inner.options.version, &header);
-        let mut surface = SurfaceProjection::new(version.clone());
-        let mut request = RequestProjection::default();
-        let path = cache::cache_path(log.dir(), stream);
-        let (start, mut last_crc, mut outcome) = if self.inner.options.projection_cache {
-            match self.load_cache(stream, next, &path, &mut surface, &mut request) {
-                Ok(h) => (h.watermark, h.last_record_crc, CacheUse::Hit { folded: 0 }),
-                Err(miss) => {
-                    surface = SurfaceProjection::new(version);
-                    request = RequestProjection::default();
-                    (
-                        1,
-                        cache::record_crc(&first.payload),
-                        CacheUse::Rebuilt(miss),
-                    )
-                }
+        let mut messages = Vec::new();
+        for seq in state.message_nodes() {
+            let event = read(seq)?;
+            if let Some(message) = derive_message(state.version(), &event) {
+                messages.push(message.to_owned());
             }
-        } else {
-            (1, 0, CacheUse::Disabled)
+        }
+        let data = |seq: Option<Seq>| -> Result<Option<String>> {
+            seq.map(|seq| read(seq).map(|e| e.data().raw().to_owned()))
+                .transpose()
         };
-        let mut folded = 0u64;
-        for r in log.iter(stream, LogSeq(start), LogSeq(next)) {
-            let r = r?;
-            folded += 1;
-            if r.seq.0 + 1 == next {
-                last_crc = cache::record_crc(&r.payload);
-            }
-            let wanted = [&surface as &dyn Projection, &request]
-                .iter()
-                .any(|p| p.wants(r.kind));
-            if !wanted {
-                continue;
-            }
-            // Checksum-verified and validated when appended: no second lossless-JSON scan.
-            let event = sessionlog_session::decode_stored_event(&r.payload)
-                .map_err(|e| bad(r.seq.0, e.to_string()))?;
-            let mut legacy = false;
-            for p in [&mut surface as &mut dyn Projection, &mut request] {
-                if p.wants(r.kind) {
-                    match p.apply(&event) {
-                        Ok(()) => {}
-                        Err(e) if e == crate::projection::LEGACY_SHAPE => legacy = true,
-                        Err(e) => return Err(bad(r.seq.0, e)),
-                    }
-                }
-            }
-            if legacy {
-                // Older shapes are upgraded in the context of the whole session: fold it all.
-                let session = self.load_session(name)?;
-                surface = SurfaceProjection::from_session(&session);
-                request = RequestProjection::default();
-                for e in session.events() {
-                    if request.wants(kind_tag(e)) {
-                        request.apply(e).map_err(|m| bad(e.seq().get() + 1, m))?;
-                    }
-                }
-                if let CacheUse::Hit { .. } = outcome {
-                    outcome =
-                        CacheUse::Rebuilt(CacheMiss::Incompatible("events in older shapes".into()));
-                }
-                folded = next.saturating_sub(start);
-                last_crc = cache::record_crc(&log.read(stream, LogSeq(next - 1))?.payload);
-                break;
-            }
-        }
-        if let CacheUse::Hit { folded: f } = &mut outcome {
-            *f = folded;
-        }
-        let refresh = match &outcome {
-            CacheUse::Hit { folded } => *folded >= self.inner.options.cache_refresh_events,
-            CacheUse::Rebuilt(_) => true,
-            CacheUse::Disabled => false,
-        };
-        // A view never writes the log: a cache may fold only records that are durable already
-        // (a crash must never take back what the cache claims), so with records still
-        // pending the cache is left for a later view. A read-only store writes no cache.
-        if refresh && !log.is_read_only() && log.is_stream_durable(stream) {
-            let h = CacheHeader {
-                store_id: log.store_id(),
-                stream_id: stream.0,
-                watermark: next,
-                last_record_crc: last_crc,
-            };
-            let bytes = cache::encode(&h, &[&surface, &request]);
-            // A cache that cannot be written costs speed, not correctness.
-            let _ = cache::write(&log.storage(), log.dir(), &path, &bytes);
-        }
         Ok(SessionView {
             name: name.to_owned(),
-            header,
-            events: next.saturating_sub(1),
-            surface,
-            request,
-            cache: outcome,
+            header: state.header().clone(),
+            events: state.next_seq().get(),
+            surface: SurfaceView {
+                nodes: state.surface(),
+                messages,
+                replace_generation: state.replace_generation(),
+            },
+            request: RequestView {
+                header: data(state.latest_request_header())?,
+                context: data(state.latest_request_context())?,
+            },
+            cache,
         })
     }
 
-    fn load_cache(
-        &self,
-        stream: StreamId,
-        next: u64,
-        path: &Path,
-        surface: &mut SurfaceProjection,
-        request: &mut RequestProjection,
-    ) -> std::result::Result<CacheHeader, CacheMiss> {
-        let log = &self.inner.log;
-        let bytes = match cache::read(&log.storage(), path) {
-            Ok(Some(b)) => b,
-            Ok(None) => return Err(CacheMiss::Missing),
-            Err(e) => return Err(CacheMiss::Corrupt(e.to_string())),
-        };
-        let h = cache::decode(&bytes, &mut [surface as &mut dyn Projection, request])?;
-        if h.store_id != log.store_id() {
-            return Err(CacheMiss::Stale("written for another store".into()));
-        }
-        if h.stream_id != stream.0 {
-            return Err(CacheMiss::Stale(format!(
-                "written for stream {}, the session is stream {}",
-                h.stream_id, stream.0
-            )));
-        }
-        if h.watermark == 0 || h.watermark > next {
-            return Err(CacheMiss::Stale(format!(
-                "watermark {} but the session has {next} records",
-                h.watermark
-            )));
-        }
-        let last = log
-            .read(stream, LogSeq(h.watermark - 1))
-            .map_err(|e| CacheMiss::Stale(e.to_string()))?;
-        if cache::record_crc(&last.payload) != h.last_record_crc {
-            return Err(CacheMiss::Stale(format!(
-                "record {} differs from the one folded",
-                h.watermark - 1
-            )));
-        }
-        Ok(h)
-    }
-
-    /// Checks every session's cache against a fresh fold of its log. Returns, per session,
-    /// what was found: a usable cache equal to the fold, no cache at all (not damage: the
-    /// cache is disposable and the next view writes one), or why the cache cannot be used.
+    /// Checks every session's checkpoint against a fold of its whole log. Returns, per
+    /// session, what was found: a usable checkpoint that, with the records after it, folds
+    /// to the same state; no checkpoint at all (not damage: it is disposable, and the next
+    /// view writes one); or why the checkpoint cannot be used.
     pub fn cache_verify(&self) -> Result<Vec<(String, CacheCheck)>> {
         let mut out = Vec::new();
-        let fresh_store = Store {
+        let full = Store {
             inner: Arc::new(Inner {
                 log: self.inner.log.clone(),
                 options: self.inner.options.clone().with_projection_cache(false),
@@ -842,17 +726,21 @@ impl Store {
                 .log
                 .stream_info(stream)
                 .map_or(0, |i| i.next_seq.0);
-            let path = cache::cache_path(self.inner.log.dir(), stream);
-            let mut surface = SurfaceProjection::new(self.inner.options.version.clone());
-            let mut request = RequestProjection::default();
-            let verdict = match self.load_cache(stream, next, &path, &mut surface, &mut request) {
+            let version = FormatVersion::for_header(
+                &self.inner.options.version,
+                &self.read_header(&name, stream)?,
+            );
+            let verdict = match self.load_checkpoint(stream, next, &version) {
                 Err(CacheMiss::Missing) => CacheCheck::Missing,
                 Err(miss) => CacheCheck::Unusable(miss.to_string()),
                 Ok(_) => {
-                    let cached = self.view(&name)?;
-                    let fresh = fresh_store.view(&name)?;
-                    if cached.surface != fresh.surface || cached.request != fresh.request {
-                        CacheCheck::Unusable("cached state differs from a fold of the log".into())
+                    let (cached, _) = self.resume(&name, stream)?;
+                    let (fresh, _) = full.resume(&name, stream)?;
+                    if cached.state != fresh.state || cached.locks != fresh.locks {
+                        CacheCheck::Unusable(
+                            "the checkpoint plus the records after it differ from a fold of the log"
+                                .into(),
+                        )
                     } else {
                         CacheCheck::Ok
                     }
@@ -890,12 +778,11 @@ impl Store {
     }
 }
 
-/// What a writer keeps of a session: its state, token projection and open compaction locks,
-/// never its events.
+/// What a writer or a view keeps of a session: its state (measuring tokens with the store's
+/// counter) and its open compaction locks, never its events.
 #[derive(Debug)]
 struct Folded {
     state: SessionState,
-    tokens: TokenProjection,
     locks: CompactionLocks,
 }
 
@@ -906,8 +793,7 @@ impl Folded {
         counter: Arc<dyn TokenCounter>,
     ) -> Folded {
         Folded {
-            tokens: TokenProjection::new(counter, version.clone()),
-            state: SessionState::new(header, version),
+            state: SessionState::with_tokens(header, version, counter),
             locks: CompactionLocks::new(),
         }
     }
@@ -923,11 +809,13 @@ pub struct SessionHandle {
     store: Store,
     name: String,
     stream: StreamId,
-    state: SessionState,
-    /// Token projection of the session, maintained per append so pressure is O(1).
-    tokens: TokenProjection,
-    /// Compaction locks without their end, for restart repair.
-    locks: CompactionLocks,
+    /// The state (with its token tally, so pressure is O(1)) and the compaction locks
+    /// without their end, for restart repair.
+    folded: Folded,
+    /// The next seq when a checkpoint was last written or loaded.
+    checkpointed: u64,
+    /// How the open built the state.
+    opened: CacheUse,
     /// Earlier events, read back from the log.
     past: LogPast,
     /// The event the last single append added.
@@ -949,12 +837,18 @@ impl SessionHandle {
 
     /// The session's state: header, surface, turn state, next seq.
     pub fn state(&self) -> &SessionState {
-        &self.state
+        &self.folded.state
+    }
+
+    /// How opening the handle built the session's state: from the checkpoint plus the
+    /// events after it, or from the whole log (and why). A created session is `Disabled`.
+    pub fn opened_from(&self) -> &CacheUse {
+        &self.opened
     }
 
     /// The seq the next event gets.
     pub fn next_seq(&self) -> Seq {
-        self.state.next_seq()
+        self.folded.state.next_seq()
     }
 
     /// The session's events from seq `from` on, read from the store (appended events are
@@ -967,9 +861,9 @@ impl SessionHandle {
     /// back from the log by seq, verbatim (stored key order), skipping assistant settlements
     /// whose content is empty. O(surface), never O(session).
     pub fn derive_messages(&self) -> Result<Vec<String>> {
-        let version = self.state.version();
-        let mut out = Vec::with_capacity(self.state.surface_state().len());
-        for seq in self.state.surface_state().iter() {
+        let version = self.folded.state.version();
+        let mut out = Vec::with_capacity(self.folded.state.surface_state().len());
+        for seq in self.folded.state.surface_state().iter() {
             let event = self
                 .past
                 .event_at(Seq(seq))?
@@ -988,18 +882,20 @@ impl SessionHandle {
     /// Whether restart repair would append closers now: the last turn, or a compaction, is
     /// open. (A live writer continues them; a restart closes them.)
     pub fn needs_restart_repair(&self) -> bool {
-        self.state.turn_open() || !self.locks.is_empty()
+        self.folded.state.turn_open() || !self.folded.locks.is_empty()
     }
 
     /// Whether a compaction lock is open (its `compaction/end` is not written yet).
     pub fn has_open_compaction(&self) -> bool {
-        !self.locks.is_empty()
+        !self.folded.locks.is_empty()
     }
 
     /// The `compaction/end` events that would close every compaction lock left open.
     fn compaction_closers(&self) -> Vec<EventInput> {
-        let time = self.state.last_event_time().unwrap_or(0);
-        self.locks.closers(self.state.next_seq().get(), time)
+        let time = self.folded.state.last_event_time().unwrap_or(0);
+        self.folded
+            .locks
+            .closers(self.folded.state.next_seq().get(), time)
     }
 
     /// Builds `event` (a typed builder of [`crate::build`] or a raw [`EventInput`]) at the
@@ -1007,8 +903,8 @@ impl SessionHandle {
     /// it to the session and to the log buffer. A builder with no time set gets the wall
     /// clock. A refused event changes nothing.
     pub fn append(&mut self, event: impl BuildEvent) -> Result<&Event> {
-        let input = event.build(&self.state.position(wall_clock_ms()))?;
-        let seq = self.state.next_seq().get();
+        let input = event.build(&self.folded.state.position(wall_clock_ms()))?;
+        let seq = self.folded.state.next_seq().get();
         if let Some(given) = input.seq {
             if given != seq {
                 return Err(sessionlog_session::Error::SeqMismatch {
@@ -1033,7 +929,8 @@ impl SessionHandle {
         let log = &self.store.inner.log;
         let stream = self.stream;
         let past = &self.past;
-        self.state.atomically(|state| {
+        let folded = &mut self.folded;
+        folded.state.atomically(|state| {
             let mut records: Vec<(u8, Vec<u8>)> = Vec::with_capacity(events.len());
             for (i, event) in events.iter().enumerate() {
                 let before = WithPending::new(past, events.get(..i).unwrap_or_default());
@@ -1052,11 +949,8 @@ impl SessionHandle {
             log.commit(&batch, Durability::Buffered)?;
             Ok::<_, Error>(())
         })?;
-        // The state accepted them, so the projection takes them in order; a refusal would
-        // stop a refold at the same event, so it is returned as it is.
         for event in events {
-            self.tokens.apply(event)?;
-            self.locks.observe(event);
+            folded.locks.observe(event);
         }
         Ok(())
     }
@@ -1070,7 +964,7 @@ impl SessionHandle {
 
     /// [`SessionHandle::append_atomic`], returning the events appended.
     fn append_batch(&mut self, inputs: Vec<EventInput>) -> Result<Vec<Event>> {
-        let first = self.state.next_seq().get();
+        let first = self.folded.state.next_seq().get();
         let events = inputs
             .into_iter()
             .enumerate()
@@ -1080,36 +974,48 @@ impl SessionHandle {
         Ok(events)
     }
 
-    /// Context pressure of the next request, from the token projection the handle keeps up
-    /// to date with every append: O(1), whatever the session's length. Estimates are made
+    /// Context pressure of the next request, from the token tally the handle's state keeps
+    /// up to date with every append: O(1), whatever the session's length. Estimates are made
     /// with [`StoreOptions::token_counter`].
     pub fn pressure(&self) -> ContextPressure {
-        self.tokens.pressure()
-    }
-
-    /// The maintained token projection (estimates by [`StoreOptions::token_counter`]).
-    pub fn token_projection(&self) -> &TokenProjection {
-        &self.tokens
-    }
-
-    /// The maintained projection when `counter` is the one it estimates with, else a fold
-    /// of the session's records with `counter`.
-    fn projection_with(
-        &self,
-        counter: Arc<dyn TokenCounter>,
-    ) -> Result<std::borrow::Cow<'_, TokenProjection>> {
-        if counter.name() == self.tokens.counter().name() {
-            return Ok(std::borrow::Cow::Borrowed(&self.tokens));
+        match self.folded.state.pressure() {
+            Some(pressure) => pressure,
+            // Not reached: a handle's state is always made measuring tokens.
+            None => TokenProjection::new(
+                self.store.inner.options.token_counter.clone(),
+                self.folded.state.version().clone(),
+            )
+            .pressure(),
         }
-        Ok(std::borrow::Cow::Owned(
-            self.store.fold_tokens(&self.name, counter)?,
-        ))
+    }
+
+    /// The maintained token figures (estimates by [`StoreOptions::token_counter`]): surface
+    /// and envelope estimates, exact usage, pressure. O(1).
+    pub fn token_view(&self) -> Option<TokenView> {
+        self.folded.state.token_view()
+    }
+
+    /// The maintained token projection when `counter` is the one the state measures with
+    /// (a copy of the state's surface and tally, O(surface)), else a fold of the session's
+    /// records with `counter`.
+    fn projection_with(&self, counter: Arc<dyn TokenCounter>) -> Result<TokenProjection> {
+        let maintained = self
+            .folded
+            .state
+            .token_counter()
+            .is_some_and(|c| c.name() == counter.name());
+        if maintained {
+            if let Some(projection) = TokenProjection::from_state(&self.folded.state) {
+                return Ok(projection);
+            }
+        }
+        self.store.fold_tokens(&self.name, counter)
     }
 
     /// Token measurement of the session: the exact usage ledger, per-node estimates by
     /// `counter`, and the context pressure of the next request.
     pub fn tokens(&self, counter: Arc<dyn TokenCounter>) -> Result<TokenProjection> {
-        Ok(self.projection_with(counter)?.into_owned())
+        self.projection_with(counter)
     }
 
     /// The session as compaction reads it ([`compaction::compact`],
@@ -1117,7 +1023,7 @@ impl SessionHandle {
     /// log by seq.
     pub fn source(&self) -> StateAndPast<'_> {
         StateAndPast {
-            state: &self.state,
+            state: &self.folded.state,
             past: &self.past,
         }
     }
@@ -1133,7 +1039,7 @@ impl SessionHandle {
         time: i64,
     ) -> Result<CompactionOutcome> {
         let projection = self.projection_with(counter)?;
-        let id = format!("{}-{}", self.name, self.state.next_seq().get());
+        let id = format!("{}-{}", self.name, self.folded.state.next_seq().get());
         let outcome = compaction::compact(
             &self.source(),
             &projection,
@@ -1174,9 +1080,18 @@ impl SessionHandle {
         Ok(pruned)
     }
 
-    /// Makes every event appended so far durable.
-    pub fn commit(&self) -> Result<()> {
-        Ok(self.store.inner.log.flush()?)
+    /// Makes every event appended so far durable. Once
+    /// [`StoreOptions::cache_refresh_events`] events have been appended since the last
+    /// checkpoint, writes a new one (of the records now durable; it never syncs anything
+    /// itself, and a checkpoint that cannot be written is left for later).
+    pub fn commit(&mut self) -> Result<()> {
+        self.store.inner.log.flush()?;
+        let next = self.folded.state.next_seq().get();
+        if next.saturating_sub(self.checkpointed) >= self.store.inner.options.cache_refresh_events {
+            self.store.write_checkpoint(self.stream, &self.folded);
+            self.checkpointed = next;
+        }
+        Ok(())
     }
 }
 

@@ -17,6 +17,7 @@ use crate::error::{Error, Rule};
 use crate::event::{Event, Seq, SurfaceOp};
 use crate::json::JsonRef;
 use crate::session::{derived_message_ref, Session};
+use crate::state::SessionState;
 use crate::surface::{NodeFacts, RangeError, Surface};
 use crate::version::FormatVersion;
 
@@ -396,6 +397,18 @@ impl TokenProjection {
             projection.apply(event)?;
         }
         Ok(projection)
+    }
+
+    /// The projection a state that measures tokens holds (its surface with the per-node
+    /// estimates, its tally, its next seq): what folding the same events would give, without
+    /// folding them. `None` when the state measures no tokens.
+    pub fn from_state(state: &SessionState) -> Option<Self> {
+        Some(TokenProjection {
+            version: Arc::clone(&state.version),
+            surface: state.surface.clone(),
+            next_seq: state.next_seq,
+            tally: state.tokens.clone()?,
+        })
     }
 
     /// Folds one event. Events must come in seq order from a session that accepted them;

@@ -91,7 +91,7 @@ impl Store {
             self.inner.options.version.clone(),
             self.inner.options.token_counter.clone(),
         );
-        self.handle(name, stream, folded)
+        self.handle(name, stream, folded, super::CacheUse::Disabled)
     }
 
     /// Imports a DeepSeek Harness `session.jsonl` as session `name` (default: the header's id).

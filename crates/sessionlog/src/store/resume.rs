@@ -1,0 +1,189 @@
+//! Resuming a session's state: from its checkpoint in the cache plus the records after the
+//! checkpoint's watermark, or from the whole log when no checkpoint can be used; and
+//! writing checkpoints, of durable records only, never syncing anything.
+//! spec: format-spec/cache.md
+
+use sessionlog_log::{Seq as LogSeq, StreamId};
+use sessionlog_session::compaction::CompactionLocks;
+use sessionlog_session::{
+    decode_event, FormatVersion, SessionHeader, SessionState, CHECKPOINT_STATE_VERSION,
+};
+
+use super::{CacheUse, Folded, LogPast, Store};
+use crate::cache::{self, CacheHeader, CacheMiss, Section};
+use crate::error::{Error, Result};
+
+/// The section holding the state machine's checkpoint. spec: cache.md#session-state
+const STATE_SECTION: &str = "state";
+/// The section holding the open compaction locks. spec: cache.md#compaction-locks
+const LOCKS_SECTION: &str = "compaction-locks";
+/// Version of the compaction-locks encoding.
+const LOCKS_VERSION: u32 = 1;
+
+fn sections() -> [(&'static str, u32); 2] {
+    [
+        (STATE_SECTION, CHECKPOINT_STATE_VERSION),
+        (LOCKS_SECTION, LOCKS_VERSION),
+    ]
+}
+
+impl Store {
+    /// Folds session `name` into the state a writer or a view needs: from its checkpoint
+    /// when one can be used, plus the records after its watermark; otherwise from the whole
+    /// log (and says why). Records are streamed from the log; no event is kept.
+    pub(super) fn resume(&self, name: &str, stream: StreamId) -> Result<(Folded, CacheUse)> {
+        let header = self.read_header(name, stream)?;
+        let log = &self.inner.log;
+        let next = log.stream_info(stream).map_or(0, |i| i.next_seq.0);
+        // A session declaring DSH V1 or later is read with its own format's rules.
+        let version = FormatVersion::for_header(&self.inner.options.version, &header);
+        let (mut folded, start, mut cache) = if self.inner.options.projection_cache {
+            match self.load_checkpoint(stream, next, &version) {
+                Ok((folded, watermark)) => (folded, watermark, CacheUse::Hit { folded: 0 }),
+                Err(miss) => (
+                    self.empty_fold(header.clone(), version),
+                    1,
+                    CacheUse::Rebuilt(miss),
+                ),
+            }
+        } else {
+            (
+                self.empty_fold(header.clone(), version),
+                1,
+                CacheUse::Disabled,
+            )
+        };
+        let past = LogPast::new(log.clone(), stream, header.id());
+        let mut count = 0u64;
+        for r in log.iter(stream, LogSeq(start), LogSeq(next)) {
+            let r = r?;
+            let mut event = decode_event(&r.payload).map_err(|e| Error::BadRecord {
+                session: name.to_owned(),
+                seq: r.seq.0,
+                detail: e.to_string(),
+            })?;
+            folded.state.load(&mut event, &past)?;
+            folded.locks.observe(&event);
+            count += 1;
+        }
+        if let CacheUse::Hit { folded } = &mut cache {
+            *folded = count;
+        }
+        Ok((folded, cache))
+    }
+
+    fn empty_fold(&self, header: SessionHeader, version: FormatVersion) -> Folded {
+        Folded::empty(header, version, self.inner.options.token_counter.clone())
+    }
+
+    /// The checkpoint of `stream` and its watermark, if the file proves it matches this log
+    /// (store, stream, watermark within the log, CRC of the last folded record) and decodes
+    /// under `version` (the session's rules) and this store's token counter.
+    pub(super) fn load_checkpoint(
+        &self,
+        stream: StreamId,
+        next: u64,
+        version: &FormatVersion,
+    ) -> std::result::Result<(Folded, u64), CacheMiss> {
+        let log = &self.inner.log;
+        let path = cache::cache_path(log.dir(), stream);
+        let bytes = match cache::read(&log.storage(), &path) {
+            Ok(Some(b)) => b,
+            Ok(None) => return Err(CacheMiss::Missing),
+            Err(e) => return Err(CacheMiss::Corrupt(e.to_string())),
+        };
+        let (h, parts) = cache::decode(&bytes, &sections())?;
+        if h.store_id != log.store_id() {
+            return Err(CacheMiss::Stale("written for another store".into()));
+        }
+        if h.stream_id != stream.0 {
+            return Err(CacheMiss::Stale(format!(
+                "written for stream {}, the session is stream {}",
+                h.stream_id, stream.0
+            )));
+        }
+        if h.watermark == 0 || h.watermark > next {
+            return Err(CacheMiss::Stale(format!(
+                "watermark {} but the session has {next} records",
+                h.watermark
+            )));
+        }
+        let last = log
+            .read(stream, LogSeq(h.watermark - 1))
+            .map_err(|e| CacheMiss::Stale(e.to_string()))?;
+        if cache::record_crc(&last.payload) != h.last_record_crc {
+            return Err(CacheMiss::Stale(format!(
+                "record {} differs from the one folded",
+                h.watermark - 1
+            )));
+        }
+        let (Some(state), Some(locks)) = (parts.first(), parts.get(1)) else {
+            return Err(CacheMiss::Incompatible("sections missing".into()));
+        };
+        let state = SessionState::decode_checkpoint(
+            state,
+            version.clone(),
+            Some(self.inner.options.token_counter.clone()),
+        )
+        .map_err(|e| CacheMiss::Incompatible(format!("state: {e}")))?;
+        if state.next_seq().get() + 1 != h.watermark {
+            return Err(CacheMiss::Stale(format!(
+                "the state folded {} events, the watermark says {}",
+                state.next_seq().get(),
+                h.watermark - 1
+            )));
+        }
+        let locks = CompactionLocks::decode(locks)
+            .map_err(|e| CacheMiss::Incompatible(format!("compaction locks: {e}")))?;
+        Ok((Folded { state, locks }, h.watermark))
+    }
+
+    /// Writes the checkpoint of `folded` (every record of `stream` folded) when caching is
+    /// on, the store is writable and every record of the stream is durable: a crash can
+    /// then never take back what the checkpoint claims. Never syncs the log and never fails
+    /// the caller: a checkpoint that cannot be written costs speed, not correctness.
+    pub(super) fn write_checkpoint(&self, stream: StreamId, folded: &Folded) {
+        let log = &self.inner.log;
+        if !self.inner.options.projection_cache
+            || log.is_read_only()
+            || !log.is_stream_durable(stream)
+        {
+            return;
+        }
+        let watermark = folded.state.next_seq().get() + 1;
+        if log.stream_info(stream).map_or(0, |i| i.next_seq.0) != watermark {
+            return;
+        }
+        let Ok(last) = log.read(stream, LogSeq(watermark - 1)) else {
+            return;
+        };
+        let header = CacheHeader {
+            store_id: log.store_id(),
+            stream_id: stream.0,
+            watermark,
+            last_record_crc: cache::record_crc(&last.payload),
+        };
+        let mut state = Vec::new();
+        folded.state.encode_checkpoint(&mut state);
+        let mut locks = Vec::new();
+        folded.locks.encode(&mut locks);
+        let [(state_name, state_version), (locks_name, locks_version)] = sections();
+        let bytes = cache::encode(
+            &header,
+            &[
+                Section {
+                    name: state_name,
+                    version: state_version,
+                    bytes: &state,
+                },
+                Section {
+                    name: locks_name,
+                    version: locks_version,
+                    bytes: &locks,
+                },
+            ],
+        );
+        let path = cache::cache_path(log.dir(), stream);
+        let _ = cache::write(&log.storage(), log.dir(), &path, &bytes);
+    }
+}
