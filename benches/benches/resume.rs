@@ -1,0 +1,215 @@
+//! Resuming a 1,000,000-event session for writing: from its state checkpoint (the records
+//! after the checkpoint folded), cold (no checkpoint: every record streamed into the state),
+//! and the whole-`Session` load every writer did before (`Store::load_session`), against a
+//! serde_json line parse of the same session's DSH JSONL. Each measurement runs in a child
+//! process so its peak resident memory (VmHWM) is its own. Figures are reported with the
+//! probe and as ratios to baselines measured in the same run; the store is removed at the end.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use sessionlog::session::SessionHeader;
+use sessionlog::workload::{Workload, WorkloadConfig};
+use sessionlog::{CacheUse, Store, StoreOptions};
+use sessionlog_benches::{fresh_dir, human_ns, ns, probe};
+
+const EVENTS: u64 = 1_000_000;
+const RUNS: usize = 3;
+const CHILD: &str = "SESSIONLOG_RESUME_BENCH_CHILD";
+
+fn options(cache: bool) -> StoreOptions {
+    StoreOptions::default().with_projection_cache(cache)
+}
+
+/// Builds one session of at least `EVENTS` generated agent events (compacted as the
+/// workload's policy says), committed at the end (which writes its checkpoint), and its DSH
+/// export.
+fn build(dir: &Path) -> u64 {
+    let store = Store::open(dir, options(true)).expect("store");
+    let mut h = store
+        .create_session("long", SessionHeader::new("long", 1, None))
+        .expect("create");
+    let mut w = Workload::new(
+        42,
+        WorkloadConfig::default()
+            .with_compact_every_turns(Some(50))
+            .with_keep_tail_nodes(40),
+    );
+    for e in w.session_start(1) {
+        h.append(e).expect("append");
+    }
+    while h.next_seq().get() < EVENTS {
+        let next = h.next_seq().get();
+        for e in w.turn(next, 2, None) {
+            h.append(e).expect("append");
+        }
+        if w.wants_compaction() {
+            let surface = h.state().surface();
+            if let Some(events) = w.compaction(&surface, h.next_seq().get(), 3) {
+                h.append_atomic(events).expect("compaction");
+            }
+        }
+    }
+    h.commit().expect("commit");
+    let events = h.next_seq().get();
+    drop(h);
+    let mut out =
+        std::io::BufWriter::new(std::fs::File::create(dir.join("long.jsonl")).expect("jsonl"));
+    store.write_dsh("long", &mut out).expect("export");
+    drop(out);
+    store.close().expect("close");
+    events
+}
+
+/// Peak resident set of this process, in bytes (VmHWM of /proc/self/status).
+fn peak_rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// One measurement, in this (child) process: prints `<ns> <peak rss bytes>`.
+fn child(mode: &str, dir: &Path) {
+    let started;
+    match mode {
+        "checkpoint" | "cold" => {
+            let store = Store::open(dir, options(mode == "checkpoint")).expect("open");
+            started = Instant::now();
+            let h = store.open_session_as_is("long").expect("resume");
+            std::hint::black_box(h.pressure());
+            let elapsed = started.elapsed();
+            match (mode, h.opened_from()) {
+                ("checkpoint", CacheUse::Hit { .. }) | ("cold", CacheUse::Disabled) => {}
+                (_, other) => panic!("{mode} resume built its state as {other:?}"),
+            }
+            println!("{} {}", ns(elapsed), peak_rss_bytes());
+        }
+        "load_session" => {
+            let store = Store::open(dir, options(false)).expect("open");
+            started = Instant::now();
+            let session = store.load_session("long").expect("load");
+            std::hint::black_box(session.next_seq());
+            println!("{} {}", ns(started.elapsed()), peak_rss_bytes());
+        }
+        "serde_json" => {
+            use std::io::BufRead;
+            started = Instant::now();
+            let file = std::io::BufReader::new(
+                std::fs::File::open(dir.join("long.jsonl")).expect("jsonl"),
+            );
+            let mut n = 0u64;
+            for line in file.lines() {
+                let v: serde_json::Value =
+                    serde_json::from_str(&line.expect("line")).expect("json");
+                n += u64::from(v.is_object());
+            }
+            std::hint::black_box(n);
+            println!("{} {}", ns(started.elapsed()), peak_rss_bytes());
+        }
+        other => panic!("unknown mode {other}"),
+    }
+}
+
+/// Best time and the peak RSS of that best run, over `RUNS` child processes.
+fn measure(mode: &str, dir: &Path) -> (Duration, u64) {
+    let exe = std::env::current_exe().expect("exe");
+    let mut best = (Duration::MAX, 0);
+    for _ in 0..RUNS {
+        let out = Command::new(&exe)
+            .env(CHILD, mode)
+            .env("SESSIONLOG_RESUME_BENCH_DIR", dir)
+            .output()
+            .expect("child");
+        assert!(
+            out.status.success(),
+            "{mode}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut fields = text
+            .split_whitespace()
+            .map(|f| f.parse::<u64>().expect("number"));
+        let (Some(time_ns), Some(rss)) = (fields.next(), fields.next()) else {
+            panic!("{mode}: child printed {text:?}");
+        };
+        let time = Duration::from_nanos(time_ns);
+        if time < best.0 {
+            best = (time, rss);
+        }
+    }
+    best
+}
+
+fn main() {
+    if let (Ok(mode), Some(dir)) = (
+        std::env::var(CHILD),
+        std::env::var_os("SESSIONLOG_RESUME_BENCH_DIR"),
+    ) {
+        child(&mode, Path::new(&dir));
+        return;
+    }
+    let probe = probe();
+    let dir = fresh_dir("resume-1m");
+    let started = Instant::now();
+    let events = build(&dir);
+    println!(
+        "built a {events}-event session in {:.1?}",
+        started.elapsed()
+    );
+
+    let checkpoint = measure("checkpoint", &dir);
+    let cold = measure("cold", &dir);
+    let load = measure("load_session", &dir);
+    let serde = measure("serde_json", &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let mb = |b: u64| b as f64 / (1 << 20) as f64;
+    let r = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
+    println!(
+        "probe: fdatasync p50 {} p99 {}, sequential durable {:.0} MB/s",
+        human_ns(probe.fdatasync_4k.p50_ns),
+        human_ns(probe.fdatasync_4k.p99_ns),
+        probe.seq_durable_mb_s
+    );
+    println!(
+        "resume for writing of a {events}-event session (best of {RUNS}, one child process each):"
+    );
+    for (name, (time, rss), note) in [
+        (
+            "checkpoint",
+            checkpoint,
+            "open_session_as_is, checkpoint + records after it",
+        ),
+        (
+            "cold",
+            cold,
+            "open_session_as_is, no checkpoint: every record folded",
+        ),
+        (
+            "load_session",
+            load,
+            "the whole Session, every event kept (the old resume)",
+        ),
+        (
+            "serde_json",
+            serde,
+            "the DSH JSONL export parsed line by line",
+        ),
+    ] {
+        println!(
+            "  {name:<13} {:>10}  peak RSS {:>7.1} MB  ({note})",
+            human_ns(ns(time)),
+            mb(rss)
+        );
+    }
+    println!(
+        "  ratios: checkpoint / load_session {:.4}x; cold / serde_json {:.2}x; cold / load_session {:.2}x",
+        r(checkpoint.0, load.0),
+        r(cold.0, serde.0),
+        r(cold.0, load.0)
+    );
+}
