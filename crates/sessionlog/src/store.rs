@@ -378,13 +378,8 @@ impl Store {
             counter,
             FormatVersion::for_header(&self.inner.options.version, &header),
         );
-        for r in log.iter(stream, LogSeq(1), LogSeq(next)) {
-            let r = r?;
-            let mut event = decode_event(&r.payload).map_err(|e| Error::BadRecord {
-                session: name.to_owned(),
-                seq: r.seq.0,
-                detail: e.to_string(),
-            })?;
+        for event in self.stored_events(name, stream, LogSeq(1), LogSeq(next)) {
+            let mut event = event?;
             sessionlog_session::upgrade_event(&mut event, &past, header.id())?;
             tokens.apply(&event)?;
         }
@@ -556,19 +551,27 @@ impl Store {
             .stream_info(stream)
             .ok_or_else(|| Error::NoSuchSession(name.to_owned()))?
             .next_seq;
+        Ok(self.stored_events(name, stream, LogSeq(from.get().saturating_add(1)), next))
+    }
+
+    /// The events in log records `from..to` of session `name` (stream `stream`), decoded as
+    /// stored (older shapes not upgraded); a record that does not decode is a `BadRecord`.
+    pub(crate) fn stored_events(
+        &self,
+        name: &str,
+        stream: StreamId,
+        from: LogSeq,
+        to: LogSeq,
+    ) -> impl Iterator<Item = Result<Event>> + 'static {
         let name = name.to_owned();
-        Ok(self
-            .inner
-            .log
-            .iter(stream, LogSeq(from.get().saturating_add(1)), next)
-            .map(move |r| {
-                let r = r?;
-                decode_event(&r.payload).map_err(|e| Error::BadRecord {
-                    session: name.clone(),
-                    seq: r.seq.0,
-                    detail: e.to_string(),
-                })
-            }))
+        self.inner.log.iter(stream, from, to).map(move |r| {
+            let r = r?;
+            decode_event(&r.payload).map_err(|e| Error::BadRecord {
+                session: name.clone(),
+                seq: r.seq.0,
+                detail: e.to_string(),
+            })
+        })
     }
 
     /// Deletes a session (durably). Its records stay in their segments until reclaimed.

@@ -5,13 +5,11 @@
 
 use sessionlog_log::{Seq as LogSeq, StreamId};
 use sessionlog_session::compaction::CompactionLocks;
-use sessionlog_session::{
-    decode_event, FormatVersion, SessionHeader, SessionState, CHECKPOINT_STATE_VERSION,
-};
+use sessionlog_session::{FormatVersion, SessionHeader, SessionState, CHECKPOINT_STATE_VERSION};
 
 use super::{CacheUse, Folded, LogPast, Store};
 use crate::cache::{self, CacheHeader, CacheMiss, Section};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// The section holding the state machine's checkpoint. spec: cache.md#session-state
 const STATE_SECTION: &str = "state";
@@ -55,13 +53,8 @@ impl Store {
         };
         let past = LogPast::new(log.clone(), stream, header.id());
         let mut count = 0u64;
-        for r in log.iter(stream, LogSeq(start), LogSeq(next)) {
-            let r = r?;
-            let mut event = decode_event(&r.payload).map_err(|e| Error::BadRecord {
-                session: name.to_owned(),
-                seq: r.seq.0,
-                detail: e.to_string(),
-            })?;
+        for event in self.stored_events(name, stream, LogSeq(start), LogSeq(next)) {
+            let mut event = event?;
             folded.state.load(&mut event, &past)?;
             folded.locks.observe(&event);
             count += 1;
