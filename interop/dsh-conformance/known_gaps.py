@@ -77,30 +77,12 @@ KNOWN_GAPS: list[Gap] = [
     ),
     Gap(
         "A",
-        "V4 tool results with role tool, in DSH's migrations",
-        r"",
-        r"sessionlog import of DSH's migrated V4 file exited 3: .*\(tool/result\) rejected by "
-        r"the message shape rule: message\.role must be \"user\"",
-        "DSH's V0 -> V4 migration writes tool results as {role:\"tool\", toolCallId, content, "
-        "isError}; sessionlog's V4 reading rules still require role \"user\" (the V0 shape)",
-    ),
-    Gap(
-        "A",
         "V4 header of a re-exported session",
         r"",
         r"V4 export differs from DSH's migration at line 1: ",
         "exporting a V0 session whose events V4 holds as they are rewrites the header in "
         "sessionlog's key order without DSH's V4 defaults (version first, isSeeded, "
         "delegationDepth), so the header line differs from DSH's own migration",
-    ),
-    Gap(
-        "B",
-        "V4 tool results with role tool",
-        r"^turns-",
-        r"sessionlog import exited 3 on DSH's session\.v4\.jsonl(\.zstd)?: .*\(tool/result\) rejected by "
-        r"the message shape rule: message\.role must be \"user\"",
-        "DSH V4 writes a tool result as {role:\"tool\", toolCallId, content, isError}; sessionlog "
-        "requires role \"user\" (the V0 shape)",
     ),
 ]
 

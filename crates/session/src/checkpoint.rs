@@ -261,12 +261,6 @@ impl SessionState {
         }
         let name = r.str()?;
         let fingerprint = r.u64()?;
-        if name != version.name() || fingerprint != version.fingerprint() {
-            return Err(CheckpointError::FormatVersion {
-                found: name.to_owned(),
-                expected: version.name().to_owned(),
-            });
-        }
         let found = r.opt(Reader::str)?;
         let expected = counter.as_ref().map(|c| c.name());
         if found != expected {
@@ -280,6 +274,15 @@ impl SessionState {
             offset: header_at,
             detail: "the session header does not parse",
         })?;
+        // A session declaring DSH V1 or later is folded under its own format's rules, so
+        // its checkpoint names that format, not the caller's default.
+        let effective = FormatVersion::for_header(&version, &header);
+        if name != effective.name() || fingerprint != effective.fingerprint() {
+            return Err(CheckpointError::FormatVersion {
+                found: name.to_owned(),
+                expected: effective.name().to_owned(),
+            });
+        }
         let next_seq = r.u64()?;
         let last = r.opt(|r| {
             Ok(LastEvent {

@@ -49,6 +49,7 @@ pub(crate) fn check_message(version: &FormatVersion, event: &Event) -> Result<()
         MessageRule::Assistant => "assistant",
         MessageRule::System => "system",
         MessageRule::User | MessageRule::ToolResult => "user",
+        MessageRule::ToolMessage => "tool",
     };
     if role.as_deref() != Some(expected_role) {
         return fail(&format!("message.role must be {expected_role:?}"));
@@ -73,12 +74,18 @@ pub(crate) fn check_message(version: &FormatVersion, event: &Event) -> Result<()
                 return fail("an assistant message needs source {kind:\"model\", provider, model}");
             }
         }
-        MessageRule::ToolResult => {
+        MessageRule::ToolResult | MessageRule::ToolMessage => {
             let call_id = source.get("callId").and_then(|c| c.as_str());
             if source.get("kind").and_then(|k| k.as_str()).as_deref() != Some("tool")
                 || call_id.as_deref().is_none_or(str::is_empty)
             {
                 return fail("a tool result needs source {kind:\"tool\", callId}");
+            }
+            if surface.rule == MessageRule::ToolMessage {
+                if message.get("toolCallId").and_then(|t| t.as_str()) != call_id {
+                    return fail("a V4 tool message needs toolCallId equal to source.callId");
+                }
+                return Ok(());
             }
             let mut blocks = message
                 .get("content")

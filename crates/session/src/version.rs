@@ -22,6 +22,9 @@ pub enum MessageRule {
     Assistant,
     /// `role: "user"`, `source {kind: "tool", callId}`, one `tool-result` block for it.
     ToolResult,
+    /// DSH V4's tool message: `role: "tool"`, `source {kind: "tool", callId}`, `toolCallId`
+    /// equal to that call id, `content` an array of blocks.
+    ToolMessage,
     /// `role: "system"`; `source`, when present, has a non-empty `kind`.
     System,
 }
@@ -177,10 +180,14 @@ impl FormatVersion {
         };
         version.settlement_stream_record = false;
         version.attempts = false;
-        // DSH's system messages sit under `data.message`, with the turn and step beside it.
+        // DSH's system messages sit under `data.message`, with the turn and step beside it;
+        // from V4 on a tool result is a message of role `tool` naming its call.
         for surface in &mut version.surface_types {
             if surface.event_type == "system/message" {
                 surface.message = MessageLocation::DataMessage;
+            }
+            if surface.event_type == "tool/result" && format >= DshFormat::V4 {
+                surface.rule = MessageRule::ToolMessage;
             }
         }
         version.name = match format {
