@@ -274,13 +274,14 @@ impl SessionState {
             offset: header_at,
             detail: "the session header does not parse",
         })?;
-        // A session declaring DSH V1 or later is folded under its own format's rules, so
-        // its checkpoint names that format, not the caller's default.
-        let effective = FormatVersion::for_header(&version, &header);
-        if name != effective.name() || fingerprint != effective.fingerprint() {
+        // A session declaring DSH V1 or later is folded under its own format's rules (the
+        // state picks them from the header), so its checkpoint names that format, not the
+        // caller's default.
+        let mut state = SessionState::new(header, version);
+        if name != state.version().name() || fingerprint != state.version().fingerprint() {
             return Err(CheckpointError::FormatVersion {
                 found: name.to_owned(),
-                expected: effective.name().to_owned(),
+                expected: state.version().name().to_owned(),
             });
         }
         let next_seq = r.u64()?;
@@ -304,7 +305,6 @@ impl SessionState {
             None => None,
         };
         r.end()?;
-        let mut state = SessionState::new(header, version);
         state.next_seq = next_seq;
         state.last = last;
         state.surface = surface;

@@ -269,12 +269,9 @@ fn import_plain(file: &[u8], options: &ImportOptions, zstd: bool) -> Result<DshI
     if options.strict_header {
         scanned.header.validate_strict()?;
     }
-    let format = scanned.header.format();
-    let version = if format == DshFormat::V0 {
-        options.version.clone()
-    } else {
-        FormatVersion::for_dsh(format)
-    };
+    // A header declaring V1 or later is read with its own format's rules
+    // (`SessionState::new` picks them); V0 with the caller's.
+    let version = options.version.clone();
     let events = scanned
         .events
         .iter()
@@ -448,32 +445,34 @@ pub fn event_for_format(
     if format == declared {
         return Ok(event);
     }
-    with_sources_for(&event, format)
+    with_sources_for(event, format)
 }
 
 /// `event` with its `sourceEventSeqs` written as `format`'s writer writes them: runs of
 /// three or more consecutive seqs as `[start, end]` pairs from V2 on, every seq listed
 /// before. The rest of the envelope is kept byte for byte.
-fn with_sources_for(event: &Event, format: DshFormat) -> Result<Event, Error> {
-    let Some(seqs) = event.source_event_seqs() else {
-        return Ok(event.clone());
+fn with_sources_for(event: Event, format: DshFormat) -> Result<Event, Error> {
+    let rewritten = {
+        let Some(seqs) = event.source_event_seqs() else {
+            return Ok(event);
+        };
+        let raw = event.raw();
+        let Some(value) = JsonRef::new(raw).get("sourceEventSeqs") else {
+            return Ok(event);
+        };
+        let text = source_list_text(seqs, format.writes_source_ranges());
+        if text == value.raw() {
+            return Ok(event);
+        }
+        let start = value.raw().as_ptr() as usize - raw.as_ptr() as usize;
+        let end = start + value.raw().len();
+        format!(
+            "{}{}{}",
+            raw.get(..start).unwrap_or_default(),
+            text,
+            raw.get(end..).unwrap_or_default()
+        )
     };
-    let raw = event.raw();
-    let Some(value) = JsonRef::new(raw).get("sourceEventSeqs") else {
-        return Ok(event.clone());
-    };
-    let text = source_list_text(seqs, format.writes_source_ranges());
-    if text == value.raw() {
-        return Ok(event.clone());
-    }
-    let start = value.raw().as_ptr() as usize - raw.as_ptr() as usize;
-    let end = start + value.raw().len();
-    let rewritten = format!(
-        "{}{}{}",
-        raw.get(..start).unwrap_or_default(),
-        text,
-        raw.get(end..).unwrap_or_default()
-    );
     Event::parse(&rewritten, event.seq().get())
 }
 

@@ -492,25 +492,6 @@ impl DshFormat {
         }
         Ok(())
     }
-
-    /// The lowest generation that holds every event as it is, or why none does (the
-    /// reason the newest generation gives).
-    pub fn lowest_holding<'a>(
-        events: impl IntoIterator<Item = &'a crate::event::Event> + Clone,
-    ) -> Result<DshFormat, String> {
-        let mut last_reason = String::new();
-        for format in DshFormat::ALL {
-            match events
-                .clone()
-                .into_iter()
-                .try_for_each(|event| format.holds(event))
-            {
-                Ok(()) => return Ok(format),
-                Err(reason) => last_reason = reason,
-            }
-        }
-        Err(last_reason)
-    }
 }
 
 impl std::fmt::Display for DshFormat {
