@@ -998,10 +998,11 @@ impl SessionHandle {
         self.folded.state.token_view()
     }
 
-    /// The maintained token projection when `counter` is the one the state measures with
-    /// (a copy of the state's surface and tally, O(surface)), else a fold of the session's
-    /// records with `counter`.
-    fn projection_with(&self, counter: Arc<dyn TokenCounter>) -> Result<TokenProjection> {
+    /// Token measurement of the session: the exact usage ledger, per-node estimates by
+    /// `counter`, and the context pressure of the next request. When `counter` is the one
+    /// the state measures with, this is the maintained projection (a copy of the state's
+    /// surface and tally, O(surface)); else a fold of the session's records with `counter`.
+    pub fn tokens(&self, counter: Arc<dyn TokenCounter>) -> Result<TokenProjection> {
         let maintained = self
             .folded
             .state
@@ -1013,12 +1014,6 @@ impl SessionHandle {
             }
         }
         self.store.fold_tokens(&self.name, counter)
-    }
-
-    /// Token measurement of the session: the exact usage ledger, per-node estimates by
-    /// `counter`, and the context pressure of the next request.
-    pub fn tokens(&self, counter: Arc<dyn TokenCounter>) -> Result<TokenProjection> {
-        self.projection_with(counter)
     }
 
     /// The session as compaction reads it ([`compaction::compact`],
@@ -1041,7 +1036,7 @@ impl SessionHandle {
         counter: Arc<dyn TokenCounter>,
         time: i64,
     ) -> Result<CompactionOutcome> {
-        let projection = self.projection_with(counter)?;
+        let projection = self.tokens(counter)?;
         let id = format!("{}-{}", self.name, self.folded.state.next_seq().get());
         let outcome = compaction::compact(
             &self.source(),
@@ -1072,7 +1067,7 @@ impl SessionHandle {
         counter: Arc<dyn TokenCounter>,
         time: i64,
     ) -> Result<usize> {
-        let projection = self.projection_with(counter)?;
+        let projection = self.tokens(counter)?;
         let events = compaction::prune_tool_results(&self.source(), &projection, options, time)?;
         drop(projection);
         let pruned = events.len() / 2;
