@@ -478,3 +478,31 @@ pub fn fdatasync_floor_now(samples: usize) -> Percentiles {
     }
     Percentiles::of(&mut out)
 }
+
+/// Appends the generated agent traffic of one long session (seed 42: turns, steps, tool
+/// calls, a summary compaction every 50 turns keeping 40 nodes) to `h` until it holds at
+/// least `events` events. Nothing is committed.
+pub fn fill_long_session(h: &mut sessionlog::SessionHandle, events: u64) {
+    use sessionlog::workload::{Workload, WorkloadConfig};
+    let mut w = Workload::new(
+        42,
+        WorkloadConfig::default()
+            .with_compact_every_turns(Some(50))
+            .with_keep_tail_nodes(40),
+    );
+    for e in w.session_start(1) {
+        h.append(e).expect("append");
+    }
+    while h.next_seq().get() < events {
+        let next = h.next_seq().get();
+        for e in w.turn(next, 2, None) {
+            h.append(e).expect("append");
+        }
+        if w.wants_compaction() {
+            let surface = h.state().surface();
+            if let Some(compaction) = w.compaction(&surface, h.next_seq().get(), 3) {
+                h.append_atomic(compaction).expect("compaction");
+            }
+        }
+    }
+}

@@ -8,9 +8,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use sessionlog::session::tokens::{HeuristicCounter, TokenCounter, TokenProjection};
 use sessionlog::session::SessionHeader;
-use sessionlog::workload::{Workload, WorkloadConfig};
 use sessionlog::{LogOptions, Store, StoreOptions};
-use sessionlog_benches::{bench_dir, human_ns, ns, probe, write_json};
+use sessionlog_benches::{bench_dir, fill_long_session, human_ns, ns, probe, write_json};
 
 const EVENTS: u64 = 1_000_000;
 const RUNS: usize = 3;
@@ -32,28 +31,8 @@ fn main() {
     let mut h = store
         .create_session("long", SessionHeader::new("long", 1, None))
         .expect("create");
-    let mut w = Workload::new(
-        42,
-        WorkloadConfig::default()
-            .with_compact_every_turns(Some(50))
-            .with_keep_tail_nodes(40),
-    );
     let built = Instant::now();
-    for e in w.session_start(1) {
-        h.append(e).expect("append");
-    }
-    while h.next_seq().get() < EVENTS {
-        let next = h.next_seq().get();
-        for e in w.turn(next, 2, None) {
-            h.append(e).expect("append");
-        }
-        if w.wants_compaction() {
-            let surface = h.state().surface();
-            if let Some(events) = w.compaction(&surface, h.next_seq().get(), 3) {
-                h.append_atomic(events).expect("compaction");
-            }
-        }
-    }
+    fill_long_session(&mut h, EVENTS);
     let events = h.next_seq().get();
     println!("built a {events}-event session in {:.1?}", built.elapsed());
 

@@ -10,9 +10,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use sessionlog::session::SessionHeader;
-use sessionlog::workload::{Workload, WorkloadConfig};
 use sessionlog::{CacheUse, Store, StoreOptions};
-use sessionlog_benches::{fresh_dir, human_ns, ns, probe};
+use sessionlog_benches::{fill_long_session, fresh_dir, human_ns, ns, probe};
 
 const EVENTS: u64 = 1_000_000;
 const RUNS: usize = 3;
@@ -30,27 +29,7 @@ fn build(dir: &Path) -> u64 {
     let mut h = store
         .create_session("long", SessionHeader::new("long", 1, None))
         .expect("create");
-    let mut w = Workload::new(
-        42,
-        WorkloadConfig::default()
-            .with_compact_every_turns(Some(50))
-            .with_keep_tail_nodes(40),
-    );
-    for e in w.session_start(1) {
-        h.append(e).expect("append");
-    }
-    while h.next_seq().get() < EVENTS {
-        let next = h.next_seq().get();
-        for e in w.turn(next, 2, None) {
-            h.append(e).expect("append");
-        }
-        if w.wants_compaction() {
-            let surface = h.state().surface();
-            if let Some(events) = w.compaction(&surface, h.next_seq().get(), 3) {
-                h.append_atomic(events).expect("compaction");
-            }
-        }
-    }
+    fill_long_session(&mut h, EVENTS);
     h.commit().expect("commit");
     let events = h.next_seq().get();
     drop(h);
