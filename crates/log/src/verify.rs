@@ -292,30 +292,29 @@ fn check_seq(
     }
     *next = h.seq + 1;
     if h.stream_id == CATALOG_STREAM {
-        match crate::segment::catalog_entry(h, payload) {
-            Some(e) if e.op == sessionlog_format::CatalogOp::Checkpoint => {
+        let Some(e) = crate::segment::catalog_entry(h, payload) else {
+            damage(offset, "malformed catalog record".into());
+            return;
+        };
+        let now_live = match e.op {
+            sessionlog_format::CatalogOp::Checkpoint => {
                 match sessionlog_format::CatalogCheckpoint::from_entry(&e) {
                     Ok(cp) => apply_checkpoint(live, streams, &cp, offset, damage),
                     Err(why) => damage(offset, format!("catalog checkpoint: {why}")),
                 }
                 catalog.push(e);
+                return;
             }
-            Some(e) => {
-                let now_live = match e.op {
-                    sessionlog_format::CatalogOp::Create => true,
-                    sessionlog_format::CatalogOp::Delete => false,
-                    // A rename keeps the stream as it was: live, or a damage report later.
-                    sessionlog_format::CatalogOp::Rename
-                    | sessionlog_format::CatalogOp::Checkpoint => {
-                        live.get(&e.stream_id).copied().unwrap_or(false)
-                    }
-                };
-                live.insert(e.stream_id, now_live);
-                streams.entry(e.stream_id).or_insert(0);
-                catalog.push(e);
+            sessionlog_format::CatalogOp::Create => true,
+            sessionlog_format::CatalogOp::Delete => false,
+            // A rename keeps the stream as it was: live, or a damage report later.
+            sessionlog_format::CatalogOp::Rename => {
+                live.get(&e.stream_id).copied().unwrap_or(false)
             }
-            None => damage(offset, "malformed catalog record".into()),
-        }
+        };
+        live.insert(e.stream_id, now_live);
+        streams.entry(e.stream_id).or_insert(0);
+        catalog.push(e);
     } else if !live.get(&h.stream_id).copied().unwrap_or(false) {
         damage(
             offset,
@@ -333,12 +332,6 @@ fn apply_checkpoint(
     offset: u64,
     damage: &mut impl FnMut(u64, String),
 ) {
-    let listed: Vec<u64> = cp.streams.iter().map(|s| s.stream_id).collect();
-    let known_live: Vec<u64> = live
-        .iter()
-        .filter(|(_, l)| **l)
-        .map(|(id, _)| *id)
-        .collect();
     if live.is_empty() {
         for s in &cp.streams {
             live.insert(s.stream_id, true);
@@ -346,6 +339,12 @@ fn apply_checkpoint(
         }
         return;
     }
+    let listed: Vec<u64> = cp.streams.iter().map(|s| s.stream_id).collect();
+    let known_live: Vec<u64> = live
+        .iter()
+        .filter(|(_, l)| **l)
+        .map(|(id, _)| *id)
+        .collect();
     if listed != known_live {
         damage(
             offset,
