@@ -59,8 +59,8 @@ impl Location {
     /// Opens a destination (a sessionlog store is created when absent or empty).
     fn open(&self) -> Result<Box<dyn SessionStore>, Failure> {
         Ok(match self {
-            Location::Sqlite(path) => Box::new(SqliteStore::open(path).map_err(failure)?),
-            Location::Dsh(dir) => Box::new(DshDirStore::open(dir).map_err(failure)?),
+            Location::Sqlite(path) => Box::new(SqliteStore::open(path).map_err(Failure::from)?),
+            Location::Dsh(dir) => Box::new(DshDirStore::open(dir).map_err(Failure::from)?),
             Location::Store(dir) => Box::new(open_store(dir, Access::CreateOrOpen)?),
         })
     }
@@ -128,7 +128,7 @@ impl Location {
                 if !path.is_file() {
                     return Err(missing("SQLite file", path));
                 }
-                let store = SqliteStore::open_read_only(path).map_err(failure)?;
+                let store = SqliteStore::open_read_only(path).map_err(Failure::from)?;
                 Ok(Source {
                     stores: vec![Box::new(store)],
                     found: format!("SQLite file {}", path.display()),
@@ -196,7 +196,7 @@ fn open_dsh_source(dir: &Path) -> Result<Source, Failure> {
         .map(|p| {
             DshDirStore::open_read_only(p)
                 .map(|s| Box::new(s) as Box<dyn SessionStore>)
-                .map_err(failure)
+                .map_err(Failure::from)
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Source {
@@ -214,11 +214,6 @@ fn usage(spec: &str) -> Failure {
         2,
         format!("cannot read location {spec:?}: write sqlite:PATH, dsh:DIR or store:DIR"),
     )
-}
-
-/// The exit code follows the error's class, as for every command.
-fn failure(e: StoreError) -> Failure {
-    e.into()
 }
 
 fn in_session(name: &str) -> impl Fn(StoreError) -> Failure + '_ {
@@ -412,7 +407,7 @@ fn all_names(store: &dyn SessionStore) -> Result<Vec<String>, Failure> {
     loop {
         let page = store
             .list(names.last().map(String::as_str), LIST_PAGE_NAMES)
-            .map_err(failure)?;
+            .map_err(Failure::from)?;
         if page.is_empty() {
             return Ok(names);
         }
