@@ -229,6 +229,9 @@ impl SessionHeader {
                 self.format, self.format
             )));
         }
+        if target == DshFormat::LATEST {
+            return self.as_written_by_latest();
+        }
         let root = JsonRef::new(&self.raw);
         let mut writer = ObjectWriter::new();
         // V2's writer puts isSeeded right before origin (or delegationDepth).
@@ -255,6 +258,41 @@ impl SessionHeader {
         }
         let raw = writer.finish();
         SessionHeader::parse(&raw)
+    }
+
+    /// The header as DSH's V4 writer encodes it after reading an older header: its members in
+    /// the writer's fixed order (`type`, `version`, `id`, `createdAt`, `cwd`, `parentSession`,
+    /// `isSeeded`, `origin`, `delegationDepth`, `agentPreset`), `isSeeded` derived from
+    /// `seedLength` below V2, `delegationDepth` 0 when absent (sessionlog's lenient import keeps
+    /// headers without one), and the V2 -> V3 rename of agent preset `code` to `ptc`.
+    pub(crate) fn as_written_by_latest(&self) -> Result<SessionHeader, Error> {
+        let root = JsonRef::new(&self.raw);
+        let raw_of = |key: &str| root.get(key).map(|v| v.raw());
+        let created_at = raw_of("createdAt")
+            .ok_or_else(|| header_error("format v4 header lacks required field createdAt"))?;
+        let mut writer = ObjectWriter::new()
+            .string("type", "session")
+            .int("version", i64::from(DshFormat::LATEST.number()))
+            .string("id", &self.id)
+            .raw("createdAt", created_at);
+        for key in ["cwd", "parentSession"] {
+            if let Some(value) = raw_of(key) {
+                writer = writer.raw(key, value);
+            }
+        }
+        writer = writer.raw("isSeeded", if self.is_seeded() { "true" } else { "false" });
+        if let Some(origin) = raw_of("origin") {
+            writer = writer.raw("origin", origin);
+        }
+        writer = writer.raw("delegationDepth", raw_of("delegationDepth").unwrap_or("0"));
+        if let Some(preset) = root.get("agentPreset") {
+            let renamed = self.format < DshFormat::V3 && preset.as_str().as_deref() == Some("code");
+            writer = writer.raw(
+                "agentPreset",
+                if renamed { "\"ptc\"" } else { preset.raw() },
+            );
+        }
+        SessionHeader::parse(&writer.finish())
     }
 
     /// Sub-agent delegation depth.

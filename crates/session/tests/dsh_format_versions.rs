@@ -221,6 +221,28 @@ fn header_versions_follow_each_format_layout() {
 }
 
 #[test]
+fn a_v4_header_is_written_in_dsh_writer_order_with_its_defaults() {
+    // DSH's V4 writer encodes the header from its fields, whatever order the older file had.
+    let v0 = SessionHeader::parse(
+        r#"{"delegationDepth":2,"cwd":"/w","id":"s","origin":"subagent","type":"session","createdAt":5,"agentPreset":"code","version":0}"#,
+    )
+    .expect("a V0 header in another order");
+    assert_eq!(
+        v0.for_format(DshFormat::V4).expect("unseeded").raw(),
+        r#"{"type":"session","version":4,"id":"s","createdAt":5,"cwd":"/w","isSeeded":false,"origin":"subagent","delegationDepth":2,"agentPreset":"ptc"}"#
+    );
+    let without_depth = SessionHeader::parse(r#"{"type":"session","id":"s","createdAt":5}"#)
+        .expect("a lenient V0 header");
+    assert_eq!(
+        without_depth
+            .for_format(DshFormat::V4)
+            .expect("unseeded")
+            .raw(),
+        r#"{"type":"session","version":4,"id":"s","createdAt":5,"isSeeded":false,"delegationDepth":0}"#
+    );
+}
+
+#[test]
 fn v2_writes_runs_of_cited_seqs_as_ranges_and_reads_them_back() {
     let mut events = vec![user("a"), user("b"), user("c"), user("d")];
     events.push(
