@@ -75,6 +75,12 @@ pub(crate) fn cache_path(dir: &Path, stream: StreamId) -> PathBuf {
     dir.join(CACHE_DIR).join(format!("{:020}.slpc", stream.0))
 }
 
+/// The checkpoint file of projection `projection` of `stream`. spec: cache.md#projections
+pub(crate) fn projection_path(dir: &Path, stream: StreamId, projection: &str) -> PathBuf {
+    dir.join(CACHE_DIR)
+        .join(format!("{:020}.{projection}.slpv", stream.0))
+}
+
 fn crc(bytes: &[u8]) -> u32 {
     crc32fast::hash(bytes)
 }
@@ -222,7 +228,9 @@ pub(crate) fn write(
     bytes: &[u8],
 ) -> Result<(), std::io::Error> {
     storage.create_dir_all(&dir.join(CACHE_DIR))?;
-    let tmp = path.with_extension("slpc.tmp");
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
     match storage.remove_file(&tmp) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

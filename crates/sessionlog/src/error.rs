@@ -45,6 +45,26 @@ pub enum Error {
     /// No raw stream has this name.
     #[error("no raw stream named {0:?}")]
     NoSuchRawStream(String),
+    /// The store's options register a projection it cannot keep.
+    #[error("{0}; register each projection once, under a valid name")]
+    BadProjection(String),
+    /// No projection of this name (and type) is registered.
+    #[error(
+        "no projection named {0:?} is registered; register it in StoreOptions::with_projection"
+    )]
+    NoSuchProjection(String),
+    /// A projection's fold failed (or panicked) on a session. The session and the other
+    /// projections are unaffected.
+    #[error("projection {projection:?} of session {session:?} failed: {source}; fix the fold and bump its version (its checkpoint is then rebuilt)")]
+    Projection {
+        /// The projection.
+        projection: String,
+        /// The session.
+        session: String,
+        /// What failed.
+        #[source]
+        source: crate::projection::ProjectionError,
+    },
     /// Writing a session's events or export to the caller's output failed.
     #[error("writing the output failed: {0}; check where it goes (a full disk, a closed pipe)")]
     Output(#[source] std::io::Error),
@@ -64,7 +84,12 @@ impl Error {
             Error::NoSuchRawStream(_) => ErrorClass::NotFound,
             Error::BadRecord { .. } => ErrorClass::Damaged,
             Error::WriterBusy(_) => ErrorClass::Busy,
-            Error::Output(_) => ErrorClass::Environment,
+            Error::Output(_) | Error::BadProjection(_) => ErrorClass::Environment,
+            Error::NoSuchProjection(_) => ErrorClass::NotFound,
+            Error::Projection { source, .. } => match source {
+                crate::projection::ProjectionError::Refused { .. } => ErrorClass::Refused,
+                _ => ErrorClass::Environment,
+            },
         }
     }
 

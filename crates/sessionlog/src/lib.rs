@@ -14,6 +14,7 @@
 
 pub mod cache;
 mod error;
+pub mod projection;
 mod raw;
 mod session_store;
 mod store;
@@ -22,6 +23,7 @@ mod view;
 pub mod workload;
 
 pub use error::{Error, Result};
+pub use projection::{Projected, Projection, ProjectionError, StoredEvent};
 pub use raw::{LogReader, RawStream, KIND_RAW_RECORD, RAW_STREAM_PREFIX};
 #[doc(inline)]
 pub use sessionlog_log::{Access, Durability, LogOptions, ReclaimReport, RecoveryMode};

@@ -25,10 +25,12 @@ use sessionlog_session::Seq;
 
 use crate::cache::{self, CacheMiss};
 use crate::error::{Error, Result};
+use crate::projection::{Projection, Projections};
 use crate::view::{RequestView, SurfaceView};
 
 mod create;
 mod past;
+mod projected;
 mod resume;
 pub use create::parse_dsh;
 pub(crate) use past::LogPast;
@@ -54,6 +56,9 @@ pub struct StoreOptions {
     /// The counter behind the token projection every [`SessionHandle`] maintains (and so
     /// behind [`SessionHandle::pressure`]).
     pub token_counter: Arc<dyn TokenCounter>,
+    /// Consumer projections the store keeps for every session (see [`crate::projection`]):
+    /// writers fold them, checkpoints keep them, [`Store::projection`] hands them out.
+    pub projections: Projections,
 }
 
 impl Default for StoreOptions {
@@ -64,6 +69,7 @@ impl Default for StoreOptions {
             projection_cache: true,
             cache_refresh_events: 1024,
             token_counter: Arc::new(HeuristicCounter),
+            projections: Projections::default(),
         }
     }
 }
@@ -96,6 +102,14 @@ impl StoreOptions {
     #[must_use]
     pub fn with_cache_refresh_events(mut self, cache_refresh_events: u64) -> Self {
         self.cache_refresh_events = cache_refresh_events;
+        self
+    }
+
+    /// Registers `projection` in [`projections`](Self::projections). Opening the store
+    /// refuses a name that is invalid or registered twice.
+    #[must_use]
+    pub fn with_projection(mut self, projection: impl Projection) -> Self {
+        self.projections.push(projection);
         self
     }
 
@@ -230,6 +244,7 @@ impl Store {
         options: StoreOptions,
         access: Access,
     ) -> Result<Store> {
+        options.projections.check().map_err(Error::BadProjection)?;
         let log = Log::open_with_access(storage, dir, options.log.clone(), access)?;
         // A read-only open leaves staged imports alone; they are hidden from every listing.
         let discarded_imports = match access {
@@ -329,6 +344,27 @@ impl Store {
         if !self.inner.writers.lock().insert(stream) {
             return Err(Error::WriterBusy(name.to_owned()));
         }
+        let registered = &self.inner.options.projections;
+        let views = if folded.state.next_seq().get() == 0 {
+            let header = folded.state.header();
+            registered
+                .0
+                .iter()
+                .map(|p| projected::Slot {
+                    projection: p.clone(),
+                    state: p.init(header),
+                    events: 0,
+                })
+                .collect()
+        } else {
+            match self.resume_projections(name, stream, folded.state.header()) {
+                Ok(views) => views,
+                Err(e) => {
+                    self.inner.writers.lock().remove(&stream);
+                    return Err(e);
+                }
+            }
+        };
         let past = LogPast::new(self.inner.log.clone(), stream, folded.state.header().id());
         Ok(SessionHandle {
             store: self.clone(),
@@ -339,6 +375,7 @@ impl Store {
             opened,
             past,
             last: None,
+            views,
         })
     }
 
@@ -585,6 +622,7 @@ impl Store {
             &self.inner.log.storage(),
             &cache::cache_path(self.inner.log.dir(), stream),
         );
+        let _ = self.remove_projections(stream);
         Ok(())
     }
 
@@ -764,12 +802,15 @@ impl Store {
                 &self.inner.log.storage(),
                 &cache::cache_path(self.inner.log.dir(), stream),
             )
+            .and_then(|()| self.remove_projections(stream))
             .map_err(|e| sessionlog_log::Error::Io {
                 op: "removing the cache of",
                 path: name.into(),
                 source: e,
             })?;
             self.view(name)?;
+            let header = self.read_header(name, stream)?;
+            self.resume_projections(name, stream, &header)?;
         }
         Ok(names.len())
     }
@@ -823,6 +864,8 @@ pub struct SessionHandle {
     past: LogPast,
     /// The event the last single append added.
     last: Option<Event>,
+    /// The registered projections, folded with every append.
+    views: Vec<projected::Slot>,
 }
 
 /// Epoch milliseconds now (0 if the clock reads before 1970).
@@ -882,6 +925,25 @@ impl SessionHandle {
         Ok(out)
     }
 
+    /// The state of projection `name` (of type `P`) over every event appended so far,
+    /// which the handle folds with each append: O(1). A projection whose fold failed on
+    /// this session is [`Error::Projection`]; the handle and its other projections go on.
+    pub fn projection<P: Projection>(&self, name: &str) -> Result<&P::State> {
+        let slot = self
+            .views
+            .iter()
+            .find(|s| s.projection.name() == name)
+            .ok_or_else(|| Error::NoSuchProjection(name.to_owned()))?;
+        let state = slot.state.as_ref().map_err(|e| Error::Projection {
+            projection: name.to_owned(),
+            session: self.name.clone(),
+            source: e.clone(),
+        })?;
+        state
+            .downcast_ref::<P::State>()
+            .ok_or_else(|| Error::NoSuchProjection(format!("{name} (of the type asked for)")))
+    }
+
     /// Whether restart repair would append closers now: the last turn, or a compaction, is
     /// open. (A live writer continues them; a restart closes them.)
     pub fn needs_restart_repair(&self) -> bool {
@@ -933,6 +995,8 @@ impl SessionHandle {
         let stream = self.stream;
         let past = &self.past;
         let folded = &mut self.folded;
+        let mut sizes: Vec<(u8, u64)> = Vec::new();
+        let fed = !self.views.is_empty();
         folded.state.atomically(|state| {
             let mut records: Vec<(u8, Vec<u8>)> = Vec::with_capacity(events.len());
             for (i, event) in events.iter().enumerate() {
@@ -950,11 +1014,15 @@ impl SessionHandle {
                 })
                 .collect();
             log.commit(&batch, Durability::Buffered)?;
+            if fed {
+                sizes.extend(records.iter().map(|(k, p)| (*k, p.len() as u64)));
+            }
             Ok::<_, Error>(())
         })?;
         for event in events {
             folded.locks.observe(event);
         }
+        projected::feed_all(&mut self.views, folded.state.version(), events, &sizes);
         Ok(())
     }
 
@@ -1087,6 +1155,9 @@ impl SessionHandle {
         let next = self.folded.state.next_seq().get();
         if next.saturating_sub(self.checkpointed) >= self.store.inner.options.cache_refresh_events {
             self.store.write_checkpoint(self.stream, &self.folded);
+            for slot in &self.views {
+                self.store.write_projection(self.stream, slot);
+            }
             self.checkpointed = next;
         }
         Ok(())

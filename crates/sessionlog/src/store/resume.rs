@@ -3,6 +3,8 @@
 //! writing checkpoints, of durable records only, never syncing anything.
 //! spec: format-spec/cache.md
 
+use std::path::Path;
+
 use sessionlog_log::{Seq as LogSeq, StreamId};
 use sessionlog_session::compaction::CompactionLocks;
 use sessionlog_session::{FormatVersion, SessionHeader, SessionState, CHECKPOINT_STATE_VERSION};
@@ -78,38 +80,9 @@ impl Store {
         next: u64,
         version: &FormatVersion,
     ) -> std::result::Result<(Folded, u64), CacheMiss> {
-        let log = &self.inner.log;
-        let path = cache::cache_path(log.dir(), stream);
-        let bytes = match cache::read(&log.storage(), &path) {
-            Ok(Some(b)) => b,
-            Ok(None) => return Err(CacheMiss::Missing),
-            Err(e) => return Err(CacheMiss::Corrupt(e.to_string())),
-        };
-        let (h, parts) = cache::decode(&bytes, &sections())?;
-        if h.store_id != log.store_id() {
-            return Err(CacheMiss::Stale("written for another store".into()));
-        }
-        if h.stream_id != stream.0 {
-            return Err(CacheMiss::Stale(format!(
-                "written for stream {}, the session is stream {}",
-                h.stream_id, stream.0
-            )));
-        }
-        if h.watermark == 0 || h.watermark > next {
-            return Err(CacheMiss::Stale(format!(
-                "watermark {} but the session has {next} records",
-                h.watermark
-            )));
-        }
-        let last = log
-            .read(stream, LogSeq(h.watermark - 1))
-            .map_err(|e| CacheMiss::Stale(e.to_string()))?;
-        if cache::record_crc(&last.payload) != h.last_record_crc {
-            return Err(CacheMiss::Stale(format!(
-                "record {} differs from the one folded",
-                h.watermark - 1
-            )));
-        }
+        let path = cache::cache_path(self.inner.log.dir(), stream);
+        let bytes = self.read_cache_file(&path)?;
+        let (h, parts) = self.check_cache_file(&bytes, &sections(), stream, next)?;
         let (Some(state), Some(locks)) = (parts.first(), parts.get(1)) else {
             return Err(CacheMiss::Incompatible("sections missing".into()));
         };
@@ -136,25 +109,9 @@ impl Store {
     /// then never take back what the checkpoint claims. Never syncs the log and never fails
     /// the caller: a checkpoint that cannot be written costs speed, not correctness.
     pub(super) fn write_checkpoint(&self, stream: StreamId, folded: &Folded) {
-        let log = &self.inner.log;
-        if !self.inner.options.projection_cache
-            || log.is_read_only()
-            || !log.is_stream_durable(stream)
-        {
-            return;
-        }
         let watermark = folded.state.next_seq().get() + 1;
-        if log.stream_info(stream).map_or(0, |i| i.next_seq.0) != watermark {
+        let Some(header) = self.durable_cache_header(stream, watermark) else {
             return;
-        }
-        let Ok(last) = log.read(stream, LogSeq(watermark - 1)) else {
-            return;
-        };
-        let header = CacheHeader {
-            store_id: log.store_id(),
-            stream_id: stream.0,
-            watermark,
-            last_record_crc: cache::record_crc(&last.payload),
         };
         let mut state = Vec::new();
         folded.state.encode_checkpoint(&mut state);
@@ -176,7 +133,85 @@ impl Store {
                 },
             ],
         );
-        let path = cache::cache_path(log.dir(), stream);
-        let _ = cache::write(&log.storage(), log.dir(), &path, &bytes);
+        self.write_cache_file(&cache::cache_path(self.inner.log.dir(), stream), &bytes);
+    }
+
+    /// The bytes of a cache file; missing or unreadable is a miss.
+    pub(super) fn read_cache_file(&self, path: &Path) -> std::result::Result<Vec<u8>, CacheMiss> {
+        match cache::read(&self.inner.log.storage(), path) {
+            Ok(Some(b)) => Ok(b),
+            Ok(None) => Err(CacheMiss::Missing),
+            Err(e) => Err(CacheMiss::Corrupt(e.to_string())),
+        }
+    }
+
+    /// Decodes a cache file of `stream` with the `expected` sections and checks that it
+    /// matches this log: its store, its stream, a watermark within the `next` records of
+    /// the stream, and the CRC of the last record it folded. spec: cache.md#when-a-file-is-used
+    pub(super) fn check_cache_file<'a>(
+        &self,
+        bytes: &'a [u8],
+        expected: &[(&str, u32)],
+        stream: StreamId,
+        next: u64,
+    ) -> std::result::Result<(CacheHeader, Vec<&'a [u8]>), CacheMiss> {
+        let log = &self.inner.log;
+        let (h, parts) = cache::decode(bytes, expected)?;
+        if h.store_id != log.store_id() {
+            return Err(CacheMiss::Stale("written for another store".into()));
+        }
+        if h.stream_id != stream.0 {
+            return Err(CacheMiss::Stale(format!(
+                "written for stream {}, the session is stream {}",
+                h.stream_id, stream.0
+            )));
+        }
+        if h.watermark == 0 || h.watermark > next {
+            return Err(CacheMiss::Stale(format!(
+                "watermark {} but the session has {next} records",
+                h.watermark
+            )));
+        }
+        let last = log
+            .read(stream, LogSeq(h.watermark - 1))
+            .map_err(|e| CacheMiss::Stale(e.to_string()))?;
+        if cache::record_crc(&last.payload) != h.last_record_crc {
+            return Err(CacheMiss::Stale(format!(
+                "record {} differs from the one folded",
+                h.watermark - 1
+            )));
+        }
+        Ok((h, parts))
+    }
+
+    /// The header of a cache file of `stream` folded through record `watermark - 1`, when
+    /// one may be written now: caching is on, the store is writable, every record of the
+    /// stream is durable and `watermark` is the stream's record count.
+    pub(super) fn durable_cache_header(
+        &self,
+        stream: StreamId,
+        watermark: u64,
+    ) -> Option<CacheHeader> {
+        let log = &self.inner.log;
+        if !self.inner.options.projection_cache
+            || log.is_read_only()
+            || !log.is_stream_durable(stream)
+            || log.stream_info(stream).map_or(0, |i| i.next_seq.0) != watermark
+        {
+            return None;
+        }
+        let last = log.read(stream, LogSeq(watermark - 1)).ok()?;
+        Some(CacheHeader {
+            store_id: log.store_id(),
+            stream_id: stream.0,
+            watermark,
+            last_record_crc: cache::record_crc(&last.payload),
+        })
+    }
+
+    /// Replaces a cache file; a file that cannot be written costs speed, not correctness.
+    pub(super) fn write_cache_file(&self, path: &Path, bytes: &[u8]) {
+        let log = &self.inner.log;
+        let _ = cache::write(&log.storage(), log.dir(), path, bytes);
     }
 }

@@ -1,0 +1,349 @@
+//! Consumer projections: named, versioned folds over a session's stored events that the store
+//! keeps checkpointed beside the session's own state. spec: format-spec/cache.md#projections
+//!
+//! A consumer implements [`Projection`] (init, apply one event, encode and decode its state)
+//! and registers it in [`StoreOptions::with_projection`](crate::StoreOptions::with_projection).
+//! Every writer of a session then folds each appended event into each registered projection,
+//! and writes the projection's checkpoint where it writes the session's; and
+//! [`Store::projection`](crate::Store::projection) hands back the state folded over every
+//! event of a session, from the checkpoint plus the events after its watermark.
+//!
+//! A fold reads; it never writes the log (it is handed shared references only). A fold that
+//! fails or panics fails its own projection only: the error names the projection and the
+//! event, the append that fed it stands, and the session's state and the other projections
+//! go on. Projection checkpoints follow the cache's rules: disposable, used only when they
+//! prove they match the log, rebuilt from it otherwise.
+
+use std::any::Any;
+use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use sessionlog_session::{Event, FormatVersion, SessionHeader};
+
+pub mod stats;
+pub mod tool_audit;
+
+pub use stats::{SessionStats, Stats};
+pub use tool_audit::{ToolAudit, ToolCallRecord, ToolCalls};
+
+/// One stored event as a projection sees it: the record's kind tag (so a fold can skip by
+/// kind without reading the payload), the record's size, and the event, whose typed view is
+/// [`Event::view`].
+#[derive(Debug, Clone, Copy)]
+pub struct StoredEvent<'a> {
+    /// The record's kind tag ([`sessionlog_session::codec::kind`]).
+    pub kind: u8,
+    /// Bytes of the record's payload in the log.
+    pub record_bytes: u64,
+    /// The event (older shapes upgraded as loading upgrades them).
+    pub event: &'a Event,
+    /// The rules the session is read under (its surface types and message locations, for
+    /// [`sessionlog_session::derive_message`]).
+    pub version: &'a FormatVersion,
+}
+
+/// Why a projection could not be folded, decoded or handed out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProjectionError {
+    /// The fold refused an event.
+    #[error("event {seq} ({event_type}): {detail}")]
+    Refused {
+        /// The event's seq.
+        seq: u64,
+        /// Its type.
+        event_type: String,
+        /// What the fold said.
+        detail: String,
+    },
+    /// Consumer code panicked.
+    #[error("{during} panicked: {message}")]
+    Panicked {
+        /// What the store was doing (`apply`, `init`, `encode`, `decode`).
+        during: &'static str,
+        /// The panic's message, when it was a string.
+        message: String,
+    },
+    /// A checkpoint's bytes do not decode.
+    #[error("its checkpoint does not decode: {0}")]
+    Undecodable(String),
+}
+
+impl ProjectionError {
+    /// A fold's refusal of `event`, saying why.
+    pub fn refused(event: &Event, detail: impl Into<String>) -> ProjectionError {
+        ProjectionError::Refused {
+            seq: event.seq().get(),
+            event_type: event.event_type().to_owned(),
+            detail: detail.into(),
+        }
+    }
+}
+
+/// A named, versioned fold over a session's stored events, in seq order.
+///
+/// The state after events `0..n` must depend only on those events: the store checkpoints it,
+/// and a checkpoint decoded and folded over the events after it must equal a fold of all
+/// of them (`decode(encode(s)) == s`). Bump [`Projection::version`] whenever the encoding or
+/// the meaning of the fold changes: checkpoints of another version are rebuilt, never misread.
+pub trait Projection: Send + Sync + 'static {
+    /// What the fold keeps.
+    type State: Send + 'static;
+
+    /// The name the projection is registered, asked for and checkpointed under: 1 to 64
+    /// characters of `a-z`, `0-9` and `-`, unique in a store.
+    fn name(&self) -> &str;
+
+    /// The version of the fold and of its encoding.
+    fn version(&self) -> u32;
+
+    /// Whether events of record kind `kind` reach [`Projection::apply`]; others are skipped
+    /// without their payload being decoded. Everything, by default.
+    fn wants(&self, kind: u8) -> bool {
+        let _ = kind;
+        true
+    }
+
+    /// The state of a session with no event yet.
+    fn init(&self, header: &SessionHeader) -> Self::State;
+
+    /// Folds one event in. An error fails this projection of this session.
+    fn apply(
+        &self,
+        state: &mut Self::State,
+        event: &StoredEvent<'_>,
+    ) -> Result<(), ProjectionError>;
+
+    /// Appends the state's checkpoint bytes to `out`.
+    fn encode(&self, state: &Self::State, out: &mut Vec<u8>);
+
+    /// Decodes a checkpoint written by [`Projection::encode`] of this version. Must refuse,
+    /// never panic on, bytes it did not write.
+    fn decode(&self, bytes: &[u8]) -> Result<Self::State, ProjectionError>;
+}
+
+/// A projection state without its type, as the store keeps it.
+pub(crate) type AnyState = Box<dyn Any + Send>;
+
+/// [`Projection`] with its state type erased, every call into consumer code guarded.
+pub(crate) trait Registered: Send + Sync {
+    fn name(&self) -> &str;
+    fn version(&self) -> u32;
+    fn wants(&self, kind: u8) -> bool;
+    fn init(&self, header: &SessionHeader) -> Result<AnyState, ProjectionError>;
+    fn apply(&self, state: &mut AnyState, event: &StoredEvent<'_>) -> Result<(), ProjectionError>;
+    fn encode(&self, state: &AnyState) -> Result<Vec<u8>, ProjectionError>;
+    fn decode(&self, bytes: &[u8]) -> Result<AnyState, ProjectionError>;
+}
+
+/// Runs consumer code, turning a panic into [`ProjectionError::Panicked`].
+fn guarded<T>(
+    during: &'static str,
+    f: impl FnOnce() -> Result<T, ProjectionError>,
+) -> Result<T, ProjectionError> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(result) => result,
+        Err(payload) => {
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a non-string panic payload".to_owned());
+            Err(ProjectionError::Panicked { during, message })
+        }
+    }
+}
+
+/// The state inside `state`, which the store made with this projection.
+fn typed<P: Projection>(state: &AnyState) -> Result<&P::State, ProjectionError> {
+    state
+        .downcast_ref::<P::State>()
+        .ok_or_else(|| ProjectionError::Undecodable("a state of another type".into()))
+}
+
+impl<P: Projection> Registered for P {
+    fn name(&self) -> &str {
+        Projection::name(self)
+    }
+
+    fn version(&self) -> u32 {
+        Projection::version(self)
+    }
+
+    fn wants(&self, kind: u8) -> bool {
+        guarded("wants", || Ok(Projection::wants(self, kind))).unwrap_or(true)
+    }
+
+    fn init(&self, header: &SessionHeader) -> Result<AnyState, ProjectionError> {
+        guarded("init", || {
+            Ok(Box::new(Projection::init(self, header)) as AnyState)
+        })
+    }
+
+    fn apply(&self, state: &mut AnyState, event: &StoredEvent<'_>) -> Result<(), ProjectionError> {
+        let state = state
+            .downcast_mut::<P::State>()
+            .ok_or_else(|| ProjectionError::Undecodable("a state of another type".into()))?;
+        guarded("apply", || Projection::apply(self, state, event))
+    }
+
+    fn encode(&self, state: &AnyState) -> Result<Vec<u8>, ProjectionError> {
+        let state = typed::<P>(state)?;
+        guarded("encode", || {
+            let mut out = Vec::new();
+            Projection::encode(self, state, &mut out);
+            Ok(out)
+        })
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<AnyState, ProjectionError> {
+        guarded("decode", || {
+            Projection::decode(self, bytes).map(|s| Box::new(s) as AnyState)
+        })
+    }
+}
+
+/// The projections a store keeps, in registration order.
+#[derive(Clone, Default)]
+pub struct Projections(pub(crate) Vec<Arc<dyn Registered>>);
+
+impl fmt::Debug for Projections {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|p| (p.name().to_owned(), p.version())))
+            .finish()
+    }
+}
+
+impl Projections {
+    /// Adds `projection`.
+    pub(crate) fn push(&mut self, projection: impl Projection) {
+        self.0.push(Arc::new(projection));
+    }
+
+    /// The registered projection named `name`.
+    pub(crate) fn get(&self, name: &str) -> Option<&Arc<dyn Registered>> {
+        self.0.iter().find(|p| p.name() == name)
+    }
+
+    /// Names of the registered projections, in registration order.
+    pub fn names(&self) -> Vec<&str> {
+        self.0.iter().map(|p| p.name()).collect()
+    }
+
+    /// Refuses a name that is not a valid file name part, or registered twice.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        for (i, p) in self.0.iter().enumerate() {
+            let name = p.name();
+            let valid = (1..=64).contains(&name.len())
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+            if !valid {
+                return Err(format!(
+                    "projection name {name:?} must be 1 to 64 characters of a-z, 0-9 and -"
+                ));
+            }
+            if self.0.iter().skip(i + 1).any(|q| q.name() == name) {
+                return Err(format!("projection {name:?} is registered twice"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A projection of one session as [`Store::projection`](crate::Store::projection) hands it
+/// back: the state folded over every event, and how it was built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Projected<S> {
+    /// The state.
+    pub state: S,
+    /// Events folded into it (the session's event count).
+    pub events: u64,
+    /// From the projection's checkpoint plus this many events, or from the whole log.
+    pub cache: crate::CacheUse,
+}
+
+/// Little-endian encoding helpers for projection states.
+pub mod bytes {
+    use super::ProjectionError;
+
+    /// Appends `v`.
+    pub fn put_u64(out: &mut Vec<u8>, v: u64) {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+
+    /// Appends `s` as 8 bytes of length and its UTF-8 bytes.
+    pub fn put_str(out: &mut Vec<u8>, s: &str) {
+        put_u64(out, s.len() as u64);
+        out.extend_from_slice(s.as_bytes());
+    }
+
+    /// A bounds-checked reader of what the `put_` functions wrote.
+    #[derive(Debug)]
+    pub struct Reader<'a>(&'a [u8]);
+
+    impl<'a> Reader<'a> {
+        /// Reads `bytes` from the start.
+        pub fn new(bytes: &'a [u8]) -> Reader<'a> {
+            Reader(bytes)
+        }
+
+        fn short() -> ProjectionError {
+            ProjectionError::Undecodable("the bytes end early".into())
+        }
+
+        /// The next `n` bytes.
+        pub fn take(&mut self, n: usize) -> Result<&'a [u8], ProjectionError> {
+            if self.0.len() < n {
+                return Err(Self::short());
+            }
+            let (head, rest) = self.0.split_at(n);
+            self.0 = rest;
+            Ok(head)
+        }
+
+        /// The next u64.
+        pub fn u64(&mut self) -> Result<u64, ProjectionError> {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(self.take(8)?);
+            Ok(u64::from_le_bytes(b))
+        }
+
+        /// The next byte.
+        pub fn u8(&mut self) -> Result<u8, ProjectionError> {
+            Ok(self.take(1)?.first().copied().unwrap_or_default())
+        }
+
+        /// A count of items of at least `min_item_bytes` each, refused when the bytes left
+        /// could not hold that many (so a damaged count never allocates).
+        pub fn count(&mut self, min_item_bytes: usize) -> Result<usize, ProjectionError> {
+            let n = self.u64()?;
+            let fits = usize::try_from(n)
+                .ok()
+                .filter(|&n| n.saturating_mul(min_item_bytes.max(1)) <= self.0.len());
+            fits.ok_or_else(|| ProjectionError::Undecodable(format!("count {n} is too large")))
+        }
+
+        /// The next string written by [`put_str`].
+        pub fn str(&mut self) -> Result<String, ProjectionError> {
+            let len = self.count(1)?;
+            let bytes = self.take(len)?;
+            String::from_utf8(bytes.to_vec())
+                .map_err(|_| ProjectionError::Undecodable("text that is not UTF-8".into()))
+        }
+
+        /// Refuses bytes left over.
+        pub fn finish(self) -> Result<(), ProjectionError> {
+            if self.0.is_empty() {
+                Ok(())
+            } else {
+                Err(ProjectionError::Undecodable(format!(
+                    "{} bytes after the state",
+                    self.0.len()
+                )))
+            }
+        }
+    }
+}

@@ -1,0 +1,381 @@
+//! `stats`: what a session holds, counted. spec: format-spec/cache.md#stats
+//!
+//! Events and record bytes by event type; turns and how they ended; tool calls, results
+//! and errors by tool name; the exact provider usage of every settlement and compaction
+//! summary (summed bucket by bucket), and an estimate of the model-visible text of every
+//! surface message appended (by [`HeuristicCounter`], labelled as such).
+
+use std::collections::BTreeMap;
+
+use sessionlog_session::json::JsonRef;
+use sessionlog_session::tokens::{write_visible_text, HeuristicCounter, TokenCounter, Usage};
+use sessionlog_session::typed::EventView;
+use sessionlog_session::{derive_message, SessionHeader};
+
+use super::bytes::{put_str, put_u64, Reader};
+use super::{Projection, ProjectionError, StoredEvent};
+
+/// The `stats` projection. Register with
+/// [`StoreOptions::with_projection`](crate::StoreOptions::with_projection)`(Stats)`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Stats;
+
+impl Stats {
+    /// The name it is registered under.
+    pub const NAME: &'static str = "stats";
+    /// The version of its fold and encoding.
+    pub const VERSION: u32 = 1;
+}
+
+/// Events and bytes of one event type.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TypeCount {
+    /// Events of the type.
+    pub events: u64,
+    /// Their record payload bytes.
+    pub bytes: u64,
+}
+
+/// Calls, results and errors of one tool.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ToolCount {
+    /// `tool/call` events naming it.
+    pub calls: u64,
+    /// Tool results answering those calls.
+    pub results: u64,
+    /// Results that report an error.
+    pub errors: u64,
+}
+
+/// Summed exact provider usage.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UsageTotals {
+    /// Settlements and compaction summaries whose usage was read.
+    pub requests: u64,
+    /// Their usage, bucket by bucket.
+    pub usage: Usage,
+    /// Usage objects present but in no known shape (not counted in `usage`).
+    pub unreadable: u64,
+}
+
+/// The counts of one session.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionStats {
+    /// Events folded.
+    pub events: u64,
+    /// Record payload bytes of those events.
+    pub bytes: u64,
+    /// Events and bytes by event type (as the event names it, after upgrade).
+    pub by_type: BTreeMap<String, TypeCount>,
+    /// `turn/start` events.
+    pub turns: u64,
+    /// `turn/end` events by reason kind.
+    pub turn_ends: BTreeMap<String, u64>,
+    /// `step/start` events.
+    pub steps: u64,
+    /// Tool calls, results and errors by tool name (`?` for a result whose call is unknown).
+    pub tools: BTreeMap<String, ToolCount>,
+    /// Exact provider usage.
+    pub usage: UsageTotals,
+    /// Estimated tokens of the surface messages appended, by [`HeuristicCounter`].
+    pub estimated_tokens: u64,
+    /// Replacements applied.
+    pub replacements: u64,
+    /// Time of the first and of the last event (ms).
+    pub first_time: Option<i64>,
+    /// Time of the last event (ms).
+    pub last_time: Option<i64>,
+    /// Calls not answered yet: call id and tool name.
+    pub open_calls: BTreeMap<String, String>,
+}
+
+impl SessionStats {
+    /// The counter that made [`SessionStats::estimated_tokens`].
+    pub fn estimate_counter(&self) -> &'static str {
+        "heuristic-bytes/4"
+    }
+
+    fn tool(&mut self, name: &str) -> &mut ToolCount {
+        self.tools.entry(name.to_owned()).or_default()
+    }
+
+    fn count_usage(&mut self, usage: Option<JsonRef<'_>>) {
+        let Some(usage) = usage.filter(|u| u.kind() != sessionlog_session::json::JsonKind::Null)
+        else {
+            return;
+        };
+        match Usage::read(usage) {
+            Some((u, _)) => {
+                let t = &mut self.usage;
+                t.requests += 1;
+                t.usage.input += u.input;
+                t.usage.output += u.output;
+                t.usage.cache_read += u.cache_read;
+                t.usage.cache_write += u.cache_write;
+                t.usage.reasoning += u.reasoning;
+            }
+            None => self.usage.unreadable += 1,
+        }
+    }
+}
+
+/// Whether a tool result reports an error: an `error` in its data, or a `tool-result`
+/// block marked `isError`.
+pub(crate) fn result_is_error(message: JsonRef<'_>, error: Option<JsonRef<'_>>) -> bool {
+    if error.is_some_and(|e| e.kind() != sessionlog_session::json::JsonKind::Null) {
+        return true;
+    }
+    message.get("content").is_some_and(|blocks| {
+        blocks
+            .elements()
+            .any(|b| b.get("isError").and_then(|v| v.as_bool()) == Some(true))
+    })
+}
+
+impl Projection for Stats {
+    type State = SessionStats;
+
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn version(&self) -> u32 {
+        Self::VERSION
+    }
+
+    fn init(&self, _header: &SessionHeader) -> SessionStats {
+        SessionStats::default()
+    }
+
+    fn apply(&self, s: &mut SessionStats, e: &StoredEvent<'_>) -> Result<(), ProjectionError> {
+        let event = e.event;
+        s.events += 1;
+        s.bytes += e.record_bytes;
+        let ty = event.event_type();
+        match s.by_type.get_mut(ty) {
+            Some(c) => {
+                c.events += 1;
+                c.bytes += e.record_bytes;
+            }
+            None => {
+                s.by_type.insert(
+                    ty.to_owned(),
+                    TypeCount {
+                        events: 1,
+                        bytes: e.record_bytes,
+                    },
+                );
+            }
+        }
+        s.first_time.get_or_insert(event.time());
+        s.last_time = Some(event.time());
+        if matches!(
+            event.surface_op(),
+            Some(sessionlog_session::SurfaceOp::Replace { .. })
+        ) {
+            s.replacements += 1;
+        }
+        if let Some(message) = derive_message(e.version, event) {
+            let mut text = String::new();
+            write_visible_text(JsonRef::new(message), &mut text);
+            let counter = HeuristicCounter;
+            s.estimated_tokens +=
+                u64::from(counter.count(&text)) + u64::from(counter.message_overhead());
+        }
+        // Structural kinds the counts below do not read are not parsed.
+        use sessionlog_session::codec::kind;
+        if !matches!(
+            e.kind,
+            kind::TURN_START
+                | kind::TURN_END
+                | kind::STEP_START
+                | kind::TOOL_CALL
+                | kind::TOOL_RESULT
+                | kind::ASSISTANT_MESSAGE
+                | kind::COMPACTION_SUMMARY
+        ) {
+            return Ok(());
+        }
+        let view = event
+            .view()
+            .map_err(|err| ProjectionError::refused(event, err.to_string()))?;
+        match view {
+            EventView::TurnStart { .. } => s.turns += 1,
+            EventView::StepStart { .. } => s.steps += 1,
+            EventView::TurnEnd { .. } => {
+                let reason = event
+                    .data()
+                    .get("reason")
+                    .and_then(|r| r.get("kind"))
+                    .and_then(|k| k.as_str())
+                    .map_or_else(|| "?".to_owned(), |k| k.into_owned());
+                *s.turn_ends.entry(reason).or_default() += 1;
+            }
+            EventView::ToolCall { call_id, name, .. } => {
+                s.tool(&name).calls += 1;
+                s.open_calls.insert(call_id.into_owned(), name.into_owned());
+            }
+            EventView::ToolResult {
+                call_id,
+                message,
+                error,
+                ..
+            } => {
+                // A replacement of a result (a shortened one) is not another answer.
+                if matches!(
+                    event.surface_op(),
+                    Some(sessionlog_session::SurfaceOp::Replace { .. })
+                ) {
+                    return Ok(());
+                }
+                let name = s
+                    .open_calls
+                    .remove(call_id.as_ref())
+                    .unwrap_or_else(|| "?".to_owned());
+                let failed = result_is_error(message, error);
+                let tool = s.tool(&name);
+                tool.results += 1;
+                if failed {
+                    tool.errors += 1;
+                }
+            }
+            EventView::AssistantMessage { usage, .. } => s.count_usage(usage),
+            EventView::CompactionSummary { .. } => {
+                s.count_usage(event.data().get("usage"));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn encode(&self, s: &SessionStats, out: &mut Vec<u8>) {
+        for v in [
+            s.events,
+            s.bytes,
+            s.turns,
+            s.steps,
+            s.replacements,
+            s.estimated_tokens,
+        ] {
+            put_u64(out, v);
+        }
+        put_u64(out, s.by_type.len() as u64);
+        for (ty, c) in &s.by_type {
+            put_str(out, ty);
+            put_u64(out, c.events);
+            put_u64(out, c.bytes);
+        }
+        put_u64(out, s.turn_ends.len() as u64);
+        for (reason, n) in &s.turn_ends {
+            put_str(out, reason);
+            put_u64(out, *n);
+        }
+        put_u64(out, s.tools.len() as u64);
+        for (name, c) in &s.tools {
+            put_str(out, name);
+            put_u64(out, c.calls);
+            put_u64(out, c.results);
+            put_u64(out, c.errors);
+        }
+        let u = &s.usage;
+        for v in [
+            u.requests,
+            u.usage.input,
+            u.usage.output,
+            u.usage.cache_read,
+            u.usage.cache_write,
+            u.usage.reasoning,
+            u.unreadable,
+        ] {
+            put_u64(out, v);
+        }
+        put_time(out, s.first_time);
+        put_time(out, s.last_time);
+        put_u64(out, s.open_calls.len() as u64);
+        for (id, name) in &s.open_calls {
+            put_str(out, id);
+            put_str(out, name);
+        }
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<SessionStats, ProjectionError> {
+        let mut r = Reader::new(bytes);
+        let mut s = SessionStats {
+            events: r.u64()?,
+            bytes: r.u64()?,
+            turns: r.u64()?,
+            steps: r.u64()?,
+            replacements: r.u64()?,
+            estimated_tokens: r.u64()?,
+            ..SessionStats::default()
+        };
+        for _ in 0..r.count(24)? {
+            let ty = r.str()?;
+            let c = TypeCount {
+                events: r.u64()?,
+                bytes: r.u64()?,
+            };
+            unique(s.by_type.insert(ty, c))?;
+        }
+        for _ in 0..r.count(16)? {
+            let reason = r.str()?;
+            unique(s.turn_ends.insert(reason, r.u64()?))?;
+        }
+        for _ in 0..r.count(32)? {
+            let name = r.str()?;
+            let c = ToolCount {
+                calls: r.u64()?,
+                results: r.u64()?,
+                errors: r.u64()?,
+            };
+            unique(s.tools.insert(name, c))?;
+        }
+        s.usage = UsageTotals {
+            requests: r.u64()?,
+            usage: Usage {
+                input: r.u64()?,
+                output: r.u64()?,
+                cache_read: r.u64()?,
+                cache_write: r.u64()?,
+                reasoning: r.u64()?,
+            },
+            unreadable: r.u64()?,
+        };
+        s.first_time = get_time(&mut r)?;
+        s.last_time = get_time(&mut r)?;
+        for _ in 0..r.count(16)? {
+            let id = r.str()?;
+            unique(s.open_calls.insert(id, r.str()?))?;
+        }
+        r.finish()?;
+        Ok(s)
+    }
+}
+
+/// Refuses a key listed twice.
+fn unique<T>(previous: Option<T>) -> Result<(), ProjectionError> {
+    match previous {
+        None => Ok(()),
+        Some(_) => Err(ProjectionError::Undecodable("a key listed twice".into())),
+    }
+}
+
+fn put_time(out: &mut Vec<u8>, t: Option<i64>) {
+    match t {
+        None => out.push(0),
+        Some(t) => {
+            out.push(1);
+            out.extend_from_slice(&t.to_le_bytes());
+        }
+    }
+}
+
+fn get_time(r: &mut Reader<'_>) -> Result<Option<i64>, ProjectionError> {
+    match r.u8()? {
+        0 => Ok(None),
+        1 => Ok(Some(r.u64()? as i64)),
+        other => Err(ProjectionError::Undecodable(format!(
+            "presence flag {other}"
+        ))),
+    }
+}

@@ -1,0 +1,241 @@
+//! `tool-audit`: every tool call of a session, with its arguments, the status of its result,
+//! the time from call to result, and the replacement that shadowed its result, if one did.
+//! spec: format-spec/cache.md#tool-audit
+
+use std::collections::HashMap;
+
+use sessionlog_session::codec::kind;
+use sessionlog_session::typed::EventView;
+use sessionlog_session::{SessionHeader, SurfaceOp};
+
+use super::bytes::{put_str, put_u64, Reader};
+use super::stats::result_is_error;
+use super::{Projection, ProjectionError, StoredEvent};
+
+/// The `tool-audit` projection. Register with
+/// [`StoreOptions::with_projection`](crate::StoreOptions::with_projection)`(ToolAudit)`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ToolAudit;
+
+impl ToolAudit {
+    /// The name it is registered under.
+    pub const NAME: &'static str = "tool-audit";
+    /// The version of its fold and encoding.
+    pub const VERSION: u32 = 1;
+}
+
+/// The answer to one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutcome {
+    /// The `tool/result` event's seq.
+    pub seq: u64,
+    /// Its time (ms).
+    pub time: i64,
+    /// Whether it reports an error.
+    pub error: bool,
+}
+
+/// One tool call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCallRecord {
+    /// The `tool/call` event's seq.
+    pub seq: u64,
+    /// Its time (ms).
+    pub time: i64,
+    /// The turn and step it ran in.
+    pub turn: i64,
+    /// The step.
+    pub step: i64,
+    /// The call id.
+    pub call_id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments, verbatim.
+    pub arguments: String,
+    /// Its result, once one was appended.
+    pub result: Option<ToolOutcome>,
+    /// The seq of the latest replacement that shadowed its result (a shortened result, a
+    /// summary), if any.
+    pub shadowed_by: Option<u64>,
+}
+
+impl ToolCallRecord {
+    /// Milliseconds from the call to its result.
+    pub fn duration_ms(&self) -> Option<i64> {
+        self.result
+            .as_ref()
+            .map(|r| r.time.saturating_sub(self.time))
+    }
+}
+
+/// Every tool call of a session, in call order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolCalls {
+    /// The calls.
+    pub calls: Vec<ToolCallRecord>,
+    /// Call index by call id, for the calls not answered yet.
+    open: HashMap<String, usize>,
+    /// Call index by the seq of its result, for results a replacement may shadow.
+    results: HashMap<u64, usize>,
+}
+
+impl Projection for ToolAudit {
+    type State = ToolCalls;
+
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn version(&self) -> u32 {
+        Self::VERSION
+    }
+
+    fn wants(&self, tag: u8) -> bool {
+        // Replacements are surface events; calls and results are what is audited.
+        tag == kind::TOOL_CALL || sessionlog_session::is_surface_kind(tag)
+    }
+
+    fn init(&self, _header: &SessionHeader) -> ToolCalls {
+        ToolCalls::default()
+    }
+
+    fn apply(&self, s: &mut ToolCalls, e: &StoredEvent<'_>) -> Result<(), ProjectionError> {
+        let event = e.event;
+        let replace = matches!(event.surface_op(), Some(SurfaceOp::Replace { .. }));
+        if replace {
+            for source in event.source_event_seqs().unwrap_or_default() {
+                if let Some(call) = s.results.get(source).and_then(|&i| s.calls.get_mut(i)) {
+                    call.shadowed_by = Some(event.seq().get());
+                }
+            }
+        }
+        if e.kind != kind::TOOL_CALL && e.kind != kind::TOOL_RESULT {
+            return Ok(());
+        }
+        let view = event
+            .view()
+            .map_err(|err| ProjectionError::refused(event, err.to_string()))?;
+        match view {
+            EventView::ToolCall {
+                turn,
+                step,
+                call_id,
+                name,
+                arguments,
+            } => {
+                s.open.insert(call_id.to_string(), s.calls.len());
+                s.calls.push(ToolCallRecord {
+                    seq: event.seq().get(),
+                    time: event.time(),
+                    turn,
+                    step,
+                    call_id: call_id.into_owned(),
+                    name: name.into_owned(),
+                    arguments: arguments.into_owned(),
+                    result: None,
+                    shadowed_by: None,
+                });
+            }
+            EventView::ToolResult {
+                call_id,
+                message,
+                error,
+                ..
+            } if !replace => {
+                if let Some(i) = s.open.remove(call_id.as_ref()) {
+                    if let Some(call) = s.calls.get_mut(i) {
+                        call.result = Some(ToolOutcome {
+                            seq: event.seq().get(),
+                            time: event.time(),
+                            error: result_is_error(message, error),
+                        });
+                        s.results.insert(event.seq().get(), i);
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn encode(&self, s: &ToolCalls, out: &mut Vec<u8>) {
+        put_u64(out, s.calls.len() as u64);
+        for c in &s.calls {
+            put_u64(out, c.seq);
+            put_u64(out, c.time as u64);
+            put_u64(out, c.turn as u64);
+            put_u64(out, c.step as u64);
+            put_str(out, &c.call_id);
+            put_str(out, &c.name);
+            put_str(out, &c.arguments);
+            match &c.result {
+                None => out.push(0),
+                Some(r) => {
+                    out.push(if r.error { 2 } else { 1 });
+                    put_u64(out, r.seq);
+                    put_u64(out, r.time as u64);
+                }
+            }
+            match c.shadowed_by {
+                None => out.push(0),
+                Some(by) => {
+                    out.push(1);
+                    put_u64(out, by);
+                }
+            }
+        }
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<ToolCalls, ProjectionError> {
+        let bad = |what: &str| ProjectionError::Undecodable(what.to_owned());
+        let mut r = Reader::new(bytes);
+        let mut s = ToolCalls::default();
+        for i in 0..r.count(58)? {
+            let seq = r.u64()?;
+            let time = r.u64()? as i64;
+            let turn = r.u64()? as i64;
+            let step = r.u64()? as i64;
+            let call_id = r.str()?;
+            let name = r.str()?;
+            let arguments = r.str()?;
+            let result = match r.u8()? {
+                0 => None,
+                flag @ (1 | 2) => Some(ToolOutcome {
+                    seq: r.u64()?,
+                    time: r.u64()? as i64,
+                    error: flag == 2,
+                }),
+                _ => return Err(bad("a result flag other than 0, 1 or 2")),
+            };
+            let shadowed_by = match r.u8()? {
+                0 => None,
+                1 => Some(r.u64()?),
+                _ => return Err(bad("a presence flag other than 0 or 1")),
+            };
+            match &result {
+                // A call id reused while open answers its latest call, as in the fold.
+                None => {
+                    s.open.insert(call_id.clone(), i);
+                }
+                Some(outcome) => {
+                    if s.results.insert(outcome.seq, i).is_some() {
+                        return Err(bad("a result answering two calls"));
+                    }
+                }
+            }
+            s.calls.push(ToolCallRecord {
+                seq,
+                time,
+                turn,
+                step,
+                call_id,
+                name,
+                arguments,
+                result,
+                shadowed_by,
+            });
+        }
+        r.finish()?;
+        Ok(s)
+    }
+}

@@ -1,0 +1,253 @@
+//! Registered projections of a session: resumed from their checkpoints plus the records
+//! after them, folded by writers as events are appended, checkpointed where the session's
+//! state is. spec: format-spec/cache.md#projections
+
+use std::sync::Arc;
+
+use sessionlog_log::{Seq as LogSeq, StreamId};
+use sessionlog_session::{decode_event, upgrade_event, Event, FormatVersion, SessionHeader};
+
+use super::{CacheUse, LogPast, Store};
+use crate::cache::{self, CacheMiss, Section};
+use crate::error::{Error, Result};
+use crate::projection::{
+    AnyState, Projected, Projection, ProjectionError, Registered, StoredEvent,
+};
+
+/// One registered projection of one session: its state, or why it failed.
+pub(crate) struct Slot {
+    pub(crate) projection: Arc<dyn Registered>,
+    pub(crate) state: std::result::Result<AnyState, ProjectionError>,
+    /// Events folded into the state (the session's next seq when it covers them all).
+    pub(crate) events: u64,
+}
+
+impl std::fmt::Debug for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slot")
+            .field("projection", &self.projection.name())
+            .field("failed", &self.state.as_ref().err())
+            .field("events", &self.events)
+            .finish()
+    }
+}
+
+impl Slot {
+    /// Folds one stored event in, unless the projection skips its kind or has failed.
+    pub(crate) fn feed(&mut self, event: &StoredEvent<'_>) {
+        if let Ok(state) = &mut self.state {
+            if self.projection.wants(event.kind) {
+                if let Err(e) = self.projection.apply(state, event) {
+                    self.state = Err(e);
+                }
+            }
+        }
+    }
+}
+
+impl Store {
+    /// The state of projection `name` (registered in
+    /// [`StoreOptions::with_projection`](crate::StoreOptions::with_projection), of type `P`)
+    /// over every event of `session`: from its checkpoint plus the events after the
+    /// checkpoint's watermark, or folded from the whole log when no checkpoint can be used
+    /// (then, or when many events were folded, a new checkpoint is written if the store is
+    /// writable and the session's records are durable). Never writes the log.
+    ///
+    /// A projection whose fold fails or panics on this session is
+    /// [`Error::Projection`]; the session and every other projection are unaffected.
+    pub fn projection<P: Projection>(
+        &self,
+        name: &str,
+        session: &str,
+    ) -> Result<Projected<P::State>> {
+        let registered = self
+            .inner
+            .options
+            .projections
+            .get(name)
+            .ok_or_else(|| Error::NoSuchProjection(name.to_owned()))?
+            .clone();
+        let stream = self.stream(session)?;
+        let header = self.read_header(session, stream)?;
+        let (slot, cache) = self.resume_projection(registered, session, stream, &header)?;
+        let failed = |source| Error::Projection {
+            projection: name.to_owned(),
+            session: session.to_owned(),
+            source,
+        };
+        let state = slot.state.map_err(failed)?;
+        let state = state
+            .downcast::<P::State>()
+            .map_err(|_| Error::NoSuchProjection(format!("{name} (of the type asked for)")))?;
+        Ok(Projected {
+            state: *state,
+            events: slot.events,
+            cache,
+        })
+    }
+
+    /// Every registered projection of a session, resumed for its writer.
+    pub(super) fn resume_projections(
+        &self,
+        session: &str,
+        stream: StreamId,
+        header: &SessionHeader,
+    ) -> Result<Vec<Slot>> {
+        let registered = self.inner.options.projections.0.clone();
+        let mut slots = Vec::with_capacity(registered.len());
+        for projection in registered {
+            slots.push(
+                self.resume_projection(projection, session, stream, header)?
+                    .0,
+            );
+        }
+        Ok(slots)
+    }
+
+    /// One projection of one session over all its records, and how it was built; its
+    /// checkpoint is rewritten when it was rebuilt or many events were folded past it.
+    /// An error of the log or of the session's records is the outer error; the
+    /// projection's own failure is the slot's state.
+    fn resume_projection(
+        &self,
+        projection: Arc<dyn Registered>,
+        session: &str,
+        stream: StreamId,
+        header: &SessionHeader,
+    ) -> Result<(Slot, CacheUse)> {
+        let log = &self.inner.log;
+        let next = log.stream_info(stream).map_or(0, |i| i.next_seq.0);
+        let loaded = if self.inner.options.projection_cache {
+            self.load_projection(projection.as_ref(), stream, next)
+        } else {
+            Err(CacheMiss::Missing)
+        };
+        let (state, start, mut cache) = match loaded {
+            Ok((state, watermark)) => (Ok(state), watermark, CacheUse::Hit { folded: 0 }),
+            Err(miss) => {
+                let cache = if self.inner.options.projection_cache {
+                    CacheUse::Rebuilt(miss)
+                } else {
+                    CacheUse::Disabled
+                };
+                (projection.init(header), 1, cache)
+            }
+        };
+        let mut slot = Slot {
+            projection,
+            state,
+            events: next.saturating_sub(1),
+        };
+        let past = LogPast::new(log.clone(), stream, header.id());
+        let version = FormatVersion::for_header(&self.inner.options.version, header);
+        for record in log.iter(stream, LogSeq(start), LogSeq(next)) {
+            if slot.state.is_err() {
+                break;
+            }
+            let record = record?;
+            if !slot.projection.wants(record.kind) {
+                continue;
+            }
+            let mut event = decode_event(&record.payload).map_err(|e| Error::BadRecord {
+                session: session.to_owned(),
+                seq: record.seq.0,
+                detail: e.to_string(),
+            })?;
+            upgrade_event(&mut event, &past, header.id())?;
+            slot.feed(&StoredEvent {
+                kind: record.kind,
+                record_bytes: record.payload.len() as u64,
+                event: &event,
+                version: &version,
+            });
+        }
+        if let CacheUse::Hit { folded } = &mut cache {
+            *folded = next.saturating_sub(start);
+        }
+        if self.refresh_checkpoint(&cache) {
+            self.write_projection(stream, &slot);
+        }
+        Ok((slot, cache))
+    }
+
+    /// The checkpoint of `projection` of `stream` and its watermark, if the file proves it
+    /// matches this log and decodes under the projection's running version.
+    fn load_projection(
+        &self,
+        projection: &dyn Registered,
+        stream: StreamId,
+        next: u64,
+    ) -> std::result::Result<(AnyState, u64), CacheMiss> {
+        let path = cache::projection_path(self.inner.log.dir(), stream, projection.name());
+        let bytes = self.read_cache_file(&path)?;
+        let expected = [(projection.name(), projection.version())];
+        let (h, parts) = self.check_cache_file(&bytes, &expected, stream, next)?;
+        let part = parts
+            .first()
+            .ok_or_else(|| CacheMiss::Incompatible("section missing".into()))?;
+        let state = projection
+            .decode(part)
+            .map_err(|e| CacheMiss::Incompatible(format!("{}: {e}", projection.name())))?;
+        Ok((state, h.watermark))
+    }
+
+    /// Writes the checkpoint of a slot whose state covers every record of `stream`, under
+    /// the rules of the session's own checkpoint (durable records only, never syncing,
+    /// never failing the caller). A failed projection writes none.
+    pub(super) fn write_projection(&self, stream: StreamId, slot: &Slot) {
+        let Ok(state) = &slot.state else {
+            return;
+        };
+        let Some(header) = self.durable_cache_header(stream, slot.events + 1) else {
+            return;
+        };
+        let Ok(encoded) = slot.projection.encode(state) else {
+            return;
+        };
+        let name = slot.projection.name();
+        let bytes = cache::encode(
+            &header,
+            &[Section {
+                name,
+                version: slot.projection.version(),
+                bytes: &encoded,
+            }],
+        );
+        let path = cache::projection_path(self.inner.log.dir(), stream, name);
+        self.write_cache_file(&path, &bytes);
+    }
+
+    /// Removes the checkpoints of every registered projection of `stream`.
+    pub(super) fn remove_projections(&self, stream: StreamId) -> std::io::Result<()> {
+        let log = &self.inner.log;
+        for p in &self.inner.options.projections.0 {
+            cache::remove(
+                &log.storage(),
+                &cache::projection_path(log.dir(), stream, p.name()),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Feeds appended events to a writer's projections; `records` holds each event's kind and
+/// payload size.
+pub(super) fn feed_all(
+    slots: &mut [Slot],
+    version: &FormatVersion,
+    events: &[Event],
+    records: &[(u8, u64)],
+) {
+    for (event, &(kind, record_bytes)) in events.iter().zip(records) {
+        let stored = StoredEvent {
+            kind,
+            record_bytes,
+            event,
+            version,
+        };
+        for slot in slots.iter_mut() {
+            slot.feed(&stored);
+            slot.events = event.seq().get() + 1;
+        }
+    }
+}

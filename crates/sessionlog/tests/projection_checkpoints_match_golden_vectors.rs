@@ -1,0 +1,177 @@
+//! The golden projection checkpoints in `format-spec/vectors/` (`stats` and `tool-audit`,
+//! version 1) are what the shipped folds encode for the session below, and decode to the
+//! states `format-spec/vectors/README.md` describes, so `format-spec/cache.md#projections`
+//! cannot drift from the code.
+//!
+//! The files are made once (`SESSIONLOG_REGENERATE_VECTORS=1 cargo test -p sessionlog
+//! --test projection_checkpoints_match_golden_vectors`, which writes only missing files) and
+//! then only read. A change of an encoding bumps that projection's version; the old files
+//! then stay as fixtures of a version this build rebuilds.
+
+use std::path::PathBuf;
+
+use sessionlog::projection::{SessionStats, Stats, ToolAudit, ToolCalls};
+use sessionlog::session::{
+    encode_event, kind_tag, Event, EventInput, FormatVersion, SessionHeader, SurfaceOp,
+};
+use sessionlog::{Projection, StoredEvent};
+
+const REGENERATE_ENV: &str = "SESSIONLOG_REGENERATE_VECTORS";
+const STATS_FILE: &str = "projection_stats_v1.bin";
+const AUDIT_FILE: &str = "projection_tool_audit_v1.bin";
+
+fn vectors_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../format-spec/vectors")
+}
+
+/// One turn: a prompt, a settlement calling two tools (usage 120 in, 9 out), the two calls
+/// and their results (the second an error, 250 ms after its call), a replacement that
+/// shortens the first result, and the turn's end.
+fn golden_events() -> Vec<Event> {
+    let t = 1_700_000_000_000i64;
+    let append = SurfaceOp::Append;
+    let result = |id: &str, error: bool| {
+        format!(
+            r#"{{"turn":1,"step":1,"message":{{"id":"r-{id}","role":"user","source":{{"kind":"tool","callId":"{id}"}},"content":[{{"type":"tool-result","toolCallId":"{id}","content":[{{"type":"text","text":"out"}}],"isError":{error}}}]}}}}"#
+        )
+    };
+    let inputs = [
+        EventInput::new("turn/start", t, r#"{"turn":1}"#),
+        EventInput::new("step/start", t, r#"{"turn":1,"step":1}"#),
+        EventInput::new(
+            "user/message",
+            t,
+            r#"{"id":"u1","role":"user","content":[{"type":"text","text":"list the files"}],"source":{"kind":"user"}}"#,
+        )
+        .with_surface_op(append),
+        EventInput::new(
+            "assistant/message",
+            t + 10,
+            r#"{"turn":1,"step":1,"message":{"id":"a1","role":"assistant","content":[{"type":"tool-call","id":"c1","name":"bash","arguments":"{\"cmd\":\"ls\"}"},{"type":"tool-call","id":"c2","name":"read","arguments":"{}"}],"source":{"kind":"model","provider":"p","model":"m"}},"usage":{"inputTokens":120,"outputTokens":9}}"#,
+        )
+        .with_surface_op(append),
+        EventInput::new(
+            "tool/call",
+            t + 20,
+            r#"{"turn":1,"step":1,"callId":"c1","name":"bash","arguments":"{\"cmd\":\"ls\"}"}"#,
+        ),
+        EventInput::new("tool/result", t + 30, result("c1", false))
+            .with_surface_op(append)
+            .with_sources(vec![4]),
+        EventInput::new(
+            "tool/call",
+            t + 40,
+            r#"{"turn":1,"step":1,"callId":"c2","name":"read","arguments":"{}"}"#,
+        ),
+        EventInput::new("tool/result", t + 290, result("c2", true))
+            .with_surface_op(append)
+            .with_sources(vec![6]),
+        EventInput::new("tool/result", t + 300, result("c1", false))
+            .with_surface_op(SurfaceOp::Replace { start: 5, end: 5 })
+            .with_sources(vec![5]),
+        EventInput::new("step/end", t + 310, r#"{"turn":1,"step":1}"#),
+        EventInput::new(
+            "turn/end",
+            t + 320,
+            r#"{"turn":1,"reason":{"kind":"completed"}}"#,
+        ),
+    ];
+    inputs
+        .into_iter()
+        .enumerate()
+        .map(|(seq, input)| input.into_event(seq as u64).expect("a golden event"))
+        .collect()
+}
+
+/// Folds the golden events into `p` as the store feeds them: kind tag and record size of
+/// each event's log record.
+fn fold<P: Projection>(p: &P) -> P::State {
+    let header = SessionHeader::new("golden", 1_700_000_000_000, Some("/work"));
+    let version = FormatVersion::dsh_v0();
+    let mut state = p.init(&header);
+    for event in golden_events() {
+        let stored = StoredEvent {
+            kind: kind_tag(&event),
+            record_bytes: encode_event(&event).len() as u64,
+            event: &event,
+            version: &version,
+        };
+        p.apply(&mut state, &stored)
+            .expect("the fold takes every event");
+    }
+    state
+}
+
+/// The golden file `name`: compared with `encoded`, or written when missing and the
+/// regeneration variable is set.
+fn golden(name: &str, encoded: &[u8]) -> Vec<u8> {
+    let path = vectors_dir().join(name);
+    if !path.exists() && std::env::var_os(REGENERATE_ENV).is_some() {
+        std::fs::write(&path, encoded).expect("write vector");
+    }
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert_eq!(
+        bytes, encoded,
+        "{name}: the fold no longer encodes to the vector"
+    );
+    bytes
+}
+
+#[test]
+fn the_stats_vector_decodes_to_the_documented_counts() {
+    let state = fold(&Stats);
+    let mut encoded = Vec::new();
+    Stats.encode(&state, &mut encoded);
+    let bytes = golden(STATS_FILE, &encoded);
+    let s: SessionStats = Stats.decode(&bytes).expect("decodes");
+    assert_eq!(s, state);
+    assert_eq!((s.events, s.turns, s.steps, s.replacements), (11, 1, 1, 1));
+    assert_eq!(s.by_type["tool/result"].events, 3);
+    assert_eq!(s.turn_ends["completed"], 1);
+    let bash = s.tools["bash"];
+    let read = s.tools["read"];
+    assert_eq!((bash.calls, bash.results, bash.errors), (1, 1, 0));
+    assert_eq!((read.calls, read.results, read.errors), (1, 1, 1));
+    assert_eq!(s.usage.requests, 1);
+    assert_eq!((s.usage.usage.input, s.usage.usage.output), (120, 9));
+    assert_eq!(s.first_time, Some(1_700_000_000_000));
+    assert_eq!(s.last_time, Some(1_700_000_000_320));
+    assert!(s.open_calls.is_empty());
+    assert_eq!(
+        s.bytes,
+        s.by_type.values().map(|c| c.bytes).sum::<u64>(),
+        "bytes by type add up"
+    );
+    // Every byte counts: a cut or an extra byte is refused, never misread.
+    for cut in 0..bytes.len() {
+        assert!(Stats.decode(&bytes[..cut]).is_err(), "cut at {cut}");
+    }
+    let mut longer = bytes.clone();
+    longer.push(0);
+    assert!(Stats.decode(&longer).is_err());
+}
+
+#[test]
+fn the_tool_audit_vector_decodes_to_the_documented_calls() {
+    let state = fold(&ToolAudit);
+    let mut encoded = Vec::new();
+    ToolAudit.encode(&state, &mut encoded);
+    let bytes = golden(AUDIT_FILE, &encoded);
+    let a: ToolCalls = ToolAudit.decode(&bytes).expect("decodes");
+    assert_eq!(a, state);
+    let [bash, read] = &a.calls[..] else {
+        panic!("two calls: {:?}", a.calls)
+    };
+    assert_eq!((bash.seq, bash.name.as_str()), (4, "bash"));
+    assert_eq!(bash.arguments, r#"{"cmd":"ls"}"#);
+    assert_eq!(bash.duration_ms(), Some(10));
+    assert_eq!(bash.shadowed_by, Some(8));
+    assert!(!bash.result.as_ref().expect("answered").error);
+    assert_eq!((read.seq, read.name.as_str()), (6, "read"));
+    assert_eq!(read.duration_ms(), Some(250));
+    assert!(read.result.as_ref().expect("answered").error);
+    assert_eq!(read.shadowed_by, None);
+    for cut in 0..bytes.len() {
+        assert!(ToolAudit.decode(&bytes[..cut]).is_err(), "cut at {cut}");
+    }
+}

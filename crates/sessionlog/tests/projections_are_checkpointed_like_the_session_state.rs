@@ -1,0 +1,427 @@
+//! Registered projections are kept like the session's own state: a projection handed back
+//! from its checkpoint plus the events after it equals a fold of the whole log, on every
+//! fixture and on generated sessions, after a crash at any point of its checkpoint write;
+//! a checkpoint of another version is rebuilt; and a fold that panics or fails fails only
+//! its own projection.
+
+use std::path::Path;
+
+use proptest::prelude::*;
+use rand::SeedableRng;
+use sessionlog::cache::CacheMiss;
+use sessionlog::projection::{SessionStats, Stats, ToolAudit, ToolCalls};
+use sessionlog::session::codec::kind;
+use sessionlog::session::SessionHeader;
+use sessionlog::workload::{Workload, WorkloadConfig};
+use sessionlog::{CacheUse, Error, Projection, ProjectionError, Store, StoreOptions, StoredEvent};
+use sessionlog_testkit::{CrashPolicy, Fault, OpKind, SimStorage, Survival};
+
+const REFRESH: u64 = 16;
+
+fn log_options() -> sessionlog::LogOptions {
+    sessionlog::LogOptions::default()
+        .with_preallocate(false)
+        .with_segment_size_bytes(256 << 10)
+}
+
+fn opts() -> StoreOptions {
+    StoreOptions::default()
+        .with_log(log_options())
+        .with_cache_refresh_events(REFRESH)
+        .with_projection(Stats)
+        .with_projection(ToolAudit)
+}
+
+/// The same store read with no cache at all: every projection folded from the whole log.
+fn fresh(dir: &Path) -> Store {
+    Store::open_read_only(dir, opts().with_projection_cache(false)).expect("fresh store")
+}
+
+fn stats(store: &Store, name: &str) -> sessionlog::Projected<SessionStats> {
+    store.projection::<Stats>(Stats::NAME, name).expect("stats")
+}
+
+fn audit(store: &Store, name: &str) -> sessionlog::Projected<ToolCalls> {
+    store
+        .projection::<ToolAudit>(ToolAudit::NAME, name)
+        .expect("tool audit")
+}
+
+/// Both shipped projections of `name` equal those of a fold of the whole log; returns how
+/// the stats were built.
+fn assert_equal_to_a_full_fold(store: &Store, full: &Store, name: &str) -> CacheUse {
+    let s = stats(store, name);
+    let f = stats(full, name);
+    assert_eq!(f.cache, CacheUse::Disabled);
+    assert_eq!(s.state, f.state, "{name}: stats");
+    assert_eq!(s.events, f.events);
+    assert_eq!(
+        audit(store, name).state,
+        audit(full, name).state,
+        "{name}: tool audit"
+    );
+    s.cache
+}
+
+/// A generated session written by one handle, committed every turn.
+fn write_generated(store: &Store, name: &str, seed: u64, turns: usize) -> u64 {
+    let mut h = store
+        .create_session(name, SessionHeader::new(name, 1, None))
+        .expect("create");
+    let mut w = Workload::new(
+        seed,
+        WorkloadConfig::default().with_compact_every_turns(Some(3)),
+    );
+    for e in w.session_start(1) {
+        h.append(e).expect("start");
+    }
+    for _ in 0..turns {
+        let next = h.next_seq().get();
+        for e in w.turn(next, 2, None) {
+            h.append(e).expect("turn");
+        }
+        if w.wants_compaction() {
+            let surface = h.state().surface();
+            if let Some(events) = w.compaction(&surface, h.next_seq().get(), 2) {
+                h.append_atomic(events).expect("compaction");
+            }
+        }
+        h.commit().expect("commit");
+    }
+    // What the writer maintained is what the log folds to.
+    let kept = h
+        .projection::<Stats>(Stats::NAME)
+        .expect("kept stats")
+        .clone();
+    assert_eq!(kept.events, h.next_seq().get());
+    h.next_seq().get()
+}
+
+#[test]
+fn every_fixture_projects_from_its_checkpoint_as_from_the_whole_log() {
+    let Some(root) = sessionlog_testkit::dsh_corpus(
+        "crates/sessionlog/tests/projections_are_checkpointed_like_the_session_state.rs",
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path(), opts()).expect("store");
+    let mut names = Vec::new();
+    let mut stack = vec![root.join("logs")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("fixtures") {
+            let p = e.expect("entry").path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "jsonl") {
+                let name = format!("f{}", names.len());
+                // Files the store refuses are the refusal tests' business.
+                if store
+                    .import_dsh(&std::fs::read(&p).expect("read"), Some(&name))
+                    .is_ok()
+                {
+                    names.push(name);
+                }
+            }
+        }
+    }
+    assert!(names.len() > 50, "only {} fixtures imported", names.len());
+    let full = fresh(dir.path());
+    let mut calls = 0;
+    for name in &names {
+        let first = assert_equal_to_a_full_fold(&store, &full, name);
+        assert!(
+            matches!(first, CacheUse::Rebuilt(CacheMiss::Missing)),
+            "{name}: {first:?}"
+        );
+        let second = assert_equal_to_a_full_fold(&store, &full, name);
+        assert_eq!(second, CacheUse::Hit { folded: 0 }, "{name}");
+        calls += audit(&store, name).state.calls.len();
+        // Restart repair appends closers after the checkpoint; the writer folds them in,
+        // and the checkpoint plus the closers still equal the whole log.
+        let (h, _) = store.open_session(name).expect("open");
+        drop(h);
+        assert_equal_to_a_full_fold(&store, &full, name);
+    }
+    assert!(calls > 20, "the fixtures hold {calls} tool calls");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_generated_session_projects_from_any_checkpoint_as_from_the_whole_log(
+        seed in any::<u64>(),
+        turns in 1usize..24,
+        extra in 0usize..40,
+    ) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path(), opts()).expect("store");
+        write_generated(&store, "g", seed, turns);
+        let full = fresh(dir.path());
+        assert_equal_to_a_full_fold(&store, &full, "g");
+        // Events appended after the checkpoint, not yet checkpointed, are folded on top.
+        let mut h = store.open_session_as_is("g").expect("reopen");
+        let mut w = Workload::new(seed ^ 1, WorkloadConfig::default());
+        let next = h.next_seq().get();
+        for e in w.turn(next, 2, None).into_iter().take(extra) {
+            h.append(e).expect("append");
+        }
+        h.commit().expect("commit");
+        let kept = h.projection::<Stats>(Stats::NAME).expect("kept").clone();
+        drop(h);
+        let full = fresh(dir.path());
+        assert_equal_to_a_full_fold(&store, &full, "g");
+        prop_assert_eq!(kept, stats(&full, "g").state);
+    }
+}
+
+#[test]
+fn a_crash_at_any_point_of_a_projection_checkpoint_write_is_rebuilt_or_used_whole() {
+    let dir = Path::new("/s");
+    let mut outcomes = std::collections::BTreeMap::new();
+    // A process crash keeps every write made before the cut; a power loss keeps a random
+    // subset of the unsynced ones, torn or not.
+    let process_crash = CrashPolicy {
+        file_changes: Survival::KeepAll,
+        dir_changes: Survival::KeepAll,
+        tear_probability: 0.0,
+        zero_fill_probability: 0.0,
+    };
+    // Writing the two checkpoints makes only directory changes (remove a stale temporary
+    // file, create it, rename it) and one write each: the power goes out before any one
+    // of them (every later operation fails), or after all of them.
+    let cuts: Vec<Option<Fault>> = (0..7)
+        .map(|k| Some(Fault::on(OpKind::Namespace).after(k).sticky()))
+        .chain((0..2).map(|k| Some(Fault::on(OpKind::Write).after(k).sticky())))
+        .chain([None])
+        .collect();
+    let schedules = cuts
+        .iter()
+        .flat_map(|cut| [(cut, process_crash), (cut, CrashPolicy::default())]);
+    for (run, (cut, policy)) in schedules.enumerate() {
+        let sim = SimStorage::new(run as u64);
+        let store = Store::open_with(
+            sim.as_storage(),
+            dir,
+            opts().with_cache_refresh_events(1 << 30),
+        )
+        .expect("store");
+        write_generated(&store, "c", 4, 6);
+        // The first read folds the whole log and writes both checkpoints.
+        if let Some(fault) = cut {
+            sim.inject(fault.clone());
+        }
+        let _ = store.projection::<Stats>(Stats::NAME, "c");
+        let _ = store.projection::<ToolAudit>(ToolAudit::NAME, "c");
+        drop(store);
+        sim.clear_faults();
+        sim.crash_with(&mut rand::rngs::StdRng::seed_from_u64(run as u64), &policy);
+        let store = Store::open_with(sim.as_storage(), dir, opts()).expect("reopen");
+        let full = Store::open_with_access(
+            sim.as_storage(),
+            dir,
+            opts().with_projection_cache(false),
+            sessionlog::Access::ReadOnly,
+        )
+        .expect("full");
+        let how = assert_equal_to_a_full_fold(&store, &full, "c");
+        *outcomes
+            .entry(match how {
+                CacheUse::Hit { .. } => "used",
+                _ => "rebuilt",
+            })
+            .or_insert(0) += 1;
+        // Whatever the crash left, the next read uses a whole checkpoint.
+        assert_eq!(
+            assert_equal_to_a_full_fold(&store, &full, "c"),
+            CacheUse::Hit { folded: 0 }
+        );
+    }
+    assert!(outcomes.contains_key("rebuilt"), "{outcomes:?}");
+    assert!(outcomes.contains_key("used"), "{outcomes:?}");
+}
+
+/// Counts events of the kinds it wants; its version and failure are chosen by the test.
+#[derive(Debug, Clone, Copy)]
+struct Count {
+    version: u32,
+    /// Panic on the event that would make the count this.
+    panic_at: Option<u64>,
+    /// Refuse the event that would make the count this.
+    refuse_at: Option<u64>,
+    name: &'static str,
+}
+
+impl Count {
+    fn new(name: &'static str) -> Count {
+        Count {
+            version: 1,
+            panic_at: None,
+            refuse_at: None,
+            name,
+        }
+    }
+}
+
+impl Projection for Count {
+    type State = u64;
+
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn version(&self) -> u32 {
+        self.version
+    }
+
+    fn wants(&self, tag: u8) -> bool {
+        tag != kind::ASSISTANT_CHUNK
+    }
+
+    fn init(&self, _header: &SessionHeader) -> u64 {
+        0
+    }
+
+    fn apply(&self, n: &mut u64, e: &StoredEvent<'_>) -> Result<(), ProjectionError> {
+        assert_ne!(
+            e.kind,
+            kind::ASSISTANT_CHUNK,
+            "a skipped kind reached the fold"
+        );
+        let seq = e.event.seq().get();
+        if self.panic_at == Some(*n + 1) {
+            panic!("the consumer's fold is broken at {seq}");
+        }
+        if self.refuse_at == Some(*n + 1) {
+            return Err(ProjectionError::refused(e.event, "not this one"));
+        }
+        *n += 1;
+        Ok(())
+    }
+
+    fn encode(&self, n: &u64, out: &mut Vec<u8>) {
+        out.extend_from_slice(&n.to_le_bytes());
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<u64, ProjectionError> {
+        let b: [u8; 8] = bytes
+            .try_into()
+            .map_err(|_| ProjectionError::Undecodable("not 8 bytes".into()))?;
+        Ok(u64::from_le_bytes(b))
+    }
+}
+
+#[test]
+fn a_projection_whose_version_changes_is_rebuilt() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let store =
+            Store::open(dir.path(), opts().with_projection(Count::new("count"))).expect("store");
+        write_generated(&store, "v", 3, 8);
+        let p = store.projection::<Count>("count", "v").expect("count");
+        assert!(matches!(p.cache, CacheUse::Hit { .. }), "{:?}", p.cache);
+    }
+    let v2 = Count {
+        version: 2,
+        ..Count::new("count")
+    };
+    let store = Store::open(dir.path(), opts().with_projection(v2)).expect("store");
+    let p = store.projection::<Count>("count", "v").expect("count");
+    assert!(
+        matches!(p.cache, CacheUse::Rebuilt(CacheMiss::Incompatible(_))),
+        "{:?}",
+        p.cache
+    );
+    let again = store.projection::<Count>("count", "v").expect("count");
+    assert_eq!(again.cache, CacheUse::Hit { folded: 0 });
+    assert_eq!(again.state, p.state);
+    // It never saw a chunk, and saw every other event.
+    let chunks = store
+        .raw_events("v", sessionlog::Seq(0))
+        .expect("events")
+        .iter()
+        .filter(|e| e.event_type() == "assistant/chunk")
+        .count() as u64;
+    assert!(chunks > 0);
+    assert_eq!(p.state + chunks, p.events);
+}
+
+#[test]
+fn a_panicking_or_failing_fold_fails_only_its_own_projection() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let panics = Count {
+        panic_at: Some(5),
+        ..Count::new("panics")
+    };
+    let refuses = Count {
+        refuse_at: Some(7),
+        ..Count::new("refuses")
+    };
+    let store = Store::open(
+        dir.path(),
+        opts().with_projection(panics).with_projection(refuses),
+    )
+    .expect("store");
+    let events = write_generated(&store, "p", 9, 6);
+
+    // The writer went on; its other projections and its state are whole.
+    let h = store.open_session_as_is("p").expect("reopen");
+    assert_eq!(h.next_seq().get(), events);
+    for name in ["panics", "refuses"] {
+        match h.projection::<Count>(name) {
+            Err(Error::Projection { projection, .. }) => assert_eq!(projection, name),
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+    assert_eq!(
+        h.projection::<Stats>(Stats::NAME).expect("stats").events,
+        events
+    );
+    drop(h);
+
+    match store.projection::<Count>("panics", "p") {
+        Err(Error::Projection {
+            source: ProjectionError::Panicked { during, message },
+            ..
+        }) => {
+            assert_eq!(during, "apply");
+            assert!(message.contains("broken at"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    match store.projection::<Count>("refuses", "p") {
+        Err(e @ Error::Projection { .. }) => {
+            assert_eq!(e.class(), sessionlog::ErrorClass::Refused);
+            assert!(e.to_string().contains("not this one"), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let full = fresh(dir.path());
+    assert_equal_to_a_full_fold(&store, &full, "p");
+    let view = store.view("p").expect("view");
+    assert_eq!(view.events, events);
+    assert!(store
+        .cache_verify()
+        .expect("verify")
+        .iter()
+        .all(|(_, c)| *c == sessionlog::CacheCheck::Ok));
+    // Asking for a projection that is not registered, or with another type, is an error.
+    assert!(matches!(
+        store.projection::<Count>("absent", "p"),
+        Err(Error::NoSuchProjection(_))
+    ));
+    assert!(matches!(
+        store.projection::<Count>(Stats::NAME, "p"),
+        Err(Error::NoSuchProjection(_))
+    ));
+}
+
+#[test]
+fn a_projection_registered_twice_or_badly_named_is_refused_at_open() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let twice = Store::open(dir.path(), opts().with_projection(Stats));
+    assert!(matches!(twice, Err(Error::BadProjection(_))), "{twice:?}");
+    let bad = Store::open(dir.path(), opts().with_projection(Count::new("Not/A name")));
+    assert!(matches!(bad, Err(Error::BadProjection(_))), "{bad:?}");
+}
