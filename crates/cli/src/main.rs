@@ -23,6 +23,7 @@ mod migrate;
 mod sessions;
 mod show;
 mod tokens;
+mod views;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -73,12 +74,31 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Segments, streams, records, bytes and index memory of a store.
+    /// Segments, streams, records, bytes and index memory of a store; with --session, the
+    /// `stats` projection of that session (events and bytes by type, turns and end reasons,
+    /// tool calls and errors by tool, exact usage, estimated tokens).
     Stats {
         /// The store directory.
         #[arg(long)]
         store: PathBuf,
+        /// Count this session's events instead.
+        #[arg(long)]
+        session: Option<String>,
         /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every tool call of a session: tool, result status, time from call to result, call
+    /// id, arguments, and the replacement that shadowed its result (the `tool-audit`
+    /// projection).
+    Tools {
+        /// The store directory.
+        #[arg(long)]
+        store: PathBuf,
+        /// The session.
+        #[arg(long)]
+        session: String,
+        /// One JSON object per call, one per line.
         #[arg(long)]
         json: bool,
     },
@@ -485,7 +505,21 @@ fn run(command: Command) -> Result<u8, Failure> {
             to,
         }) => log_read(&store, &stream, from, to),
         Command::Verify { store, json, fast } => verify(&store, json, fast),
-        Command::Stats { store, json } => stats(&store, json),
+        Command::Stats {
+            store,
+            session: Some(session),
+            json,
+        } => views::stats(&store, &session, json),
+        Command::Stats {
+            store,
+            session: None,
+            json,
+        } => stats(&store, json),
+        Command::Tools {
+            store,
+            session,
+            json,
+        } => views::tools(&store, &session, json),
         Command::Delete { store, session } => gc::delete(&store, &session),
         Command::Gc { store, json } => gc::gc(&store, json),
         Command::Dump { store, segment } => dump::dump(&store, segment),
@@ -585,14 +619,19 @@ pub(crate) fn open_store(
     dir: &std::path::Path,
     access: Access,
 ) -> Result<sessionlog::Store, Failure> {
-    let store = sessionlog::Store::open_with_access(
-        Arc::new(RealStorage),
-        dir,
-        sessionlog::StoreOptions::default(),
-        access,
-    )?;
+    let store =
+        sessionlog::Store::open_with_access(Arc::new(RealStorage), dir, store_options(), access)?;
     report_recovery(store.log_reader().recovery_report());
     Ok(store)
+}
+
+/// The options every command opens a store with: the shipped projections registered, so
+/// writing commands keep their checkpoints and `stats --session`, `tools` and `show` read
+/// them.
+pub(crate) fn store_options() -> sessionlog::StoreOptions {
+    sessionlog::StoreOptions::default()
+        .with_projection(sessionlog::projection::Stats)
+        .with_projection(sessionlog::projection::ToolAudit)
 }
 
 /// One stderr line per thing the open cut, rebuilt or removed (or, read-only, left out).

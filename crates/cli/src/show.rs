@@ -338,7 +338,7 @@ fn structural(e: &Event) -> String {
 
 /// `text` on one line (control characters as spaces, runs of whitespace as one space), cut
 /// to `max` characters with an ellipsis.
-fn abbreviate(text: &str, max: usize) -> String {
+pub(crate) fn abbreviate(text: &str, max: usize) -> String {
     let mut one_line = String::with_capacity(text.len().min(max * 4));
     let mut space = false;
     for c in text.chars() {

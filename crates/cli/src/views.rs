@@ -1,0 +1,177 @@
+//! `stats --session` and `tools`: the shipped projections of one session, read from their
+//! checkpoints plus the events after them (folded from the whole log when no checkpoint
+//! can be used; a read-only command writes none).
+
+use std::io::{self, Write};
+use std::path::Path;
+
+use serde_json::{json, Value};
+use sessionlog::projection::{SessionStats, Stats, ToolAudit, ToolCalls};
+use sessionlog::{Access, CacheUse, Projected};
+
+use crate::{open_store, out, Failure};
+
+/// How a projection was built, for `--json` and stderr-free reports.
+fn cache_json(cache: &CacheUse) -> Value {
+    match cache {
+        CacheUse::Hit { folded } => json!({"checkpoint": true, "foldedAfter": folded}),
+        CacheUse::Rebuilt(why) => json!({"checkpoint": false, "why": why.to_string()}),
+        CacheUse::Disabled => json!({"checkpoint": false, "why": "disabled"}),
+    }
+}
+
+pub(crate) fn stats(dir: &Path, name: &str, json_out: bool) -> Result<u8, Failure> {
+    let store = open_store(dir, Access::ReadOnly)?;
+    let p: Projected<SessionStats> = store.projection::<Stats>(Stats::NAME, name)?;
+    let s = &p.state;
+    let mut w = io::BufWriter::new(io::stdout().lock());
+    if json_out {
+        let by_type: serde_json::Map<String, Value> = s
+            .by_type
+            .iter()
+            .map(|(t, c)| (t.clone(), json!({"events": c.events, "bytes": c.bytes})))
+            .collect();
+        let tools: serde_json::Map<String, Value> = s
+            .tools
+            .iter()
+            .map(|(t, c)| {
+                (
+                    t.clone(),
+                    json!({"calls": c.calls, "results": c.results, "errors": c.errors}),
+                )
+            })
+            .collect();
+        let u = &s.usage;
+        let v = json!({
+            "session": name,
+            "events": s.events,
+            "bytes": s.bytes,
+            "byType": by_type,
+            "turns": s.turns,
+            "turnEnds": s.turn_ends,
+            "steps": s.steps,
+            "replacements": s.replacements,
+            "tools": tools,
+            "openToolCalls": s.open_calls.len(),
+            "usage": {
+                "label": "exact",
+                "requests": u.requests,
+                "input": u.usage.input,
+                "output": u.usage.output,
+                "cacheRead": u.usage.cache_read,
+                "cacheWrite": u.usage.cache_write,
+                "reasoning": u.usage.reasoning,
+                "unreadable": u.unreadable,
+            },
+            "estimatedTokens": {
+                "tokens": s.estimated_tokens,
+                "label": format!("estimated ({})", s.estimate_counter()),
+            },
+            "firstTime": s.first_time,
+            "lastTime": s.last_time,
+            "cache": cache_json(&p.cache),
+        });
+        out(&mut w, format!("{v}\n").as_bytes())?;
+        w.flush()?;
+        return Ok(0);
+    }
+    let mut text = format!(
+        "session {name}: {} events, {} record bytes\n",
+        s.events, s.bytes
+    );
+    let ends: Vec<String> = s
+        .turn_ends
+        .iter()
+        .map(|(r, n)| format!("{r} {n}"))
+        .collect();
+    text.push_str(&format!(
+        "turns: {} (ended: {}), steps: {}, replacements: {}\n",
+        s.turns,
+        if ends.is_empty() {
+            "none".to_owned()
+        } else {
+            ends.join(", ")
+        },
+        s.steps,
+        s.replacements
+    ));
+    text.push_str("events by type (events, bytes):\n");
+    for (t, c) in &s.by_type {
+        text.push_str(&format!("  {t:<28} {:>10} {:>14}\n", c.events, c.bytes));
+    }
+    if !s.tools.is_empty() {
+        text.push_str("tools (calls, results, errors):\n");
+        for (t, c) in &s.tools {
+            text.push_str(&format!(
+                "  {t:<28} {:>10} {:>10} {:>10}\n",
+                c.calls, c.results, c.errors
+            ));
+        }
+    }
+    let u = &s.usage;
+    text.push_str(&format!(
+        "usage (exact, {} requests): input {}, output {}, cache read {}, cache write {}, reasoning {}\n",
+        u.requests, u.usage.input, u.usage.output, u.usage.cache_read, u.usage.cache_write, u.usage.reasoning
+    ));
+    if u.unreadable > 0 {
+        text.push_str(&format!(
+            "usage objects in no known shape (not counted): {}\n",
+            u.unreadable
+        ));
+    }
+    text.push_str(&format!(
+        "surface messages appended: {} tokens (estimated, {})\n",
+        s.estimated_tokens,
+        s.estimate_counter()
+    ));
+    out(&mut w, text.as_bytes())?;
+    w.flush()?;
+    Ok(0)
+}
+
+pub(crate) fn tools(dir: &Path, name: &str, json_out: bool) -> Result<u8, Failure> {
+    let store = open_store(dir, Access::ReadOnly)?;
+    let p: Projected<ToolCalls> = store.projection::<ToolAudit>(ToolAudit::NAME, name)?;
+    let mut w = io::BufWriter::new(io::stdout().lock());
+    for c in &p.state.calls {
+        let status = match &c.result {
+            None => "open",
+            Some(r) if r.error => "error",
+            Some(_) => "ok",
+        };
+        let line = if json_out {
+            let v = json!({
+                "seq": c.seq,
+                "turn": c.turn,
+                "step": c.step,
+                "callId": c.call_id,
+                "name": c.name,
+                "arguments": c.arguments,
+                "status": status,
+                "resultSeq": c.result.as_ref().map(|r| r.seq),
+                "durationMs": c.duration_ms(),
+                "shadowedBy": c.shadowed_by,
+            });
+            format!("{v}\n")
+        } else {
+            let duration = c
+                .duration_ms()
+                .map_or_else(|| "-".to_owned(), |d| format!("{d} ms"));
+            let shadowed = c
+                .shadowed_by
+                .map_or_else(String::new, |by| format!(" [result shadowed by seq {by}]"));
+            format!(
+                "{:>8}  {:<24} {:<5} {:>10}  [{}] {}{shadowed}\n",
+                c.seq,
+                c.name,
+                status,
+                duration,
+                c.call_id,
+                crate::show::abbreviate(&c.arguments, 60)
+            )
+        };
+        out(&mut w, line.as_bytes())?;
+    }
+    w.flush()?;
+    Ok(0)
+}
