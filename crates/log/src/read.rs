@@ -60,9 +60,11 @@ impl ActiveReader {
         }
     }
 
-    fn record(&self, offset: u64) -> Result<Record> {
+    /// The record at `offset`, whose header (read by the walk that found it) says its
+    /// payload is `payload_len` bytes: a file read fetches exactly the record.
+    fn record(&self, offset: u64, payload_len: u32) -> Result<Record> {
         let Some((bytes, at)) = self.pending_from(offset) else {
-            return pread_record(&*self.file, self.segment, offset);
+            return pread_record(&*self.file, self.segment, offset, payload_len);
         };
         let tail = bytes.get(at..).unwrap_or(&[]);
         let (h, _) = verify_record(tail, self.segment.0, offset)
@@ -194,19 +196,25 @@ impl Inner {
                 Ok(anchor.seq)
             }
             Location::Active { reader, anchor } => {
+                // The walk reads each header; its payload length sizes the record's read.
+                let mut lengths: Vec<u32> = Vec::new();
                 walk_back(
                     reader.segment,
                     stream.0,
                     anchor,
                     seq.0,
-                    |o| reader.header(o),
+                    |o| {
+                        let h = reader.header(o)?;
+                        lengths.push(h.payload_len);
+                        Ok(h)
+                    },
                     |s, o| offsets.push((s, o)),
                 )?;
-                for &(s, o) in offsets.iter().rev() {
+                for (&(s, o), &len) in offsets.iter().zip(&lengths).rev() {
                     if last.is_some_and(|l| s > l) {
                         break;
                     }
-                    out.push(reader.record(o)?);
+                    out.push(reader.record(o, len)?);
                 }
                 Ok(anchor.seq)
             }
@@ -221,29 +229,18 @@ fn pread_header(file: &dyn StorageFile, segment: SegmentId, offset: u64) -> Resu
     decode_record_header(&h).map_err(|e| corrupted(segment, offset, "bad record header", Some(e)))
 }
 
-fn pread_record(file: &dyn StorageFile, segment: SegmentId, offset: u64) -> Result<Record> {
-    // One read usually covers header and payload; a longer payload takes a second.
-    const FIRST_READ: usize = 4096;
-    let mut buf = vec![0u8; FIRST_READ];
-    let mut got = 0;
-    while got < RECORD_HEADER_LEN {
-        match file.read_at(&mut buf[got..], offset + got as u64) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(io_err("reading", format!("segment {segment}"))(e)),
-        }
-    }
-    let h = decode_record_header(&buf[..got])
-        .map_err(|e| corrupted(segment, offset, "bad record header", Some(e)))?;
-    let need = RECORD_HEADER_LEN + h.payload_len as usize;
-    if got < need {
-        buf.resize(need, 0);
-        file.read_exact_at(&mut buf[got..], offset + got as u64)
-            .map_err(io_err("reading", format!("segment {segment}")))?;
-    }
-    buf.truncate(need);
-    verify_record(&buf, segment.0, offset)
+/// Reads and verifies the record at `offset` whose header gave `payload_len`: one read of
+/// exactly its bytes (the checksum covers the length, so a header that changed fails).
+fn pread_record(
+    file: &dyn StorageFile,
+    segment: SegmentId,
+    offset: u64,
+    payload_len: u32,
+) -> Result<Record> {
+    let mut buf = vec![0u8; RECORD_HEADER_LEN + payload_len as usize];
+    file.read_exact_at(&mut buf, offset)
+        .map_err(io_err("reading", format!("segment {segment}")))?;
+    let (h, _) = verify_record(&buf, segment.0, offset)
         .map_err(|e| corrupted(segment, offset, "record fails verification", Some(e)))?;
     let payload = Bytes::from(buf).slice(RECORD_HEADER_LEN..);
     Ok(Record::new(h, payload))
