@@ -7,10 +7,10 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use sessionlog_log::{Access, Append, Durability, Log, LogOptions, Seq as LogSeq, StreamId};
 use sessionlog_session::{
-    decode_event, decode_header, derive_message, encode_event, event_for_format, header_for_format,
-    kind_tag, zstd_file, BuildEvent, DshFormat, Event, EventInput, ExportOptions, FormatChoice,
-    FormatVersion, LookBack, PackedLines, RuleSet, Session, SessionHeader, SessionState,
-    WithPending,
+    decode_event, decode_header, decode_stored_event, derive_message, encode_event,
+    event_for_format, header_for_format, kind_tag, zstd_file, BuildEvent, DshFormat, Event,
+    EventInput, ExportOptions, FormatChoice, FormatVersion, LookBack, PackedLines, RuleSet,
+    Session, SessionHeader, SessionState, WithPending,
 };
 
 use sessionlog_session::compaction::{
@@ -603,7 +603,7 @@ impl Store {
         let name = name.to_owned();
         self.inner.log.iter(stream, from, to).map(move |r| {
             let r = r?;
-            decode_event(&r.payload).map_err(|e| Error::BadRecord {
+            decode_stored_event(&r.payload).map_err(|e| Error::BadRecord {
                 session: name.clone(),
                 seq: r.seq.0,
                 detail: e.to_string(),

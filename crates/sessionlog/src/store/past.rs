@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use parking_lot::Mutex;
 use sessionlog_log::{Log, Seq as LogSeq, StreamId};
 use sessionlog_session::{
-    decode_event, upgrade_event, Error as SessionError, Event, LookBack, Seq,
+    decode_stored_event, upgrade_event, Error as SessionError, Event, LookBack, Seq,
 };
 
 /// Events read back most recently, kept for the next look-back: a rule usually looks at a
@@ -52,7 +52,7 @@ impl LogPast {
                     detail: e.to_string(),
                     class: e.class(),
                 })?;
-        let mut event = decode_event(&record.payload)?;
+        let mut event = decode_stored_event(&record.payload)?;
         if event.seq() != seq {
             return Err(SessionError::LookBack {
                 seq: seq.get(),
