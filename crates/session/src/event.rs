@@ -10,7 +10,7 @@ use std::fmt;
 use std::ops::Range;
 
 use crate::error::{Error, Rule};
-use crate::json::{self, write_js_string, JsonKind, JsonRef};
+use crate::json::{self, decode_string, write_js_string, JsonKind, JsonRef, MemberSpan};
 
 /// A per-session event sequence number: 0, 1, 2, … with no gaps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -104,6 +104,10 @@ pub struct Event {
     replace_spells_seq: bool,
     source_event_seqs: Option<Box<[u64]>>,
     ignorable: bool,
+    /// The members of the stored payload (and of its `message` object), found while the
+    /// envelope was parsed, so the rules read payload fields without walking the payload
+    /// again; `None` when the payload is not an object (navigation then walks the text).
+    payload: Option<Vec<MemberSpan>>,
     pub(crate) upgrade: Option<Box<Upgrade>>,
 }
 
@@ -153,18 +157,33 @@ impl Event {
         if !root.is_object() {
             return Err(bad(Rule::Envelope, "an event must be a JSON object"));
         }
-        // One pass over the members: the payload is skipped once, not once per field.
+        // One pass over the members: the payload is walked once, indexing its members (and
+        // its message's) for the rules, instead of being skipped and walked again per field.
         let mut fields: [Option<JsonRef<'_>>; 7] = [None; 7];
-        for (key, value) in root.members() {
+        let mut unknown = None;
+        let mut data_members = 0;
+        let payload = json::envelope_members_indexing(raw, |literal, value| {
+            let key = decode_string(literal);
             match ENVELOPE_KEYS.iter().position(|k| *k == key) {
-                Some(slot) => fields[slot] = Some(value),
+                Some(slot) => {
+                    data_members += usize::from(key == "data");
+                    if let Some(field) = fields.get_mut(slot) {
+                        *field = Some(value);
+                    }
+                }
                 None => {
-                    return Err(bad(
-                        Rule::Envelope,
-                        &format!("unknown envelope key {key:?}"),
-                    ))
+                    unknown.get_or_insert(key);
                 }
             }
+        });
+        // Text with a repeated `data` (never validated text: it is refused) uses the last
+        // one, which the index does not describe.
+        let payload = payload.filter(|_| data_members == 1);
+        if let Some(key) = unknown {
+            return Err(bad(
+                Rule::Envelope,
+                &format!("unknown envelope key {key:?}"),
+            ));
         }
         let [type_field, seq_field, time_field, data_field, op_field, sources_field, ignorable_field] =
             fields;
@@ -214,8 +233,43 @@ impl Event {
             source_event_seqs,
             ignorable,
             raw: raw.into(),
+            payload,
             upgrade: None,
         })
+    }
+
+    /// The values of `keys` in the payload the semantics see (see [`Event::data`]), as
+    /// [`JsonRef::fields`] finds them, read from the index made at parse time when the
+    /// payload is as stored.
+    pub fn data_fields<const N: usize>(&self, keys: [&str; N]) -> [Option<JsonRef<'_>>; N] {
+        match &self.upgrade {
+            None => self.stored_data_fields(keys),
+            Some(_) => self.data().fields(keys),
+        }
+    }
+
+    /// The values of `keys` in the payload as stored (see [`Event::stored_data`]).
+    pub(crate) fn stored_data_fields<const N: usize>(
+        &self,
+        keys: [&str; N],
+    ) -> [Option<JsonRef<'_>>; N] {
+        match &self.payload {
+            Some(index) => json::indexed_fields(&self.raw, index, 0, keys),
+            None => self.stored_data().fields(keys),
+        }
+    }
+
+    /// The values of `keys` in the payload's `message` object (`data.message`), as
+    /// `data().get("message")` and then [`JsonRef::fields`] find them.
+    pub fn message_fields<const N: usize>(&self, keys: [&str; N]) -> [Option<JsonRef<'_>>; N] {
+        match (&self.upgrade, &self.payload) {
+            (None, Some(index)) => json::indexed_fields(&self.raw, index, 1, keys),
+            _ => self
+                .data()
+                .get("message")
+                .map(|m| m.fields(keys))
+                .unwrap_or([None; N]),
+        }
     }
 
     /// The envelope exactly as stored.

@@ -51,9 +51,20 @@ fn js_value(value: Option<JsonRef<'_>>) -> Option<String> {
     let value = value?;
     match value.kind() {
         JsonKind::Null if value.raw() == "null" => None,
+        // Plain digits are already how `JSON.stringify` writes the number.
+        JsonKind::Number if is_plain_integer(value.raw()) => Some(value.raw().to_owned()),
         JsonKind::Number => value.as_f64().map(js_number),
         _ => Some(value.raw().to_owned()),
     }
+}
+
+/// Whether `raw` is a number `JSON.stringify` writes the same way: up to 15 digits (an
+/// exact double) without a leading zero, optionally negative but not `-0`.
+fn is_plain_integer(raw: &str) -> bool {
+    let digits = raw.strip_prefix('-').unwrap_or(raw);
+    (1..=15).contains(&digits.len())
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && !(digits.starts_with('0') && (digits.len() > 1 || raw.starts_with('-')))
 }
 
 impl TurnTracker {
@@ -89,13 +100,15 @@ impl TurnTracker {
                 self.open_step = None;
             }
             "assistant/message" => {
-                let step = js_value(data.get("step")).unwrap_or_else(|| "null".to_owned());
-                let content = data.get("message").and_then(|m| m.get("content"));
+                let [step] = event.data_fields(["step"]);
+                let step = js_value(step).unwrap_or_else(|| "null".to_owned());
+                let [content] = event.message_fields(["content"]);
                 for block in content.iter().flat_map(|c| c.elements()) {
-                    if block.get("type").and_then(|t| t.as_str()).as_deref() != Some("tool-call") {
+                    let [block_type, id] = block.fields(["type", "id"]);
+                    if block_type.and_then(|t| t.as_str()).as_deref() != Some("tool-call") {
                         continue;
                     }
-                    let Some(id) = block.get("id").and_then(|i| i.as_str()) else {
+                    let Some(id) = id.and_then(|i| i.as_str()) else {
                         continue;
                     };
                     let call = PendingCall {
@@ -126,10 +139,8 @@ impl TurnTracker {
                 }
             }
             "tool/result" => {
-                let id = data
-                    .get("message")
-                    .and_then(|m| m.get("source"))
-                    .and_then(|s| s.get("callId"));
+                let [source] = event.message_fields(["source"]);
+                let id = source.and_then(|s| s.get("callId"));
                 if let Some(id) = id.and_then(|i| i.as_str()) {
                     if let Some(slot) = self.index.remove(id.as_ref()) {
                         if let Some(entry) = self.pending.get_mut(slot) {

@@ -285,21 +285,27 @@ impl Session {
 /// assistant settlement whose content is empty). [`Session::derive_messages`] is this over the
 /// surface in order; projections that fold only surface events use it directly.
 pub fn derive_message<'e>(version: &FormatVersion, event: &'e Event) -> Option<&'e str> {
-    derived_message_ref(version, event).map(|m| m.raw())
+    derived_message_ref(version, event).map(|m| m.message.raw())
 }
 
-/// [`derive_message`] as the parsed message.
+/// The message a surface event contributes and its `content`, as the fold reads them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DerivedRef<'e> {
+    pub(crate) message: JsonRef<'e>,
+    pub(crate) content: Option<JsonRef<'e>>,
+}
+
+/// [`derive_message`] as the parsed message, with its content.
 pub(crate) fn derived_message_ref<'e>(
     version: &FormatVersion,
     event: &'e Event,
-) -> Option<JsonRef<'e>> {
+) -> Option<DerivedRef<'e>> {
     let surface = version.surface_type(event.event_type())?;
     let message = validate::message_of(version, event)?;
-    let empty = message
-        .get("content")
-        .is_some_and(|c| c.elements().next().is_none());
+    let [content] = validate::message_fields(surface.message, event, ["content"]);
+    let empty = content.is_some_and(|c| c.elements().next().is_none());
     if surface.skip_empty_content && empty {
         return None;
     }
-    Some(message)
+    Some(DerivedRef { message, content })
 }

@@ -58,7 +58,9 @@ pub fn needs_upgrade(event: &Event) -> bool {
     let data = event.stored_data();
     match event.stored_type() {
         "steering/message" => true,
-        t @ ("user/message" | "assistant/message" | "tool/result") => legacy_message_shape(t, data),
+        t @ ("user/message" | "assistant/message" | "tool/result") => {
+            legacy_message_shape(t, data, event.stored_data_fields(LEGACY_SHAPE_KEYS))
+        }
         // Rare and small: ask the upgrade itself.
         "turn/start" | "turn/end" => {
             let mut one = event.clone();
@@ -69,18 +71,48 @@ pub fn needs_upgrade(event: &Event) -> bool {
 }
 
 /// Whether the payload of a message event has a shape from before message ids (spec §9).
-fn legacy_message_shape(event_type: &str, data: JsonRef<'_>) -> bool {
-    let has = |key: &str| data.get(key).is_some();
-    data.is_object()
-        && !has("message")
-        && has("content")
+/// Every payload key [`legacy_message_shape`] looks at, read in one pass.
+const LEGACY_SHAPE_KEYS: [&str; 8] = [
+    "message",
+    "content",
+    "id",
+    "role",
+    "source",
+    "provenance",
+    "callId",
+    "isError",
+];
+
+/// Whether `data`, whose [`LEGACY_SHAPE_KEYS`] hold `fields`, is a message shape from
+/// before message ids.
+fn legacy_message_shape(
+    event_type: &str,
+    data: JsonRef<'_>,
+    fields: [Option<JsonRef<'_>>; 8],
+) -> bool {
+    if !data.is_object() {
+        return false;
+    }
+    let [message, content, id, role, source, provenance, call_id, is_error] = fields;
+    message.is_none()
+        && content.is_some()
         && match event_type {
-            "user/message" => !has("id") && !has("role") && has("source"),
-            "assistant/message" => has("provenance"),
-            "tool/result" => has("callId") && has("isError"),
+            "user/message" => id.is_none() && role.is_none() && source.is_some(),
+            "assistant/message" => provenance.is_some(),
+            "tool/result" => call_id.is_some() && is_error.is_some(),
             _ => false,
         }
 }
+
+/// The stored types that may carry a legacy shape; every other event loads as stored.
+const UPGRADABLE_TYPES: [&str; 6] = [
+    "turn/start",
+    "turn/end",
+    "steering/message",
+    "user/message",
+    "assistant/message",
+    "tool/result",
+];
 
 /// A session with no events before the one being upgraded.
 const NOTHING_BEFORE: &[Event] = &[];
@@ -94,18 +126,21 @@ pub fn upgrade_event(
     past: &dyn LookBack,
     session_id: &str,
 ) -> Result<(), Error> {
+    if !UPGRADABLE_TYPES.contains(&event.stored_type()) {
+        return Ok(());
+    }
     let seq = event.seq().get();
-    let stored_type = event.stored_type().to_owned();
+    let stored_type = event.stored_type();
     let malformed = |detail: &str| Error::Legacy {
         seq,
-        event_type: stored_type.clone(),
+        event_type: stored_type.to_owned(),
         detail: detail.to_owned(),
     };
     let data = event.stored_data();
     let mut event_type: Option<Box<str>> = None;
     let mut new_data: Option<String> = None;
 
-    match stored_type.as_str() {
+    match stored_type {
         "turn/start" if data.get("trigger").is_some() => {
             let trigger_ok = data
                 .get("trigger")
@@ -148,7 +183,7 @@ pub fn upgrade_event(
     }
 
     // Message shapes from before message ids (applies after a steering upgrade too).
-    let current_type = event_type.as_deref().unwrap_or(&stored_type).to_owned();
+    let current_type = event_type.as_deref().unwrap_or(stored_type);
     let upgraded_data;
     let data = match &new_data {
         Some(text) => {
@@ -157,8 +192,15 @@ pub fn upgrade_event(
         }
         None => data,
     };
-    match current_type.as_str() {
-        "user/message" if legacy_message_shape("user/message", data) => {
+    let legacy = |t: &str| {
+        let fields = match &new_data {
+            Some(_) => data.fields(LEGACY_SHAPE_KEYS),
+            None => event.stored_data_fields(LEGACY_SHAPE_KEYS),
+        };
+        legacy_message_shape(t, data, fields)
+    };
+    match current_type {
+        "user/message" if legacy("user/message") => {
             let out = spread(ObjectWriter::new(), data, &[], &[]);
             new_data = Some(
                 out.string("id", &legacy_id(session_id, seq))
@@ -166,7 +208,7 @@ pub fn upgrade_event(
                     .finish(),
             );
         }
-        "assistant/message" if legacy_message_shape("assistant/message", data) => {
+        "assistant/message" if legacy("assistant/message") => {
             let provenance = data.get("provenance").filter(|p| p.is_object());
             let mut source = ObjectWriter::new();
             let mut has_kind = false;
@@ -190,7 +232,7 @@ pub fn upgrade_event(
             let out = spread(ObjectWriter::new(), data, &["content", "provenance"], &[]);
             new_data = Some(out.raw("message", &message).finish());
         }
-        "tool/result" if legacy_message_shape("tool/result", data) => {
+        "tool/result" if legacy("tool/result") => {
             let call_id = data.get("callId").map_or("null", |c| c.raw());
             let id = match event.surface_op() {
                 Some(SurfaceOp::Replace { start, .. }) if start < seq => {

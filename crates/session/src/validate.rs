@@ -21,7 +21,23 @@ pub(crate) fn message_of<'a>(version: &FormatVersion, event: &'a Event) -> Optio
     let surface = version.surface_type(event.event_type())?;
     match surface.message {
         MessageLocation::Data => Some(event.data()),
-        MessageLocation::DataMessage => event.data().get("message"),
+        MessageLocation::DataMessage => {
+            let [message] = event.data_fields(["message"]);
+            message
+        }
+    }
+}
+
+/// The values of `keys` in the message of an event whose message lives at `location`,
+/// read from the payload index the event's parse made.
+pub(crate) fn message_fields<'a, const N: usize>(
+    location: MessageLocation,
+    event: &'a Event,
+    keys: [&str; N],
+) -> [Option<JsonRef<'a>>; N] {
+    match location {
+        MessageLocation::Data => event.data_fields(keys),
+        MessageLocation::DataMessage => event.message_fields(keys),
     }
 }
 
@@ -38,13 +54,18 @@ pub(crate) fn check_message(version: &FormatVersion, event: &Event) -> Result<()
             detail,
         ))
     };
-    let Some(message) = message_of(version, event).filter(|m| m.is_object()) else {
+    if !message_of(version, event).is_some_and(|m| m.is_object()) {
         return fail("the message must be an object");
-    };
-    if !non_empty_string(message.get("id")) {
+    }
+    let [id, role, content, source, tool_call_id] = message_fields(
+        surface.message,
+        event,
+        ["id", "role", "content", "source", "toolCallId"],
+    );
+    if !non_empty_string(id) {
         return fail("message.id must be a non-empty string");
     }
-    let role = message.get("role").and_then(|r| r.as_str());
+    let role = role.and_then(|r| r.as_str());
     let expected_role = match surface.rule {
         MessageRule::Assistant => "assistant",
         MessageRule::System => "system",
@@ -54,50 +75,48 @@ pub(crate) fn check_message(version: &FormatVersion, event: &Event) -> Result<()
     if role.as_deref() != Some(expected_role) {
         return fail(&format!("message.role must be {expected_role:?}"));
     }
-    if !message.get("content").is_some_and(|c| c.is_array()) {
+    if !content.is_some_and(|c| c.is_array()) {
         return fail("message.content must be an array");
     }
-    let source = message.get("source");
-    let source_ok = source.is_some_and(|s| s.is_object() && non_empty_string(s.get("kind")));
+    let [kind, provider, model, call_id] = source
+        .map(|s| s.fields(["kind", "provider", "model", "callId"]))
+        .unwrap_or_default();
+    let source_ok = source.is_some_and(|s| s.is_object() && non_empty_string(kind));
     match surface.rule {
         MessageRule::System if source.is_none() => return Ok(()),
         _ if !source_ok => return fail("message.source must be an object with a non-empty kind"),
         _ => {}
     }
-    let source = source.unwrap_or(message);
+    let kind = kind.and_then(|k| k.as_str());
     match surface.rule {
         MessageRule::Assistant => {
-            if source.get("kind").and_then(|k| k.as_str()).as_deref() != Some("model")
-                || !non_empty_string(source.get("provider"))
-                || !non_empty_string(source.get("model"))
+            if kind.as_deref() != Some("model")
+                || !non_empty_string(provider)
+                || !non_empty_string(model)
             {
                 return fail("an assistant message needs source {kind:\"model\", provider, model}");
             }
         }
         MessageRule::ToolResult | MessageRule::ToolMessage => {
-            let call_id = source.get("callId").and_then(|c| c.as_str());
-            if source.get("kind").and_then(|k| k.as_str()).as_deref() != Some("tool")
-                || call_id.as_deref().is_none_or(str::is_empty)
-            {
+            let call_id = call_id.and_then(|c| c.as_str());
+            if kind.as_deref() != Some("tool") || call_id.as_deref().is_none_or(str::is_empty) {
                 return fail("a tool result needs source {kind:\"tool\", callId}");
             }
             if surface.rule == MessageRule::ToolMessage {
-                if message.get("toolCallId").and_then(|t| t.as_str()) != call_id {
+                if tool_call_id.and_then(|t| t.as_str()) != call_id {
                     return fail("a V4 tool message needs toolCallId equal to source.callId");
                 }
                 return Ok(());
             }
-            let mut blocks = message
-                .get("content")
-                .map(|c| c.elements())
-                .into_iter()
-                .flatten();
+            let mut blocks = content.map(|c| c.elements()).into_iter().flatten();
             let (Some(block), None) = (blocks.next(), blocks.next()) else {
                 return fail("a tool result message holds exactly one content block");
             };
-            if block.get("type").and_then(|t| t.as_str()).as_deref() != Some("tool-result")
-                || !block.get("content").is_some_and(|c| c.is_array())
-                || block.get("toolCallId").and_then(|t| t.as_str()) != call_id
+            let [block_type, block_content, block_call] =
+                block.fields(["type", "content", "toolCallId"]);
+            if block_type.and_then(|t| t.as_str()).as_deref() != Some("tool-result")
+                || !block_content.is_some_and(|c| c.is_array())
+                || block_call.and_then(|t| t.as_str()) != call_id
             {
                 return fail("the block must be {type:\"tool-result\", toolCallId: source.callId, content: []}");
             }

@@ -2,7 +2,7 @@
 //! how each surface type maps to a message, and which optional rules apply. Adding a
 //! version means adding a table, not touching the fold.
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 
 /// Where the message of a surface event lives in its payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,7 +47,8 @@ pub struct SurfaceType {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FormatVersion {
     name: &'static str,
-    known_types: HashSet<String>,
+    /// Ordered, so a lookup is a few short comparisons rather than a SipHash per event.
+    known_types: BTreeSet<String>,
     surface_types: Vec<SurfaceType>,
     /// Whether `assistant/message` may carry a `stream` record that is validated.
     pub settlement_stream_record: bool,

@@ -12,7 +12,10 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt;
 
+mod index;
 mod write;
+
+pub(crate) use index::{envelope_members_indexing, indexed_fields, MemberSpan};
 pub use write::{js_number, write_js_string, ObjectWriter};
 
 /// Deepest nesting accepted; bounds recursion so hostile input cannot overflow the stack.
@@ -367,7 +370,18 @@ pub fn decode_string(literal: &str) -> Cow<'_, str> {
     let mut out = String::with_capacity(inner.len());
     let mut chars = inner.chars();
     let mut pending_high: Option<u32> = None;
-    while let Some(c) = chars.next() {
+    loop {
+        // Copy the run up to the next escape in one piece.
+        let rest = chars.as_str();
+        let run = rest.find('\\').unwrap_or(rest.len());
+        if run > 0 {
+            flush_high(&mut out, &mut pending_high);
+            out.push_str(rest.get(..run).unwrap_or(rest));
+            chars = rest.get(run..).unwrap_or("").chars();
+        }
+        let Some(c) = chars.next() else {
+            break;
+        };
         if c != '\\' {
             flush_high(&mut out, &mut pending_high);
             out.push(c);
@@ -492,6 +506,21 @@ impl<'a> JsonRef<'a> {
 
     /// The number as an integer, if it is a safe integer (`Number.isSafeInteger`).
     pub fn as_safe_integer(&self) -> Option<i64> {
+        // Plain digits (what writers emit for seqs, times and counts) convert exactly
+        // without going through a double; 15 digits are below 2^53.
+        let (negative, digits) = match self.text.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, self.text),
+        };
+        if (1..=15).contains(&digits.len())
+            && digits.bytes().all(|b| b.is_ascii_digit())
+            && (digits.len() == 1 || !digits.starts_with('0'))
+        {
+            let magnitude = digits
+                .bytes()
+                .fold(0i64, |n, b| n * 10 + i64::from(b - b'0'));
+            return Some(if negative { -magnitude } else { magnitude });
+        }
         let value = self.as_f64()?;
         if value.fract() == 0.0 && value.abs() <= MAX_SAFE_INTEGER {
             // The range check above makes the conversion exact.
@@ -545,7 +574,32 @@ impl<'a> JsonRef<'a> {
 
     /// The value of `key` in an object.
     pub fn get(&self, key: &str) -> Option<JsonRef<'a>> {
-        self.members().find(|(k, _)| k == key).map(|(_, v)| v)
+        let [value] = self.fields([key]);
+        value
+    }
+
+    /// The values of `keys` in an object, found in one pass over its members (a payload's
+    /// large members are skipped once, not once per key); the pass stops when every key is
+    /// found. A key that repeats yields its first value, as [`JsonRef::get`] does.
+    pub fn fields<const N: usize>(&self, keys: [&str; N]) -> [Option<JsonRef<'a>>; N] {
+        let mut found = [None; N];
+        let mut missing = N;
+        let mut members = RawMembers {
+            text: self.text,
+            pos: if self.is_object() { 1 } else { self.text.len() },
+        };
+        while missing > 0 {
+            let Some((literal, value)) = members.next() else {
+                break;
+            };
+            for (slot, key) in found.iter_mut().zip(keys) {
+                if slot.is_none() && key_is(literal, key) {
+                    *slot = Some(value);
+                    missing -= 1;
+                }
+            }
+        }
+        found
     }
 
     /// Whether an object's keys are exactly `keys` (any order).
@@ -596,15 +650,27 @@ impl<'a> JsonRef<'a> {
     }
 }
 
-fn skip_ws(bytes: &[u8], mut pos: usize) -> usize {
+pub(super) fn skip_ws(bytes: &[u8], mut pos: usize) -> usize {
     while let Some(b' ' | b'\t' | b'\n' | b'\r') = bytes.get(pos) {
         pos += 1;
     }
     pos
 }
 
+/// Bytes that matter when skipping a container: quotes and brackets. Everything else
+/// (numbers, literals, commas, colons, whitespace) is passed over in one tight search.
+const STRUCTURAL: [bool; 256] = {
+    let mut table = [false; 256];
+    table[b'"' as usize] = true;
+    table[b'{' as usize] = true;
+    table[b'}' as usize] = true;
+    table[b'[' as usize] = true;
+    table[b']' as usize] = true;
+    table
+};
+
 /// End of the value starting at `pos` (after whitespace), or `None` on malformed text.
-fn skip_value(bytes: &[u8], pos: usize) -> Option<usize> {
+pub(super) fn skip_value(bytes: &[u8], pos: usize) -> Option<usize> {
     let pos = skip_ws(bytes, pos);
     match bytes.get(pos)? {
         b'"' => skip_string(bytes, pos),
@@ -612,41 +678,52 @@ fn skip_value(bytes: &[u8], pos: usize) -> Option<usize> {
             let mut depth = 0usize;
             let mut i = pos;
             loop {
+                i += bytes
+                    .get(i..)?
+                    .iter()
+                    .position(|b| STRUCTURAL[usize::from(*b)])?;
                 match bytes.get(i)? {
                     b'"' => {
                         i = skip_string(bytes, i)?;
                         continue;
                     }
                     b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
+                    _ => {
                         depth = depth.checked_sub(1)?;
                         if depth == 0 {
                             return Some(i + 1);
                         }
                     }
-                    _ => {}
                 }
                 i += 1;
             }
         }
         _ => {
-            let mut i = pos;
-            while let Some(b) = bytes.get(i) {
-                if matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r') {
-                    break;
-                }
-                i += 1;
-            }
-            (i > pos).then_some(i)
+            let rest = bytes.get(pos..)?;
+            let len = rest
+                .iter()
+                .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
+                .unwrap_or(rest.len());
+            (len > 0).then_some(pos + len)
         }
     }
 }
 
-fn skip_string(bytes: &[u8], pos: usize) -> Option<usize> {
+pub(super) fn skip_string(bytes: &[u8], pos: usize) -> Option<usize> {
     let mut i = pos + 1;
     loop {
-        // Strings dominate payloads; jump to the next quote or backslash in one search.
-        i += memchr::memchr2(b'"', b'\\', bytes.get(i..)?)?;
+        let rest = bytes.get(i..)?;
+        // Keys and most values are short: a plain search of their first bytes beats setting
+        // up a vector search for each; long strings go to `memchr2`.
+        let head = rest.get(..SHORT_STRING).unwrap_or(rest);
+        let found = match head.iter().position(|b| *b == b'"' || *b == b'\\') {
+            Some(at) => at,
+            None if head.len() < rest.len() => {
+                head.len() + memchr::memchr2(b'"', b'\\', rest.get(head.len()..)?)?
+            }
+            None => return None,
+        };
+        i += found;
         match bytes.get(i)? {
             b'"' => return Some(i + 1),
             _ => i += 2,
@@ -654,15 +731,34 @@ fn skip_string(bytes: &[u8], pos: usize) -> Option<usize> {
     }
 }
 
-/// Iterator over object members; see [`JsonRef::members`].
-#[derive(Debug)]
-pub struct Members<'a> {
-    text: &'a str,
-    pos: usize,
+/// Bytes of a string scanned one by one before [`skip_string`] switches to `memchr2`.
+const SHORT_STRING: usize = 24;
+
+/// Whether the key literal `literal` (with its quotes) names `key`. A literal without
+/// escapes is compared as it is, without decoding.
+pub(super) fn key_is(literal: &str, key: &str) -> bool {
+    let inner = literal
+        .strip_prefix('"')
+        .and_then(|s| s.strip_suffix('"'))
+        .unwrap_or(literal);
+    // An escape always decodes to fewer bytes than it is spelled with, so a literal as long
+    // as the key names it only when it is the key's bytes without any escape; a longer one
+    // only when it has escapes and decodes to the key.
+    match inner.len().cmp(&key.len()) {
+        std::cmp::Ordering::Equal => inner == key && !inner.contains('\\'),
+        std::cmp::Ordering::Greater => inner.contains('\\') && decode_string(literal) == key,
+        std::cmp::Ordering::Less => false,
+    }
 }
 
-impl<'a> Iterator for Members<'a> {
-    type Item = (Cow<'a, str>, JsonRef<'a>);
+/// Object members as (key literal with quotes, value): [`Members`] without decoding keys.
+pub(super) struct RawMembers<'a> {
+    pub(super) text: &'a str,
+    pub(super) pos: usize,
+}
+
+impl<'a> Iterator for RawMembers<'a> {
+    type Item = (&'a str, JsonRef<'a>);
 
     fn next(&mut self) -> Option<Self::Item> {
         let bytes = self.text.as_bytes();
@@ -685,13 +781,33 @@ impl<'a> Iterator for Members<'a> {
         } else {
             bytes.len()
         };
-        let key = decode_string(self.text.get(start..key_end)?);
         Some((
-            key,
+            self.text.get(start..key_end)?,
             JsonRef {
                 text: self.text.get(value_start..value_end)?,
             },
         ))
+    }
+}
+
+/// Iterator over object members; see [`JsonRef::members`].
+#[derive(Debug)]
+pub struct Members<'a> {
+    text: &'a str,
+    pos: usize,
+}
+
+impl<'a> Iterator for Members<'a> {
+    type Item = (Cow<'a, str>, JsonRef<'a>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let mut raw = RawMembers {
+            text: self.text,
+            pos: self.pos,
+        };
+        let item = raw.next();
+        self.pos = raw.pos;
+        item.map(|(literal, value)| (decode_string(literal), value))
     }
 }
 

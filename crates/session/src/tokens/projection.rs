@@ -10,13 +10,13 @@
 
 use std::sync::Arc;
 
-use super::text::write_visible_text;
+use super::text::{write_content_text, write_visible_text};
 use super::usage::{CumulativeUsage, LedgerMark, RequestKind, RequestUsage, UsageLedger};
 use super::{Label, TokenCounter, TokenFigure};
 use crate::error::{Error, Rule};
 use crate::event::{Event, Seq, SurfaceOp};
 use crate::json::JsonRef;
-use crate::session::{derived_message_ref, Session};
+use crate::session::{derived_message_ref, DerivedRef, Session};
 use crate::state::SessionState;
 use crate::surface::{NodeFacts, RangeError, Surface};
 use crate::version::FormatVersion;
@@ -191,7 +191,7 @@ impl TokenTally {
     pub(crate) fn fold_surface(
         &mut self,
         event: &Event,
-        message: Option<JsonRef<'_>>,
+        message: Option<DerivedRef<'_>>,
         shadowed: Option<&[u64]>,
         surface: &Surface,
     ) -> u32 {
@@ -206,7 +206,7 @@ impl TokenTally {
                 });
             }
         }
-        let estimate = message.map_or(0, |m| self.estimate_message_scratch(m));
+        let estimate = message.map_or(0, |m| self.estimate_content_scratch(m.content));
         for node in shadowed.unwrap_or_default() {
             let old = surface.facts(*node).map_or(0, |f| f.estimate);
             self.surface_tokens = self.surface_tokens.saturating_sub(u64::from(old));
@@ -278,10 +278,10 @@ impl TokenTally {
     }
 
     // The fold reuses one buffer so an append allocates nothing once warmed up.
-    fn estimate_message_scratch(&mut self, message: JsonRef<'_>) -> u32 {
+    fn estimate_content_scratch(&mut self, content: Option<JsonRef<'_>>) -> u32 {
         let mut text = std::mem::take(&mut self.scratch);
         text.clear();
-        write_visible_text(message, &mut text);
+        write_content_text(content, &mut text);
         let tokens = self.count_with_overhead(&text);
         self.scratch = text;
         tokens

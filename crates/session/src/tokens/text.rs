@@ -12,7 +12,12 @@ use crate::json::JsonRef;
 /// Appends the model-visible text of `message` (an object with a `content` array) to
 /// `out`, pieces separated by `\n`.
 pub fn write_visible_text(message: JsonRef<'_>, out: &mut String) {
-    if let Some(content) = message.get("content") {
+    write_content_text(message.get("content"), out);
+}
+
+/// [`write_visible_text`] given the message's `content` (already looked up).
+pub(crate) fn write_content_text(content: Option<JsonRef<'_>>, out: &mut String) {
+    if let Some(content) = content {
         write_blocks(content, out);
     }
 }
@@ -38,18 +43,20 @@ fn write_blocks(blocks: JsonRef<'_>, out: &mut String) {
         return;
     }
     for block in blocks.elements() {
-        let kind = block.get("type").and_then(|t| t.as_str());
-        match kind.as_deref() {
+        // Every key any block type reads, found in one pass over the block.
+        let [kind, text, name, arguments, inner] =
+            block.fields(["type", "text", "name", "arguments", "content"]);
+        match kind.and_then(|t| t.as_str()).as_deref() {
             Some("text" | "reasoning") => {
-                if let Some(text) = block.get("text").and_then(|t| t.as_str()) {
+                if let Some(text) = text.and_then(|t| t.as_str()) {
                     push_piece(out, &text);
                 }
             }
             Some("tool-call") => {
-                if let Some(name) = block.get("name").and_then(|t| t.as_str()) {
+                if let Some(name) = name.and_then(|t| t.as_str()) {
                     push_piece(out, &name);
                 }
-                if let Some(arguments) = block.get("arguments") {
+                if let Some(arguments) = arguments {
                     match arguments.as_str() {
                         Some(raw) => push_piece(out, &raw),
                         None => push_piece(out, arguments.raw()),
@@ -57,7 +64,7 @@ fn write_blocks(blocks: JsonRef<'_>, out: &mut String) {
                 }
             }
             Some("tool-result") => {
-                if let Some(inner) = block.get("content") {
+                if let Some(inner) = inner {
                     write_blocks(inner, out);
                 }
             }

@@ -344,23 +344,27 @@ impl UsageLedger {
     /// change nothing; usage in no known [`UsageShape`] is kept in
     /// [`UsageLedger::unreadable`] and counted in no total.
     pub fn apply(&mut self, event: &Event) -> Option<&RequestUsage> {
-        let data = event.data();
-        let (kind, usage, provider, model) = match event.event_type() {
+        let (kind, usage, provider, model, turn, step) = match event.event_type() {
             "assistant/message" => {
-                let source = data.get("message").and_then(|m| m.get("source"));
+                let [usage, turn, step] = event.data_fields(["usage", "turn", "step"]);
+                let [source] = event.message_fields(["source"]);
+                let [provider, model] = source
+                    .map(|s| s.fields(["provider", "model"]))
+                    .unwrap_or_default();
+                (RequestKind::Settlement, usage?, provider, model, turn, step)
+            }
+            "compaction/summary" => {
+                let [usage, provider, model, turn, step] =
+                    event.data_fields(["usage", "provider", "model", "turn", "step"]);
                 (
-                    RequestKind::Settlement,
-                    data.get("usage")?,
-                    source.and_then(|s| s.get("provider")),
-                    source.and_then(|s| s.get("model")),
+                    RequestKind::CompactionSummary,
+                    usage?,
+                    provider,
+                    model,
+                    turn,
+                    step,
                 )
             }
-            "compaction/summary" => (
-                RequestKind::CompactionSummary,
-                data.get("usage")?,
-                data.get("provider"),
-                data.get("model"),
-            ),
             _ => return None,
         };
         let Some((usage_read, shape)) = Usage::read(usage) else {
@@ -377,8 +381,8 @@ impl UsageLedger {
         let request = RequestUsage {
             seq: event.seq(),
             kind,
-            turn: data.get("turn").and_then(|t| t.as_safe_integer()),
-            step: data.get("step").and_then(|t| t.as_safe_integer()),
+            turn: turn.and_then(|t| t.as_safe_integer()),
+            step: step.and_then(|t| t.as_safe_integer()),
             provider: text_at(provider, previous.map(|r| &r.provider)),
             model: text_at(model, previous.map(|r| &r.model)),
             usage,

@@ -1,0 +1,248 @@
+//! The payload index: the members of an event's payload, and of its `message` object,
+//! found in the one walk that parses the envelope, so the rules read payload fields
+//! without walking the payload again. Lookups through the index answer exactly what
+//! [`JsonRef::fields`] answers on the text (first occurrence of a key wins).
+
+use super::{key_is, skip_string, skip_value, skip_ws, JsonRef, RawMembers};
+
+/// One member of an object indexed by [`index_payload`]: byte ranges of its key literal
+/// (with quotes) and of its value in the indexed text, and whether it belongs to the
+/// payload itself (depth 0) or to its `message` object (depth 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MemberSpan {
+    pub(crate) depth: u8,
+    pub(crate) key: (u32, u32),
+    pub(crate) value: (u32, u32),
+}
+
+/// The members of the object at `text[start..]` and, when it has an object member
+/// `message`, that object's members too, found in one pass (the message is walked once,
+/// not skipped and then walked again). Returns the end of the value and the members in
+/// text order, or `None` when the value is not an object, is malformed, or its offsets do
+/// not fit in `u32`; callers then navigate with [`JsonRef`], which gives the same answers.
+pub(crate) fn index_payload(text: &str, start: usize) -> Option<(usize, Vec<MemberSpan>)> {
+    u32::try_from(text.len()).ok()?;
+    let mut members = Vec::new();
+    let end = index_object(text, start, 0, &mut members)?;
+    Some((end, members))
+}
+
+fn index_object(text: &str, start: usize, depth: u8, out: &mut Vec<MemberSpan>) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut pos = skip_ws(bytes, start);
+    if bytes.get(pos) != Some(&b'{') {
+        return None;
+    }
+    pos = skip_ws(bytes, pos + 1);
+    if bytes.get(pos) == Some(&b'}') {
+        return Some(pos + 1);
+    }
+    // Only the first `message` is indexed, as `get("message")` finds the first.
+    let mut message_seen = false;
+    loop {
+        if bytes.get(pos) != Some(&b'"') {
+            return None;
+        }
+        let key_end = skip_string(bytes, pos)?;
+        let colon = skip_ws(bytes, key_end);
+        if bytes.get(colon) != Some(&b':') {
+            return None;
+        }
+        let value_start = skip_ws(bytes, colon + 1);
+        let message = depth == 0
+            && !message_seen
+            && text.get(pos..key_end).is_some_and(|k| key_is(k, "message"));
+        message_seen |= message;
+        let message = message && bytes.get(value_start) == Some(&b'{');
+        let value_end = if message {
+            index_object(text, value_start, 1, out)?
+        } else {
+            skip_value(bytes, value_start)?
+        };
+        // The text's length fits in u32 (checked by the caller), so these never fail.
+        let span = |a: usize, b: usize| Some((u32::try_from(a).ok()?, u32::try_from(b).ok()?));
+        out.push(MemberSpan {
+            depth,
+            key: span(pos, key_end)?,
+            value: span(value_start, value_end)?,
+        });
+        let after = skip_ws(bytes, value_end);
+        match bytes.get(after) {
+            Some(b',') => pos = skip_ws(bytes, after + 1),
+            Some(b'}') => return Some(after + 1),
+            _ => return None,
+        }
+    }
+}
+
+/// Walks the members of the object `text` (key literal with quotes, value), like
+/// [`JsonRef::members`], except that the value of the first member named `indexed` is
+/// walked by [`index_payload`] instead of skipped: returns that value's member index
+/// (offsets into `text`), or `None` when it is absent or not an indexable object. Stops at
+/// malformed text, as [`JsonRef::members`] does.
+pub(super) fn members_indexing<'a>(
+    text: &'a str,
+    indexed: &str,
+    visit: impl FnMut(&'a str, JsonRef<'a>),
+) -> Option<Vec<MemberSpan>> {
+    let start = if text.as_bytes().first() == Some(&b'{') {
+        1
+    } else {
+        text.len()
+    };
+    members_indexing_from(text, start, indexed, visit)
+}
+
+/// [`members_indexing`] for an event envelope, with a shortcut for the layout every
+/// writer of this crate and DSH's own use: `{"type":"…","seq":N,"time":N,"data":…`. Those
+/// three members are read at fixed places (no search for the end of each), then the walk
+/// goes on from `data` as [`members_indexing`] would; any other layout takes the general
+/// walk from the start. Either way `visit` sees the same members with the same values.
+pub(crate) fn envelope_members_indexing<'a>(
+    text: &'a str,
+    mut visit: impl FnMut(&'a str, JsonRef<'a>),
+) -> Option<Vec<MemberSpan>> {
+    match canonical_envelope_prefix(text) {
+        Some((prefix, data_key)) => {
+            for (key, value) in prefix {
+                visit(key, value);
+            }
+            members_indexing_from(text, data_key, "data", visit)
+        }
+        None => members_indexing(text, "data", visit),
+    }
+}
+
+/// The `type`, `seq` and `time` members of an envelope written as
+/// `{"type":"<no escapes>","seq":<digits>,"time":<-?digits>,"data":`, and where the `data`
+/// key starts; `None` for any other layout.
+#[allow(clippy::type_complexity)]
+fn canonical_envelope_prefix(text: &str) -> Option<([(&str, JsonRef<'_>); 3], usize)> {
+    const TYPE: &str = "{\"type\":\"";
+    const SEQ: &str = ",\"seq\":";
+    const TIME: &str = ",\"time\":";
+    const DATA: &str = ",\"data\":";
+    let bytes = text.as_bytes();
+    let digits_from = |at: usize| {
+        bytes
+            .get(at..)
+            .map(|rest| rest.iter().take_while(|b| b.is_ascii_digit()).count())
+    };
+    if !text.starts_with(TYPE) {
+        return None;
+    }
+    let type_start = TYPE.len() - 1;
+    let type_end = type_start
+        + 1
+        + bytes
+            .get(type_start + 1..)?
+            .iter()
+            .position(|b| *b == b'"' || *b == b'\\')?;
+    if bytes.get(type_end) != Some(&b'"') || !text.get(type_end + 1..)?.starts_with(SEQ) {
+        return None;
+    }
+    let seq_start = type_end + 1 + SEQ.len();
+    let seq_end = seq_start + digits_from(seq_start)?;
+    if !text.get(seq_end..)?.starts_with(TIME) {
+        return None;
+    }
+    let time_start = seq_end + TIME.len();
+    let sign = usize::from(bytes.get(time_start) == Some(&b'-'));
+    let time_end = time_start + sign + digits_from(time_start + sign)?;
+    if !text.get(time_end..)?.starts_with(DATA)
+        || seq_end == seq_start
+        || time_end == time_start + sign
+    {
+        return None;
+    }
+    let value = |a: usize, b: usize| text.get(a..b).map(|text| JsonRef { text });
+    Some((
+        [
+            (text.get(1..7)?, value(type_start, type_end + 1)?),
+            (
+                text.get(type_end + 2..type_end + 7)?,
+                value(seq_start, seq_end)?,
+            ),
+            (
+                text.get(seq_end + 1..seq_end + 7)?,
+                value(time_start, time_end)?,
+            ),
+        ],
+        time_end + 1,
+    ))
+}
+
+/// [`members_indexing`] from byte `start` of the object `text` (just after its `{` or a
+/// member's `,`).
+fn members_indexing_from<'a>(
+    text: &'a str,
+    start: usize,
+    indexed: &str,
+    mut visit: impl FnMut(&'a str, JsonRef<'a>),
+) -> Option<Vec<MemberSpan>> {
+    let bytes = text.as_bytes();
+    let mut index = None;
+    let mut indexed_seen = false;
+    let mut members = RawMembers { text, pos: start };
+    loop {
+        let start = skip_ws(bytes, members.pos);
+        if bytes.get(start) != Some(&b'"') {
+            return index;
+        }
+        let key_end = skip_string(bytes, start)?;
+        let literal = text.get(start..key_end)?;
+        if indexed_seen || !key_is(literal, indexed) {
+            let (literal, value) = members.next()?;
+            visit(literal, value);
+            continue;
+        }
+        indexed_seen = true;
+        let colon = skip_ws(bytes, key_end);
+        if bytes.get(colon) != Some(&b':') {
+            return index;
+        }
+        let value_start = skip_ws(bytes, colon + 1);
+        let value_end = match index_payload(text, value_start) {
+            Some((end, spans)) => {
+                index = Some(spans);
+                end
+            }
+            None => skip_value(bytes, value_start)?,
+        };
+        visit(
+            literal,
+            JsonRef {
+                text: text.get(value_start..value_end)?,
+            },
+        );
+        let after = skip_ws(bytes, value_end);
+        members.pos = if bytes.get(after) == Some(&b',') {
+            after + 1
+        } else {
+            bytes.len()
+        };
+    }
+}
+
+/// The values of `keys` among the indexed members of one `depth`, with the semantics of
+/// [`JsonRef::fields`] (first occurrence wins).
+pub(crate) fn indexed_fields<'a, const N: usize>(
+    text: &'a str,
+    members: &[MemberSpan],
+    depth: u8,
+    keys: [&str; N],
+) -> [Option<JsonRef<'a>>; N] {
+    let mut found = [None; N];
+    let slice = |(a, b): (u32, u32)| text.get(a as usize..b as usize);
+    for member in members.iter().filter(|m| m.depth == depth) {
+        let Some(literal) = slice(member.key) else {
+            continue;
+        };
+        for (slot, key) in found.iter_mut().zip(keys) {
+            if slot.is_none() && key_is(literal, key) {
+                *slot = slice(member.value).map(|text| JsonRef { text });
+            }
+        }
+    }
+    found
+}

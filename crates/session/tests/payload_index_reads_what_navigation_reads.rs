@@ -1,0 +1,121 @@
+//! The payload index an event's parse makes (its members and its `message`'s) answers
+//! every field lookup exactly as walking the payload text does, and a stored envelope
+//! parses to the same event as a freshly validated one, whatever the envelope's layout:
+//! the fold reads fields through the index, so this is what keeps it equal to a fold that
+//! walks the text.
+
+use proptest::prelude::*;
+use sessionlog_session::json::{write_js_string, JsonRef};
+use sessionlog_session::Event;
+
+/// Keys the rules look up, and spellings that reach them through escapes.
+const KEYS: [&str; 9] = [
+    "message", "content", "source", "id", "role", "usage", "turn", "step", "callId",
+];
+
+fn key_literal() -> impl Strategy<Value = String> {
+    prop_oneof![
+        proptest::sample::select(KEYS.to_vec()).prop_map(|k| {
+            let mut out = String::new();
+            write_js_string(&mut out, k);
+            out
+        }),
+        Just("\"mess\\u0061ge\"".to_owned()),
+        Just("\"i\\u0064\"".to_owned()),
+        Just("\"other\"".to_owned()),
+        "[a-z]{1,8}".prop_map(|k| format!("\"{k}\"")),
+    ]
+}
+
+fn scalar() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("null".to_owned()),
+        Just("true".to_owned()),
+        (-1000i64..1_000_000).prop_map(|n| n.to_string()),
+        Just("1.5e3".to_owned()),
+        "[ -~]{0,40}".prop_map(|s| {
+            let mut out = String::new();
+            write_js_string(&mut out, &s);
+            out
+        }),
+        Just("\"quote \\\" brace } bracket ] \\\\\"".to_owned()),
+    ]
+}
+
+/// A JSON value whose objects may repeat keys (stored text is not re-validated, so the
+/// index must agree with navigation on such text too: first occurrence wins).
+fn value() -> impl Strategy<Value = String> {
+    scalar().prop_recursive(4, 48, 6, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..5)
+                .prop_map(|items| format!("[{}]", items.join(","))),
+            proptest::collection::vec((key_literal(), inner), 0..6).prop_map(|members| {
+                let body: Vec<String> = members
+                    .into_iter()
+                    .map(|(k, v)| format!("{k} : {v}"))
+                    .collect();
+                format!("{{ {} }}", body.join(" ,"))
+            }),
+        ]
+    })
+}
+
+fn payload() -> impl Strategy<Value = String> {
+    prop_oneof![
+        value(),
+        proptest::collection::vec((key_literal(), value()), 0..7).prop_map(|members| {
+            let body: Vec<String> = members
+                .into_iter()
+                .map(|(k, v)| format!("{k}:{v}"))
+                .collect();
+            format!("{{{}}}", body.join(","))
+        }),
+    ]
+}
+
+/// Envelopes around `data`: the writer's layout, and layouts that move or space members.
+fn envelopes(data: &str) -> Vec<String> {
+    vec![
+        format!("{{\"type\":\"x/y\",\"seq\":7,\"time\":-3,\"data\":{data}}}"),
+        format!("{{\"type\":\"x/y\",\"seq\":7,\"time\":12,\"data\":{data},\"ignorable\":true}}"),
+        format!("{{\"seq\":7,\"data\":{data},\"type\":\"x/y\",\"time\":12}}"),
+        format!("{{ \"type\" : \"x/y\" , \"seq\" : 7 , \"time\" : 12 , \"data\" : {data} }}"),
+        format!("{{\"type\":\"x\\/y\",\"seq\":7,\"time\":12,\"data\":{data}}}"),
+    ]
+}
+
+fn reference<const N: usize>(object: Option<JsonRef<'_>>, keys: [&str; N]) -> [Option<String>; N] {
+    keys.map(|key| {
+        object.and_then(|o| {
+            o.members()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.raw().to_owned())
+        })
+    })
+}
+
+fn owned<const N: usize>(found: [Option<JsonRef<'_>>; N]) -> [Option<String>; N] {
+    found.map(|v| v.map(|v| v.raw().to_owned()))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    #[test]
+    fn payload_index_reads_what_navigation_reads(data in payload()) {
+        for raw in envelopes(&data) {
+            let Ok(stored) = Event::parse_stored(&raw, 7) else {
+                continue;
+            };
+            let payload = stored.data();
+            prop_assert_eq!(owned(payload.fields(KEYS)), reference(Some(payload), KEYS));
+            prop_assert_eq!(owned(stored.data_fields(KEYS)), reference(Some(payload), KEYS));
+            let message = payload.members().find(|(k, _)| k == "message").map(|(_, v)| v);
+            prop_assert_eq!(owned(stored.message_fields(KEYS)), reference(message, KEYS));
+            // Text that passes the full lossless check parses to the same event either way.
+            if let Ok(checked) = Event::parse(&raw, 7) {
+                prop_assert_eq!(&checked, &stored);
+            }
+        }
+    }
+}
