@@ -56,6 +56,7 @@ struct Coverage {
     multi_segment_logs: u64,
     reclaims: u64,
     segments_reclaimed: u64,
+    segments_rewritten: u64,
     interrupted_recoveries: u64,
     strict_opens_refused: u64,
     strict_opens_clean: u64,
@@ -75,6 +76,7 @@ impl Coverage {
         self.multi_segment_logs += other.multi_segment_logs;
         self.reclaims += other.reclaims;
         self.segments_reclaimed += other.segments_reclaimed;
+        self.segments_rewritten += other.segments_rewritten;
         self.interrupted_recoveries += other.interrupted_recoveries;
         self.strict_opens_refused += other.strict_opens_refused;
         self.strict_opens_clean += other.strict_opens_clean;
@@ -382,7 +384,8 @@ impl Schedule {
         }
     }
 
-    /// Reclaims the segments nothing live needs: the records stay as they were, and on
+    /// Reclaims the segments nothing live needs and rewrites the mostly dead ones: the records
+    /// of live streams stay as they were, and on
     /// success everything acknowledged is durable (reclaim syncs first).
     fn reclaim(&mut self) -> Result<Step, String> {
         self.coverage.reclaims += 1;
@@ -390,6 +393,7 @@ impl Schedule {
             Ok(report) => {
                 self.note(format!("reclaim: {report:?}"));
                 self.coverage.segments_reclaimed += report.segments_removed.len() as u64;
+                self.coverage.segments_rewritten += report.segments_rewritten.len() as u64;
                 self.model.flushed();
                 Ok(Step::Done)
             }
@@ -713,6 +717,7 @@ fn every_crash_schedule_recovers_what_was_acknowledged() {
         assert!(coverage.tail_cuts > count / 50, "{coverage:?}");
         assert!(coverage.multi_segment_logs > count / 50, "{coverage:?}");
         assert!(coverage.segments_reclaimed > 0, "{coverage:?}");
+        assert!(coverage.segments_rewritten > 0, "{coverage:?}");
         assert!(coverage.interrupted_recoveries > 0, "{coverage:?}");
     }
 }

@@ -31,6 +31,7 @@ const RENAME_FILE: &str = "batch_catalog_rename.bin";
 const CHECKPOINT_FILE: &str = "batch_catalog_checkpoint.bin";
 const TINY_SEGMENT_FILE: &str = "tiny_sealed_segment.seg";
 const ENGINE_SEGMENT_FILE: &str = "engine_sealed_segment_00000000000000000001.seg";
+const ENGINE_REWRITTEN_FILE: &str = "engine_rewritten_segment_00000000000000000001.seg";
 
 /// Store id the engine drew when the engine-made segment was generated.
 const ENGINE_STORE_ID: [u8; 16] = [
@@ -846,6 +847,80 @@ fn engine_sealed_segment_decodes_and_its_index_points_at_the_right_records() {
     assert_eq!(again, seg, "re-encoding reproduces the file");
 }
 
+/// A record as (stream, seq, kind, flags, payload): what a rewrite must keep.
+type RecordValue = (u64, u64, u8, u8, Vec<u8>);
+
+/// A batch's records as [`RecordValue`]s.
+fn record_values(b: &Batch) -> Vec<RecordValue> {
+    b.records
+        .iter()
+        .map(|r| {
+            let h = r.header;
+            (h.stream_id, h.seq, h.kind, h.flags, r.payload.clone())
+        })
+        .collect()
+}
+
+#[test]
+fn engine_rewritten_segment_keeps_exactly_the_live_records_of_the_sealed_one() {
+    let old = vector(ENGINE_SEGMENT_FILE);
+    let seg = vector(ENGINE_REWRITTEN_FILE);
+    let header = SegmentHeader::decode(&seg).expect("header verifies");
+    assert_eq!(header.segment_id, 1);
+    let view = FooterView::decode(&seg, 1).expect("footer verifies");
+    let (streams, index, catalog) = decode_footer(&seg, &view);
+    let old_view = FooterView::decode(&old, 1).expect("old footer verifies");
+    let (_, _, old_catalog) = decode_footer(&old, &old_view);
+    assert_eq!(catalog, old_catalog, "catalog records are all kept");
+    assert_eq!(
+        streams.iter().map(|s| s.stream_id).collect::<Vec<_>>(),
+        vec![0, 1],
+        "the deleted stream 2 (beta) is gone"
+    );
+    check_index_points_at_records(&seg, 1, &streams, &index);
+    assert_eq!(seg.len(), 40_968, "65,912 bytes before the rewrite");
+    assert_eq!(view.data_end, 40_624);
+    let trailer = decode_footer_trailer(&seg, 1).expect("trailer");
+    assert_eq!((trailer.footer_len, trailer.footer_crc), (312, 0xCAA3_AAA0));
+
+    // Batch by batch: the old batches that keep a record, with only the kept records, each
+    // attesting its own offset (the file was durable before it became the segment).
+    let batches = decode_all_batches(&seg, 1, view.data_end);
+    let want: Vec<Vec<RecordValue>> = decode_all_batches(&old, 1, old_view.data_end)
+        .iter()
+        .map(|b| {
+            record_values(b)
+                .into_iter()
+                .filter(|r| r.0 != 2)
+                .collect::<Vec<_>>()
+        })
+        .filter(|rs| !rs.is_empty())
+        .collect();
+    assert_eq!(batches.iter().map(record_values).collect::<Vec<_>>(), want);
+    let mut last_offset: BTreeMap<u64, u64> = BTreeMap::new();
+    for b in &batches {
+        assert_eq!(b.header.synced_through, b.offset);
+        for r in &b.records {
+            let prev = last_offset
+                .insert(r.header.stream_id, r.offset)
+                .unwrap_or(0);
+            assert_eq!(
+                u64::from(r.header.prev_offset),
+                prev,
+                "links at the new place"
+            );
+        }
+    }
+
+    // Re-encoding every part reproduces the file.
+    let mut again = header.encode().to_vec();
+    for b in &batches {
+        again.extend_from_slice(&encode_batch(b));
+    }
+    encode_footer(&mut again, 1, view.data_end, &streams, &index, &catalog);
+    assert_eq!(again, seg, "re-encoding reproduces the file");
+}
+
 #[test]
 fn a_torn_copy_of_every_vector_fails_to_verify() {
     let batch = vector(BATCH_FILE);
@@ -889,16 +964,48 @@ mod generate {
         write(CHECKPOINT_FILE, &|| encode_batch(&checkpoint_batch()));
         write(TINY_SEGMENT_FILE, &encode_tiny_segment);
         write(ENGINE_SEGMENT_FILE, &engine_segment);
+        write(ENGINE_REWRITTEN_FILE, &engine_rewritten_segment);
     }
 
     /// A sealed segment made by the real engine: two streams, single- and two-record batches,
     /// small segments so the first one rolls.
     fn engine_segment() -> Vec<u8> {
-        let dir = std::env::temp_dir().join(format!("sessionlog-vectors-{}", std::process::id()));
+        let (dir, log) = engine_store("sealed");
+        log.close().expect("close");
+        let bytes = std::fs::read(dir.join(segment_file_name(1))).expect("sealed segment");
+        let header = SegmentHeader::decode(&bytes).expect("header");
+        println!(
+            "engine segment: store_id {:#04x?}, created_unix_ms {}",
+            header.store_id, header.created_unix_ms
+        );
+        std::fs::remove_dir_all(&dir).expect("remove temp store");
+        bytes
+    }
+
+    /// The same workload, then "beta" deleted and segment 1 rewritten by reclaim without it.
+    fn engine_rewritten_segment() -> Vec<u8> {
+        let (dir, log) = engine_store("rewritten");
+        let beta = log.stream_id("beta").expect("beta");
+        log.delete_stream(beta, Durability::Sync)
+            .expect("delete beta");
+        let report = log.reclaim().expect("reclaim");
+        assert_eq!(report.segments_rewritten.len(), 1, "{report:?}");
+        log.close().expect("close");
+        let bytes = std::fs::read(dir.join(segment_file_name(1))).expect("rewritten segment");
+        std::fs::remove_dir_all(&dir).expect("remove temp store");
+        bytes
+    }
+
+    /// A store in a fresh temporary directory, filled until its first segment is sealed.
+    fn engine_store(what: &str) -> (PathBuf, Log) {
+        let dir =
+            std::env::temp_dir().join(format!("sessionlog-vectors-{what}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
+        // Every segment the reclaim of the rewritten vector looks at is rewritten.
         let options = LogOptions::default()
             .with_segment_size_bytes(64 << 10)
-            .with_preallocate(false);
+            .with_preallocate(false)
+            .with_rewrite_below_live_percent(100);
         assert_eq!(
             u64::from(options.index_interval_bytes),
             ENGINE_INDEX_INTERVAL_BYTES
@@ -940,14 +1047,6 @@ mod generate {
             log.commit(&appends, durability).expect("commit");
             i += 1;
         }
-        log.close().expect("close");
-        let bytes = std::fs::read(dir.join(segment_file_name(1))).expect("sealed segment");
-        let header = SegmentHeader::decode(&bytes).expect("header");
-        println!(
-            "engine segment: store_id {:#04x?}, created_unix_ms {}",
-            header.store_id, header.created_unix_ms
-        );
-        std::fs::remove_dir_all(&dir).expect("remove temp store");
-        bytes
+        (dir, log)
     }
 }

@@ -19,6 +19,7 @@ mod options;
 pub mod read;
 mod reclaim;
 pub mod recovery;
+mod rewrite;
 mod segment;
 mod snapshot;
 mod state;

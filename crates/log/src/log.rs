@@ -406,14 +406,17 @@ impl Log {
 
     /// Removes the sealed segments that nothing live needs: from the lowest up, each one that
     /// holds only catalog records and records of deleted streams, as long as the segment
-    /// after it starts with a catalog checkpoint (spec: segment.md#reclaim). Every record of a
-    /// live stream stays. Commits go on meanwhile; records already read from a removed
+    /// after it starts with a catalog checkpoint (spec: segment.md#reclaim). Then rewrites
+    /// every sealed segment whose live share is below
+    /// [`LogOptions::rewrite_below_live_percent`] without the records of deleted streams
+    /// (spec: segment.md#rewriting-a-segment). Every record of a live stream stays, with its
+    /// seq. Commits go on meanwhile; records already read from a removed or rewritten
     /// segment stay readable (the mapping outlives the file's name). Syncs first.
     pub fn reclaim(&self) -> Result<crate::ReclaimReport> {
         self.inner.reclaim(&mut |_| {})
     }
 
-    /// [`reclaim`](Self::reclaim), calling `progress` after each segment removed.
+    /// [`reclaim`](Self::reclaim), calling `progress` after each segment removed or rewritten.
     pub fn reclaim_with_progress(
         &self,
         progress: &mut dyn FnMut(&crate::ReclaimReport),

@@ -19,9 +19,11 @@ pub(crate) fn map_file(file: &File, path: &Path) -> io::Result<Bytes> {
     // that open holds the store's LOCK, so nothing else writes it meanwhile. (2) Sealed
     // segments, for good. A sealed segment is immutable by construction: the log writes a
     // segment only while it is the active segment, seals it (footer, fsync) before this
-    // long-lived mapping is made, and from then on neither writes nor truncates it; reclaim
-    // removes a whole file only after every mapping of it has been dropped (a removed file's
-    // pages stay valid for existing mappings anyway). Other writers are kept out by the
+    // long-lived mapping is made, and from then on neither writes nor truncates it. Reclaim
+    // never writes a mapped file either: it removes a whole file (unlink), or rewrites a
+    // segment by writing a new file under another name and renaming it over the segment's
+    // name, which unlinks the old file without touching its bytes. An unlinked file's blocks
+    // stay valid for every mapping of it until the last one is dropped. Other writers are kept out by the
     // store's exclusive LOCK file, which every sessionlog process opening for writing takes.
     // A read-only open takes no lock, so it maps only segments that a later segment follows:
     // a writer created that next segment only after sealing this one, and never changes it

@@ -9,8 +9,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 use sessionlog_format::{
-    encode_footer, parse_segment_file_name, FooterView, IndexEntry, SegmentHeader, StreamSummary,
-    CATALOG_STREAM, SEGMENT_HEADER_LEN,
+    parse_segment_file_name, FooterView, SegmentHeader, CATALOG_STREAM, SEGMENT_HEADER_LEN,
 };
 
 use crate::error::{corrupted, io_err, Error, Result};
@@ -206,7 +205,7 @@ pub(crate) fn open(
                     &mut catalog,
                     options.index_interval_bytes,
                 )?;
-                let footer = rebuilt_footer(id, &scan);
+                let footer = scan.footer(id);
                 let seg = if read_only {
                     // The segment as the rebuild would leave it, in memory only.
                     let data_end = usize::try_from(scan.data_end).unwrap_or(usize::MAX);
@@ -275,8 +274,14 @@ pub(crate) fn open(
         }
     }
 
+    // Every catalog record is applied now: a stream that lost records to a rewrite must be
+    // deleted. spec: segment.md#rewriting-a-segment
+    catalog
+        .check_holes()
+        .map_err(|e| corrupted(ids.last().copied().unwrap_or(SegmentId(0)), 0, e, None))?;
     if !read_only {
         remove_clean_files(&*storage, dir, &names)?;
+        crate::rewrite::remove_stale(&*storage, dir, &names)?;
     }
     let store_id = match store_id {
         Some(s) => s,
@@ -595,26 +600,6 @@ fn attach_extents(catalog: &mut Catalog, seg: &Arc<SealedSegment>) {
             });
         }
     }
-}
-
-/// The footer a damaged sealed segment gets, rebuilt from a scan of its data.
-fn rebuilt_footer(id: SegmentId, scan: &ScanOutcome) -> Vec<u8> {
-    let mut summaries: Vec<StreamSummary> = Vec::new();
-    let mut index: Vec<IndexEntry> = Vec::new();
-    for (&k, ix) in &scan.streams {
-        summaries.push(ix.summary(k, index.len() as u32));
-        index.extend(ix.entries());
-    }
-    let mut footer = Vec::new();
-    encode_footer(
-        &mut footer,
-        id.0,
-        scan.data_end,
-        &summaries,
-        &index,
-        &scan.catalog,
-    );
-    footer
 }
 
 /// A sealed segment over `bytes`, whose footer must verify.

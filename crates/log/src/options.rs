@@ -66,6 +66,10 @@ pub struct LogOptions {
     /// group is written only after the previous sync returns; more lets its write and sync
     /// start while earlier syncs run, which helps on devices that serve syncs in parallel.
     pub max_concurrent_syncs: u32,
+    /// Reclaim rewrites a sealed segment whose live records (those of streams not deleted,
+    /// and catalog records) take less than this percentage of its record bytes: they are
+    /// copied into a smaller file that replaces it. 0 turns rewriting off; at most 100.
+    pub rewrite_below_live_percent: u32,
 }
 
 impl Default for LogOptions {
@@ -79,6 +83,7 @@ impl Default for LogOptions {
             preallocate: true,
             first_preallocation_bytes: 16 << 10,
             max_concurrent_syncs: 1,
+            rewrite_below_live_percent: 50,
         }
     }
 }
@@ -141,6 +146,13 @@ impl LogOptions {
         self.max_concurrent_syncs = max_concurrent_syncs;
         self
     }
+
+    /// Sets [`rewrite_below_live_percent`](Self::rewrite_below_live_percent).
+    #[must_use]
+    pub fn with_rewrite_below_live_percent(mut self, percent: u32) -> Self {
+        self.rewrite_below_live_percent = percent;
+        self
+    }
 }
 
 impl LogOptions {
@@ -167,6 +179,12 @@ impl LogOptions {
             return Err(format!(
                 "max_concurrent_syncs {} is outside 1 ..= 4",
                 self.max_concurrent_syncs
+            ));
+        }
+        if self.rewrite_below_live_percent > 100 {
+            return Err(format!(
+                "rewrite_below_live_percent {} is above 100",
+                self.rewrite_below_live_percent
             ));
         }
         if self.index_interval_bytes < 64 {

@@ -1,4 +1,5 @@
-//! Reclaim: removing sealed segments that nothing live needs. spec: segment.md#reclaim
+//! Reclaim: removing sealed segments that nothing live needs, and rewriting the ones that
+//! are mostly dead ([`crate::rewrite`]). spec: segment.md#reclaim
 //!
 //! Only the lowest-numbered sealed segment is ever removed, and only when every record in it
 //! is a catalog record or belongs to a deleted stream, and the segment after it begins with a
@@ -29,6 +30,12 @@ pub struct ReclaimReport {
     pub bytes_removed: u64,
     /// The first sealed segment kept, and why it could not go.
     pub stopped_at: Option<(SegmentId, &'static str)>,
+    /// Segments rewritten without the records of deleted streams, in order.
+    pub segments_rewritten: Vec<SegmentId>,
+    /// Bytes the rewrites gave back (file sizes before minus after).
+    pub bytes_freed_by_rewrites: u64,
+    /// Record bytes the rewrites copied (the live data of the rewritten segments).
+    pub live_bytes_copied: u64,
 }
 
 impl Inner {
@@ -76,7 +83,31 @@ impl Inner {
             report.bytes_removed += seg.bytes.len() as u64;
             progress(&report);
         }
+        self.rewrite_pass(&mut report, progress)?;
         Ok(report)
+    }
+
+    /// Rewrites every sealed segment whose live share is below the threshold, lowest first.
+    /// spec: segment.md#rewriting-a-segment
+    fn rewrite_pass(
+        &self,
+        report: &mut ReclaimReport,
+        progress: &mut dyn FnMut(&ReclaimReport),
+    ) -> Result<()> {
+        if self.options.rewrite_below_live_percent == 0 {
+            return Ok(());
+        }
+        let ids: Vec<SegmentId> = self.state.lock().sealed.keys().copied().collect();
+        for id in ids {
+            if let Some(done) = self.rewrite_segment(id)? {
+                report.segments_rewritten.push(id);
+                report.bytes_freed_by_rewrites +=
+                    done.bytes_before.saturating_sub(done.bytes_after);
+                report.live_bytes_copied += done.live_bytes;
+                progress(report);
+            }
+        }
+        Ok(())
     }
 }
 
@@ -99,8 +130,17 @@ fn removable(st: &State, seg: &SealedSegment) -> std::result::Result<(), &'stati
             return Err("it holds records of a live stream");
         }
     }
-    let next = SegmentId(seg.id.0 + 1);
-    let starts_with_checkpoint = if let Some(n) = st.sealed.get(&next) {
+    if !next_starts_with_checkpoint(st, seg.id) {
+        return Err("the segment after it does not start with a durable catalog checkpoint");
+    }
+    Ok(())
+}
+
+/// Whether the segment after `id` starts with a durable catalog checkpoint, so that it and the
+/// segments after it tell where every stream stands without segment `id`.
+pub(crate) fn next_starts_with_checkpoint(st: &State, id: SegmentId) -> bool {
+    let next = SegmentId(id.0 + 1);
+    if let Some(n) = st.sealed.get(&next) {
         n.footer
             .catalog(&n.bytes)
             .ok()
@@ -116,11 +156,7 @@ fn removable(st: &State, seg: &SealedSegment) -> std::result::Result<(), &'stati
             && st.synced > Lsn::new(next, SEGMENT_HEADER_LEN as u64)
     } else {
         false
-    };
-    if !starts_with_checkpoint {
-        return Err("the segment after it does not start with a durable catalog checkpoint");
     }
-    Ok(())
 }
 
 /// Drops a removed segment from the table, and the extents deleted streams had in it.

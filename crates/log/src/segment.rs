@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use sessionlog_format::{
-    decode_record_header, segment_file_name, verify_batch, verify_record, CatalogEntry, CatalogOp,
-    FooterView, RecordHeader, StreamSummary, CATALOG_STREAM, KIND_CATALOG_CHECKPOINT,
-    KIND_CATALOG_CREATE, KIND_CATALOG_DELETE, KIND_CATALOG_RENAME, RECORD_HEADER_LEN,
-    SEGMENT_HEADER_LEN,
+    decode_record_header, encode_footer, segment_file_name, verify_batch, verify_record,
+    CatalogEntry, CatalogOp, FooterView, IndexEntry, RecordHeader, StreamSummary, CATALOG_STREAM,
+    KIND_CATALOG_CHECKPOINT, KIND_CATALOG_CREATE, KIND_CATALOG_DELETE, KIND_CATALOG_RENAME,
+    RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
 
 use crate::error::{corrupted, Result};
@@ -87,6 +87,29 @@ pub(crate) struct ScanOutcome {
     pub cut: Option<TailCut>,
     /// Records found, catalog records included.
     pub records: u64,
+}
+
+impl ScanOutcome {
+    /// The footer describing what was scanned (or copied): a damaged footer's rebuild, or a
+    /// rewritten segment's.
+    pub fn footer(&self, id: SegmentId) -> Vec<u8> {
+        let mut summaries: Vec<StreamSummary> = Vec::new();
+        let mut index: Vec<IndexEntry> = Vec::new();
+        for (&k, ix) in &self.streams {
+            summaries.push(ix.summary(k, index.len() as u32));
+            index.extend(ix.entries());
+        }
+        let mut footer = Vec::new();
+        encode_footer(
+            &mut footer,
+            id.0,
+            self.data_end,
+            &summaries,
+            &index,
+            &self.catalog,
+        );
+        footer
+    }
 }
 
 /// A torn tail cut off the active segment on open.
@@ -234,7 +257,7 @@ fn created_in_batch(batch: &sessionlog_format::BatchView<'_>, stream: u64) -> Op
         .then_some(0)
 }
 
-fn note_record(
+pub(crate) fn note_record(
     out: &mut ScanOutcome,
     h: &RecordHeader,
     offset: u64,

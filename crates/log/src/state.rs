@@ -37,6 +37,10 @@ pub(crate) struct Catalog {
     /// The store's first segment is above 1 (older ones were reclaimed): the catalog starts
     /// from the checkpoint that opens it, at whatever seq that has. spec: segment.md#reclaim
     pub starts_at_checkpoint: bool,
+    /// Streams whose records skip seqs because a rewritten segment dropped them (stream ->
+    /// the first and the last seq missing). Only a deleted stream may keep one: checked once
+    /// the whole log is read. spec: segment.md#rewriting-a-segment
+    pub holes: BTreeMap<u64, (u64, u64)>,
 }
 
 impl Catalog {
@@ -100,13 +104,44 @@ impl Catalog {
                 e.seq, self.catalog_next_seq
             ));
         }
-        if cp != self.checkpoint() {
+        let mine = self.checkpoint();
+        let same_streams = cp.streams.len() == mine.streams.len()
+            && cp.streams.iter().zip(&mine.streams).all(|(c, m)| {
+                c.stream_id == m.stream_id && c.name == m.name && c.next_seq >= m.next_seq
+            });
+        if cp.next_stream_id != mine.next_stream_id || !same_streams {
             return Err(format!(
                 "catalog checkpoint at seq {} does not match the catalog before it",
                 e.seq
             ));
         }
+        // A stream the checkpoint puts further on lost records to a segment rewrite: take
+        // the checkpoint's seq and note the hole.
+        for (c, m) in cp.streams.iter().zip(&mine.streams) {
+            if c.next_seq > m.next_seq {
+                self.holes
+                    .entry(c.stream_id)
+                    .or_insert((m.next_seq, c.next_seq - 1))
+                    .1 = c.next_seq - 1;
+                if let Some(s) = self.streams.get_mut(&c.stream_id) {
+                    s.next_seq = c.next_seq;
+                }
+            }
+        }
         self.catalog_next_seq += 1;
+        Ok(())
+    }
+
+    /// Refuses a hole in a stream that is not deleted: only a deleted stream's records may
+    /// be dropped by a rewrite, so a live stream's hole is lost data.
+    pub fn check_holes(&self) -> Result<(), String> {
+        for (id, (first, last)) in &self.holes {
+            if self.streams.get(id).is_some_and(|s| !s.deleted) {
+                return Err(format!(
+                    "stream {id} is missing seqs {first}..={last}: a live stream's records are gone"
+                ));
+            }
+        }
         Ok(())
     }
 

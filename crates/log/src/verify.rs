@@ -78,8 +78,7 @@ pub fn verify_store(storage: Arc<dyn Storage>, dir: &Path) -> Result<VerifyRepor
         .collect();
     ids.sort_unstable();
     let mut report = VerifyReport::default();
-    let mut streams: BTreeMap<u64, u64> = BTreeMap::new(); // stream -> next seq
-    let mut live: BTreeMap<u64, bool> = BTreeMap::new();
+    let mut streams = Streams::default();
     let mut store_id = None;
     for (i, &id) in ids.iter().enumerate() {
         if i > 0 && id != ids[i - 1] + 1 {
@@ -104,7 +103,6 @@ pub fn verify_store(storage: Arc<dyn Storage>, dir: &Path) -> Result<VerifyRepor
                 last,
                 &mut store_id,
                 &mut streams,
-                &mut live,
                 &mut report.damages,
             ));
             continue;
@@ -113,17 +111,8 @@ pub fn verify_store(storage: Arc<dyn Storage>, dir: &Path) -> Result<VerifyRepor
         // checked again from a fresh copy (against the state before it) while they differ.
         let mut attempt = 1;
         loop {
-            let (mut s, mut l, mut d, mut sid) =
-                (streams.clone(), live.clone(), Vec::new(), store_id);
-            let check = verify_segment(
-                &bytes,
-                SegmentId(id),
-                last,
-                &mut sid,
-                &mut s,
-                &mut l,
-                &mut d,
-            );
+            let (mut s, mut d, mut sid) = (streams.clone(), Vec::new(), store_id);
+            let check = verify_segment(&bytes, SegmentId(id), last, &mut sid, &mut s, &mut d);
             if !d.is_empty() && attempt < VERIFY_READ_ATTEMPTS {
                 let fresh = read_copy(&*file).map_err(io_err("reading", &path))?;
                 if fresh != bytes {
@@ -132,14 +121,38 @@ pub fn verify_store(storage: Arc<dyn Storage>, dir: &Path) -> Result<VerifyRepor
                     continue;
                 }
             }
-            (streams, live, store_id) = (s, l, sid);
+            (streams, store_id) = (s, sid);
             report.damages.extend(d);
             report.segments.push(check);
             break;
         }
     }
-    report.live_streams = live.values().filter(|&&l| l).count() as u64;
+    for (stream, (segment, first, last)) in &streams.holes {
+        if streams.live.get(stream).copied().unwrap_or(false) {
+            report.damages.push(Damage {
+                segment: *segment,
+                offset: 0,
+                what: format!(
+                    "live stream {stream} is missing seqs {first}..={last} (no segment holds them)"
+                ),
+            });
+        }
+    }
+    report.live_streams = streams.live.values().filter(|&&l| l).count() as u64;
     Ok(report)
+}
+
+/// What the records read so far say about every stream.
+#[derive(Debug, Clone, Default)]
+struct Streams {
+    /// Stream -> the seq its next record must have.
+    next: BTreeMap<u64, u64>,
+    /// Stream -> whether it is live (created, not deleted).
+    live: BTreeMap<u64, bool>,
+    /// Streams a checkpoint put past records no segment holds (a rewrite dropped them), with
+    /// the first missing seq: damage unless the stream ends up deleted.
+    /// spec: segment.md#rewriting-a-segment
+    holes: BTreeMap<u64, (SegmentId, u64, u64)>,
 }
 
 /// Reads of a changing last segment before its damage is reported as it stands.
@@ -150,8 +163,7 @@ fn verify_segment(
     id: SegmentId,
     last: bool,
     store_id: &mut Option<[u8; 16]>,
-    streams: &mut BTreeMap<u64, u64>,
-    live: &mut BTreeMap<u64, bool>,
+    streams: &mut Streams,
     damages: &mut Vec<Damage>,
 ) -> SegmentCheck {
     let mut damage = |offset: u64, what: String| {
@@ -209,7 +221,7 @@ fn verify_segment(
                     note(&mut found, &r.header, r.offset);
                     check_seq(
                         streams,
-                        live,
+                        id,
                         &r.header,
                         payload,
                         &mut catalog,
@@ -278,15 +290,15 @@ fn seq_break(stream: u64, expected: u64, found: u64) -> String {
 }
 
 fn check_seq(
-    streams: &mut BTreeMap<u64, u64>,
-    live: &mut BTreeMap<u64, bool>,
+    streams: &mut Streams,
+    segment: SegmentId,
     h: &RecordHeader,
     payload: &[u8],
     catalog: &mut Vec<CatalogEntry>,
     damage: &mut impl FnMut(u64, String),
     offset: u64,
 ) {
-    let next = streams.entry(h.stream_id).or_insert(h.seq);
+    let next = streams.next.entry(h.stream_id).or_insert(h.seq);
     if *next != h.seq {
         damage(offset, seq_break(h.stream_id, *next, h.seq));
     }
@@ -299,7 +311,7 @@ fn check_seq(
         let now_live = match e.op {
             sessionlog_format::CatalogOp::Checkpoint => {
                 match sessionlog_format::CatalogCheckpoint::from_entry(&e) {
-                    Ok(cp) => apply_checkpoint(live, streams, &cp, offset, damage),
+                    Ok(cp) => apply_checkpoint(streams, segment, &cp, offset, damage),
                     Err(why) => damage(offset, format!("catalog checkpoint: {why}")),
                 }
                 catalog.push(e);
@@ -309,13 +321,13 @@ fn check_seq(
             sessionlog_format::CatalogOp::Delete => false,
             // A rename keeps the stream as it was: live, or a damage report later.
             sessionlog_format::CatalogOp::Rename => {
-                live.get(&e.stream_id).copied().unwrap_or(false)
+                streams.live.get(&e.stream_id).copied().unwrap_or(false)
             }
         };
-        live.insert(e.stream_id, now_live);
-        streams.entry(e.stream_id).or_insert(0);
+        streams.live.insert(e.stream_id, now_live);
+        streams.next.entry(e.stream_id).or_insert(0);
         catalog.push(e);
-    } else if !live.get(&h.stream_id).copied().unwrap_or(false) {
+    } else if !streams.live.get(&h.stream_id).copied().unwrap_or(false) {
         damage(
             offset,
             format!("record of stream {} that is not live", h.stream_id),
@@ -323,24 +335,27 @@ fn check_seq(
     }
 }
 
-/// A checkpoint in a store read from its first record on must list exactly the live streams;
-/// in a store whose older segments were reclaimed (nothing known yet) it sets them.
+/// A checkpoint in a store read from its first record on must list exactly the live streams,
+/// each at the seq its records reached or past it (records a rewrite dropped: a hole, checked
+/// at the end); in a store whose older segments were reclaimed (nothing known yet) it sets
+/// them.
 fn apply_checkpoint(
-    live: &mut BTreeMap<u64, bool>,
-    streams: &mut BTreeMap<u64, u64>,
+    streams: &mut Streams,
+    segment: SegmentId,
     cp: &sessionlog_format::CatalogCheckpoint,
     offset: u64,
     damage: &mut impl FnMut(u64, String),
 ) {
-    if live.is_empty() {
+    if streams.live.is_empty() {
         for s in &cp.streams {
-            live.insert(s.stream_id, true);
-            streams.insert(s.stream_id, s.next_seq);
+            streams.live.insert(s.stream_id, true);
+            streams.next.insert(s.stream_id, s.next_seq);
         }
         return;
     }
     let listed: Vec<u64> = cp.streams.iter().map(|s| s.stream_id).collect();
-    let known_live: Vec<u64> = live
+    let known_live: Vec<u64> = streams
+        .live
         .iter()
         .filter(|(_, l)| **l)
         .map(|(id, _)| *id)
@@ -352,8 +367,15 @@ fn apply_checkpoint(
         );
     }
     for s in &cp.streams {
-        let next = streams.get(&s.stream_id).copied().unwrap_or(0);
-        if next != s.next_seq {
+        let next = streams.next.get(&s.stream_id).copied().unwrap_or(0);
+        if next < s.next_seq {
+            streams
+                .holes
+                .entry(s.stream_id)
+                .or_insert((segment, next, 0))
+                .2 = s.next_seq - 1;
+            streams.next.insert(s.stream_id, s.next_seq);
+        } else if next != s.next_seq {
             damage(
                 offset,
                 format!(
