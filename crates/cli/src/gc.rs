@@ -34,7 +34,8 @@ fn segment_bytes(dir: &Path) -> Result<u64, Failure> {
     Ok(total)
 }
 
-/// Removes the segments nothing live needs, with a progress bar while it works.
+/// Removes the segments nothing live needs and rewrites the mostly dead ones, with a progress
+/// bar while it works.
 pub(crate) fn gc(dir: &Path, json: bool) -> Result<u8, Failure> {
     let store = open_store(dir, Access::Existing)?;
     let segments_before = store.log_reader().stats().segments;
@@ -45,12 +46,14 @@ pub(crate) fn gc(dir: &Path, json: bool) -> Result<u8, Failure> {
         bar.set_style(style);
     }
     bar.set_message("gc");
-    let report =
-        store.reclaim_with_progress(&mut |r| bar.set_position(r.segments_removed.len() as u64))?;
+    let report = store.reclaim_with_progress(&mut |r| {
+        bar.set_position((r.segments_removed.len() + r.segments_rewritten.len()) as u64)
+    })?;
     bar.finish_and_clear();
     store.close()?;
     let bytes_after = segment_bytes(dir)?;
     let removed = report.segments_removed.len();
+    let rewritten = report.segments_rewritten.len();
     let stdout = io::stdout();
     let mut w = stdout.lock();
     if json {
@@ -59,7 +62,8 @@ pub(crate) fn gc(dir: &Path, json: bool) -> Result<u8, Failure> {
             .map(|(id, why)| serde_json::json!({ "segment": id.0, "reason": why }));
         let v = serde_json::json!({
             "segmentsRemoved": removed,
-            "segmentsRewritten": 0,
+            "segmentsRewritten": rewritten,
+            "liveBytesCopied": report.live_bytes_copied,
             "bytesBefore": bytes_before,
             "bytesAfter": bytes_after,
             "keptFrom": stopped,
@@ -67,7 +71,7 @@ pub(crate) fn gc(dir: &Path, json: bool) -> Result<u8, Failure> {
         out(&mut w, format!("{v}\n").as_bytes())?;
     } else {
         let mut text = format!(
-            "segments removed: {removed}\nsegments rewritten: 0\nbytes before: {bytes_before}\nbytes after: {bytes_after}\n"
+            "segments removed: {removed}\nsegments rewritten: {rewritten}\nbytes before: {bytes_before}\nbytes after: {bytes_after}\n"
         );
         if let Some((id, why)) = report.stopped_at {
             text.push_str(&format!("kept from segment {}: {why}\n", id.0));

@@ -627,13 +627,14 @@ impl Store {
     }
 
     /// Gives the space of deleted sessions back: removes the log's sealed segments that hold
-    /// nothing live ([`sessionlog_log::Log::reclaim`]). Every event of a live session stays,
+    /// nothing live and rewrites the ones whose live share is below
+    /// `LogOptions::rewrite_below_live_percent` ([`sessionlog_log::Log::reclaim`]). Every event of a live session stays,
     /// the originals a compaction shadowed included; only deleted sessions free space.
     pub fn reclaim(&self) -> Result<sessionlog_log::ReclaimReport> {
         self.reclaim_with_progress(&mut |_| {})
     }
 
-    /// [`reclaim`](Self::reclaim), calling `progress` after each segment removed.
+    /// [`reclaim`](Self::reclaim), calling `progress` after each segment removed or rewritten.
     pub fn reclaim_with_progress(
         &self,
         progress: &mut dyn FnMut(&sessionlog_log::ReclaimReport),
