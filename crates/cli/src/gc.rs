@@ -1,9 +1,12 @@
-//! `delete` and `gc`: deleting a session, and giving the space of deleted sessions back.
+//! `delete` and `gc`: deleting a session, deleting the sessions a retention policy names, and
+//! giving the space of deleted sessions back.
 
 use std::io::{self, Write};
 use std::path::Path;
+use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use sessionlog::{Retention, RetentionReport};
 use sessionlog_log::Access;
 
 use crate::{open_store, out, Failure};
@@ -34,18 +37,97 @@ fn segment_bytes(dir: &Path) -> Result<u64, Failure> {
     Ok(total)
 }
 
-/// Removes the segments nothing live needs and rewrites the mostly dead ones, with a progress
-/// bar while it works.
-pub(crate) fn gc(dir: &Path, json: bool) -> Result<u8, Failure> {
-    let store = open_store(dir, Access::Existing)?;
-    let segments_before = store.log_reader().stats().segments;
-    let bytes_before = segment_bytes(dir)?;
-    // Hidden when stderr is not a terminal.
-    let bar = ProgressBar::new(segments_before as u64);
-    if let Ok(style) = ProgressStyle::with_template("{msg} {bar:30} {pos}/{len} segments") {
+/// The retention policy `gc` was given: by age, by a list, or none.
+fn retention(
+    older_than: Option<&str>,
+    sessions_from: Option<&Path>,
+) -> Result<Option<Retention>, Failure> {
+    match (older_than, sessions_from) {
+        (Some(_), Some(_)) => Err(Failure::new(
+            2,
+            "give --older-than or --sessions-from, not both".to_owned(),
+        )),
+        (Some(d), None) => Ok(Some(Retention::older_than(parse_duration(d)?))),
+        (None, Some(path)) => {
+            let text = if path == Path::new("-") {
+                io::read_to_string(io::stdin())
+            } else {
+                std::fs::read_to_string(path)
+            }
+            .map_err(|e| Failure::new(2, format!("reading {}: {e}", path.display())))?;
+            let names = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(str::to_owned)
+                .collect();
+            Ok(Some(Retention::Sessions(names)))
+        }
+        (None, None) => Ok(None),
+    }
+}
+
+/// `30d`, `12h`, `90m`, `45s`, `2w`: a whole number and one unit.
+fn parse_duration(text: &str) -> Result<Duration, Failure> {
+    let bad = || {
+        Failure::new(
+            2,
+            format!("cannot read duration {text:?}: write a whole number and a unit, s, m, h, d or w (e.g. 30d)"),
+        )
+    };
+    let unit_at = text.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+    let (number, unit) = text.split_at(unit_at);
+    let n: u64 = number.parse().map_err(|_| bad())?;
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "w" => 604_800,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(seconds)
+        .map(Duration::from_secs)
+        .ok_or_else(bad)
+}
+
+/// A progress bar on stderr (hidden when stderr is not a terminal).
+fn bar(len: usize, what: &str) -> ProgressBar {
+    let bar = ProgressBar::new(len as u64);
+    if let Ok(style) =
+        ProgressStyle::with_template(&format!("{{msg}} {{bar:30}} {{pos}}/{{len}} {what}"))
+    {
         bar.set_style(style);
     }
     bar.set_message("gc");
+    bar
+}
+
+/// Deletes what the retention policy names, then removes the segments nothing live needs and
+/// rewrites the mostly dead ones, with a progress bar while it works.
+pub(crate) fn gc(
+    dir: &Path,
+    json: bool,
+    older_than: Option<&str>,
+    sessions_from: Option<&Path>,
+) -> Result<u8, Failure> {
+    let policy = retention(older_than, sessions_from)?;
+    let store = open_store(dir, Access::Existing)?;
+    let retained = match &policy {
+        Some(policy) => {
+            let bar = bar(0, "sessions");
+            let report = store.apply_retention(policy, &mut |done, total| {
+                bar.set_length(total as u64);
+                bar.set_position(done as u64);
+            })?;
+            bar.finish_and_clear();
+            report
+        }
+        None => RetentionReport::default(),
+    };
+    let segments_before = store.log_reader().stats().segments;
+    let bytes_before = segment_bytes(dir)?;
+    let bar = bar(segments_before, "segments");
     let report = store.reclaim_with_progress(&mut |r| {
         bar.set_position((r.segments_removed.len() + r.segments_rewritten.len()) as u64)
     })?;
@@ -54,6 +136,7 @@ pub(crate) fn gc(dir: &Path, json: bool) -> Result<u8, Failure> {
     let bytes_after = segment_bytes(dir)?;
     let removed = report.segments_removed.len();
     let rewritten = report.segments_rewritten.len();
+    let deleted = retained.deleted.len();
     let stdout = io::stdout();
     let mut w = stdout.lock();
     if json {
@@ -61,6 +144,9 @@ pub(crate) fn gc(dir: &Path, json: bool) -> Result<u8, Failure> {
             .stopped_at
             .map(|(id, why)| serde_json::json!({ "segment": id.0, "reason": why }));
         let v = serde_json::json!({
+            "sessionsDeleted": deleted,
+            "sessionsMissing": retained.missing,
+            "sessionsBusy": retained.busy,
             "segmentsRemoved": removed,
             "segmentsRewritten": rewritten,
             "liveBytesCopied": report.live_bytes_copied,
@@ -70,9 +156,19 @@ pub(crate) fn gc(dir: &Path, json: bool) -> Result<u8, Failure> {
         });
         out(&mut w, format!("{v}\n").as_bytes())?;
     } else {
-        let mut text = format!(
+        let mut text = String::new();
+        if policy.is_some() {
+            text.push_str(&format!("sessions deleted: {deleted}\n"));
+            for name in &retained.missing {
+                text.push_str(&format!("not in the store: {name}\n"));
+            }
+            for name in &retained.busy {
+                text.push_str(&format!("kept, a writer has it open: {name}\n"));
+            }
+        }
+        text.push_str(&format!(
             "segments removed: {removed}\nsegments rewritten: {rewritten}\nbytes before: {bytes_before}\nbytes after: {bytes_after}\n"
-        );
+        ));
         if let Some((id, why)) = report.stopped_at {
             text.push_str(&format!("kept from segment {}: {why}\n", id.0));
         }

@@ -65,7 +65,9 @@ enum Command {
         session: String,
     },
     /// Give back the space of deleted sessions: remove the sealed segments that hold nothing
-    /// live. Prints segments removed and rewritten and the bytes before and after.
+    /// live and rewrite the mostly dead ones. With a retention policy, delete the sessions it
+    /// names first. Prints sessions deleted, segments removed and rewritten and the bytes
+    /// before and after.
     Gc {
         /// The store directory.
         #[arg(long)]
@@ -73,6 +75,13 @@ enum Command {
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
+        /// First delete every session whose last event is older than this: a number and a
+        /// unit, s, m, h, d or w (`30d`, `12h`).
+        #[arg(long, value_name = "DURATION")]
+        older_than: Option<String>,
+        /// First delete the sessions named in this file, one per line (`-` reads stdin).
+        #[arg(long, value_name = "FILE")]
+        sessions_from: Option<PathBuf>,
     },
     /// Segments, streams, records, bytes and index memory of a store; with --session, the
     /// `stats` projection of that session (events and bytes by type, turns and end reasons,
@@ -521,7 +530,17 @@ fn run(command: Command) -> Result<u8, Failure> {
             json,
         } => views::tools(&store, &session, json),
         Command::Delete { store, session } => gc::delete(&store, &session),
-        Command::Gc { store, json } => gc::gc(&store, json),
+        Command::Gc {
+            store,
+            json,
+            older_than,
+            sessions_from,
+        } => gc::gc(
+            &store,
+            json,
+            older_than.as_deref(),
+            sessions_from.as_deref(),
+        ),
         Command::Dump { store, segment } => dump::dump(&store, segment),
         Command::Demo {
             dir,

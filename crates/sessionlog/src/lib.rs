@@ -40,8 +40,8 @@ pub use sessionlog_session::{
 #[doc(inline)]
 pub use sessionlog_session::{ErrorClass, NewEvent, SessionStore, StoreError, StoreResult};
 pub use store::{
-    parse_dsh, CacheCheck, CacheUse, ImportSummary, SessionHandle, SessionInfo, SessionView, Store,
-    StoreOptions, KIND_SESSION_HEADER,
+    parse_dsh, CacheCheck, CacheUse, ImportSummary, Retention, RetentionReport, SessionHandle,
+    SessionInfo, SessionView, Store, StoreOptions, KIND_SESSION_HEADER,
 };
 pub use verify::{SessionDamage, SessionsCheck};
 pub use view::{RequestView, SurfaceView};

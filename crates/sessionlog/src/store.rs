@@ -32,8 +32,11 @@ mod create;
 mod past;
 mod projected;
 mod resume;
+mod retention;
+
 pub use create::parse_dsh;
 pub(crate) use past::LogPast;
+pub use retention::{Retention, RetentionReport};
 
 /// Kind tag of the session header record (record 0 of a session's stream).
 /// spec: events.md#session-header-record
