@@ -21,7 +21,6 @@ mod dump;
 mod gc;
 mod migrate;
 mod sessions;
-mod show;
 mod tokens;
 mod views;
 
@@ -651,6 +650,7 @@ pub(crate) fn store_options() -> sessionlog::StoreOptions {
     sessionlog::StoreOptions::default()
         .with_projection(sessionlog::projection::Stats)
         .with_projection(sessionlog::projection::ToolAudit)
+        .with_projection(sessionlog::projection::Transcript)
 }
 
 /// One stderr line per thing the open cut, rebuilt or removed (or, read-only, left out).

@@ -3,6 +3,7 @@
 use std::io::{self, BufRead, Write};
 use std::path::Path;
 
+use sessionlog::projection::Transcript;
 use sessionlog::session::{EventInput, ExportOptions, SessionHeader};
 use sessionlog::{Access, CacheCheck, Durability, SessionHandle};
 
@@ -271,11 +272,24 @@ const SHOW_TEXT_CHARS: usize = 160;
 
 pub(crate) fn show(dir: &Path, name: &str, raw: bool) -> Result<u8, Failure> {
     let store = open_store(dir, Access::ReadOnly)?;
-    let session = store.load_session(name)?;
     if !raw {
-        crate::show::transcript(name, &session)?;
+        let transcript = store.projection::<Transcript>(Transcript::NAME, name)?;
+        let mut w = io::BufWriter::new(io::stdout().lock());
+        transcript
+            .state
+            .write(name, &mut w)
+            .and_then(|()| w.flush())
+            .or_else(|e| {
+                // A closed pipe (`| head`) ends the command quietly.
+                if e.kind() == io::ErrorKind::BrokenPipe {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            })?;
         return Ok(0);
     }
+    let session = store.load_session(name)?;
     let on_surface: std::collections::HashSet<u64> = session.surface().into_iter().collect();
     let mut w = io::BufWriter::new(io::stdout().lock());
     out(

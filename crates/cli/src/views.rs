@@ -167,7 +167,7 @@ pub(crate) fn tools(dir: &Path, name: &str, json_out: bool) -> Result<u8, Failur
                 status,
                 duration,
                 c.call_id,
-                crate::show::abbreviate(&c.arguments, 60)
+                sessionlog::projection::transcript::abbreviate(&c.arguments, 60)
             )
         };
         out(&mut w, line.as_bytes())?;

@@ -1,6 +1,6 @@
 //! `stats --session` counts a session's events (by type, turns and end reasons, tool calls
-//! and errors by tool, exact usage, estimated tokens) and `tools` lists its tool calls, both
-//! from the projections' checkpoints when a writer left them, read-only otherwise; a missing
+//! and errors by tool, exact usage, estimated tokens), `tools` lists its tool calls and
+//! `show` prints its transcript, all from the projections' checkpoints when a writer left them, read-only otherwise; a missing
 //! session exits 2 with one line.
 
 mod common;
@@ -88,12 +88,20 @@ fn stats_and_tools_show_what_the_session_holds() {
         "{listing:?}"
     );
 
-    // Once a writing command has checkpointed them, the reads come from the checkpoints.
+    // Once a writing command has checkpointed them, the reads come from the checkpoints,
+    // and say the same.
+    let shown = run(&["show", "--store", s, "--session", "t"], "");
+    assert_eq!(shown.code, 0, "{shown:?}");
+    assert!(shown.stdout.contains("[shadowed by seq 8]"), "{shown:?}");
     let rebuilt = run(&["cache", "rebuild", "--store", s], "");
     assert_eq!(rebuilt.code, 0, "{rebuilt:?}");
     let again = json(&run(&["stats", "--store", s, "--session", "t", "--json"], "").stdout);
     assert_eq!(again["cache"]["checkpoint"], true, "{again}");
     assert_eq!(again["events"], 11);
+    assert_eq!(
+        run(&["show", "--store", s, "--session", "t"], "").stdout,
+        shown.stdout
+    );
 
     // Without --session, stats is the store's as before.
     let store_stats = json(&run(&["stats", "--store", s, "--json"], "").stdout);

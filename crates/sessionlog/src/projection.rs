@@ -23,9 +23,11 @@ use sessionlog_session::{Event, FormatVersion, SessionHeader};
 
 pub mod stats;
 pub mod tool_audit;
+pub mod transcript;
 
 pub use stats::{SessionStats, Stats};
 pub use tool_audit::{ToolAudit, ToolCallRecord, ToolCalls};
+pub use transcript::{SessionTranscript, Transcript};
 
 /// One stored event as a projection sees it: the record's kind tag (so a fold can skip by
 /// kind without reading the payload), the record's size, and the event, whose typed view is
@@ -105,6 +107,16 @@ pub trait Projection: Send + Sync + 'static {
         true
     }
 
+    /// How many events a writer folds past this projection's checkpoint before it writes a
+    /// new one (and how many a read may fold before it does), given the store's
+    /// `cache_refresh_events` and the events the state covers. The default is the store's
+    /// setting; a projection whose checkpoint grows with the session returns more as the
+    /// session grows, so that rewriting it stays a bounded share of appending.
+    fn checkpoint_every(&self, refresh_events: u64, events: u64) -> u64 {
+        let _ = events;
+        refresh_events
+    }
+
     /// The state of a session with no event yet.
     fn init(&self, header: &SessionHeader) -> Self::State;
 
@@ -131,6 +143,7 @@ pub(crate) trait Registered: Send + Sync {
     fn name(&self) -> &str;
     fn version(&self) -> u32;
     fn wants(&self, kind: u8) -> bool;
+    fn checkpoint_every(&self, refresh_events: u64, events: u64) -> u64;
     fn init(&self, header: &SessionHeader) -> Result<AnyState, ProjectionError>;
     fn apply(&self, state: &mut AnyState, event: &StoredEvent<'_>) -> Result<(), ProjectionError>;
     fn encode(&self, state: &AnyState) -> Result<Vec<u8>, ProjectionError>;
@@ -173,6 +186,13 @@ impl<P: Projection> Registered for P {
 
     fn wants(&self, kind: u8) -> bool {
         guarded("wants", || Ok(Projection::wants(self, kind))).unwrap_or(true)
+    }
+
+    fn checkpoint_every(&self, refresh_events: u64, events: u64) -> u64 {
+        guarded("checkpoint_every", || {
+            Ok(Projection::checkpoint_every(self, refresh_events, events))
+        })
+        .unwrap_or(refresh_events)
     }
 
     fn init(&self, header: &SessionHeader) -> Result<AnyState, ProjectionError> {

@@ -357,6 +357,7 @@ impl Store {
                     projection: p.clone(),
                     state: p.init(header),
                     events: 0,
+                    checkpointed: 0,
                 })
                 .collect()
         } else {
@@ -1157,12 +1158,15 @@ impl SessionHandle {
     pub fn commit(&mut self) -> Result<()> {
         self.store.inner.log.flush()?;
         let next = self.folded.state.next_seq().get();
-        if next.saturating_sub(self.checkpointed) >= self.store.inner.options.cache_refresh_events {
+        let refresh = self.store.inner.options.cache_refresh_events;
+        if next.saturating_sub(self.checkpointed) >= refresh {
             self.store.write_checkpoint(self.stream, &self.folded);
-            for slot in &self.views {
+            self.checkpointed = next;
+        }
+        for slot in &mut self.views {
+            if slot.due(refresh) {
                 self.store.write_projection(self.stream, slot);
             }
-            self.checkpointed = next;
         }
         Ok(())
     }

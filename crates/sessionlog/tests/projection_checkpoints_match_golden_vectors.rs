@@ -1,5 +1,5 @@
-//! The golden projection checkpoints in `format-spec/vectors/` (`stats` and `tool-audit`,
-//! version 1) are what the shipped folds encode for the session below, and decode to the
+//! The golden projection checkpoints in `format-spec/vectors/` (`stats`, `tool-audit` and
+//! `transcript`, version 1) are what the shipped folds encode for the session below, and decode to the
 //! states `format-spec/vectors/README.md` describes, so `format-spec/cache.md#projections`
 //! cannot drift from the code.
 //!
@@ -10,7 +10,9 @@
 
 use std::path::PathBuf;
 
-use sessionlog::projection::{SessionStats, Stats, ToolAudit, ToolCalls};
+use sessionlog::projection::{
+    SessionStats, SessionTranscript, Stats, ToolAudit, ToolCalls, Transcript,
+};
 use sessionlog::session::{
     encode_event, kind_tag, Event, EventInput, FormatVersion, SessionHeader, SurfaceOp,
 };
@@ -19,6 +21,7 @@ use sessionlog::{Projection, StoredEvent};
 const REGENERATE_ENV: &str = "SESSIONLOG_REGENERATE_VECTORS";
 const STATS_FILE: &str = "projection_stats_v1.bin";
 const AUDIT_FILE: &str = "projection_tool_audit_v1.bin";
+const TRANSCRIPT_FILE: &str = "projection_transcript_v1.bin";
 
 fn vectors_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../format-spec/vectors")
@@ -173,5 +176,42 @@ fn the_tool_audit_vector_decodes_to_the_documented_calls() {
     assert_eq!(read.shadowed_by, None);
     for cut in 0..bytes.len() {
         assert!(ToolAudit.decode(&bytes[..cut]).is_err(), "cut at {cut}");
+    }
+}
+
+#[test]
+fn the_transcript_vector_decodes_to_the_documented_rows() {
+    let state = fold(&Transcript);
+    let mut encoded = Vec::new();
+    Transcript.encode(&state, &mut encoded);
+    let bytes = golden(TRANSCRIPT_FILE, &encoded);
+    let t: SessionTranscript = Transcript.decode(&bytes).expect("decodes");
+    assert_eq!(t, state);
+    let mut out = Vec::new();
+    t.write("golden", &mut out).expect("write");
+    let text = String::from_utf8(out).expect("utf-8");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        "session golden: 11 events, 4 messages on the surface, 1 shadowed by 1 replacement"
+    );
+    assert!(
+        lines.contains(&"~   5  tool        ← bash [c1] ok: out"),
+        "{text}"
+    );
+    assert!(
+        lines.contains(&"                   [shadowed by seq 8]"),
+        "{text}"
+    );
+    assert!(
+        lines.contains(&"»   8  tool        [replaces seq 5..=5; cites seq 5]"),
+        "{text}"
+    );
+    assert!(
+        lines.contains(&"·  10  turn        turn 1 ends: completed"),
+        "{text}"
+    );
+    for cut in 0..bytes.len() {
+        assert!(Transcript.decode(&bytes[..cut]).is_err(), "cut at {cut}");
     }
 }

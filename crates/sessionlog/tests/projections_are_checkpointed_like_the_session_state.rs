@@ -9,7 +9,7 @@ use std::path::Path;
 use proptest::prelude::*;
 use rand::SeedableRng;
 use sessionlog::cache::CacheMiss;
-use sessionlog::projection::{SessionStats, Stats, ToolAudit, ToolCalls};
+use sessionlog::projection::{SessionStats, Stats, ToolAudit, ToolCalls, Transcript};
 use sessionlog::session::codec::kind;
 use sessionlog::session::SessionHeader;
 use sessionlog::workload::{Workload, WorkloadConfig};
@@ -30,6 +30,7 @@ fn opts() -> StoreOptions {
         .with_cache_refresh_events(REFRESH)
         .with_projection(Stats)
         .with_projection(ToolAudit)
+        .with_projection(Transcript)
 }
 
 /// The same store read with no cache at all: every projection folded from the whole log.
@@ -47,7 +48,7 @@ fn audit(store: &Store, name: &str) -> sessionlog::Projected<ToolCalls> {
         .expect("tool audit")
 }
 
-/// Both shipped projections of `name` equal those of a fold of the whole log; returns how
+/// The shipped projections of `name` (and the transcript's text) equal those of a fold of the whole log; returns how
 /// the stats were built.
 fn assert_equal_to_a_full_fold(store: &Store, full: &Store, name: &str) -> CacheUse {
     let s = stats(store, name);
@@ -59,6 +60,32 @@ fn assert_equal_to_a_full_fold(store: &Store, full: &Store, name: &str) -> Cache
         audit(store, name).state,
         audit(full, name).state,
         "{name}: tool audit"
+    );
+    let shown = |store: &Store| {
+        let t = store
+            .projection::<Transcript>(Transcript::NAME, name)
+            .expect("transcript");
+        let mut out = Vec::new();
+        t.state.write(name, &mut out).expect("write");
+        (t.state, out)
+    };
+    let (transcript, text) = shown(store);
+    let (fresh_transcript, fresh_text) = shown(full);
+    assert_eq!(transcript, fresh_transcript, "{name}: transcript");
+    assert_eq!(text, fresh_text, "{name}: transcript text");
+    // The transcript's surface is the session's.
+    let nodes = store.view(name).expect("view").surface.nodes().len();
+    let heading = String::from_utf8_lossy(&text);
+    let on_surface = match nodes {
+        1 => "1 message on the surface".to_owned(),
+        n => format!("{n} messages on the surface"),
+    };
+    assert!(
+        heading
+            .lines()
+            .next()
+            .is_some_and(|h| h.contains(&on_surface)),
+        "{name}: {on_surface}"
     );
     s.cache
 }
@@ -188,12 +215,12 @@ fn a_crash_at_any_point_of_a_projection_checkpoint_write_is_rebuilt_or_used_whol
         tear_probability: 0.0,
         zero_fill_probability: 0.0,
     };
-    // Writing the two checkpoints makes only directory changes (remove a stale temporary
+    // Writing the three checkpoints makes only directory changes (remove a stale temporary
     // file, create it, rename it) and one write each: the power goes out before any one
     // of them (every later operation fails), or after all of them.
-    let cuts: Vec<Option<Fault>> = (0..7)
+    let cuts: Vec<Option<Fault>> = (0..10)
         .map(|k| Some(Fault::on(OpKind::Namespace).after(k).sticky()))
-        .chain((0..2).map(|k| Some(Fault::on(OpKind::Write).after(k).sticky())))
+        .chain((0..3).map(|k| Some(Fault::on(OpKind::Write).after(k).sticky())))
         .chain([None])
         .collect();
     let schedules = cuts

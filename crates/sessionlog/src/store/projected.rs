@@ -20,6 +20,8 @@ pub(crate) struct Slot {
     pub(crate) state: std::result::Result<AnyState, ProjectionError>,
     /// Events folded into the state (the session's next seq when it covers them all).
     pub(crate) events: u64,
+    /// Events the state covered when its checkpoint was last written or loaded.
+    pub(crate) checkpointed: u64,
 }
 
 impl std::fmt::Debug for Slot {
@@ -33,6 +35,15 @@ impl std::fmt::Debug for Slot {
 }
 
 impl Slot {
+    /// Whether enough events were folded past the checkpoint to write a new one.
+    pub(crate) fn due(&self, refresh_events: u64) -> bool {
+        let every = self
+            .projection
+            .checkpoint_every(refresh_events, self.events)
+            .max(1);
+        self.events.saturating_sub(self.checkpointed) >= every
+    }
+
     /// Folds one stored event in, unless the projection skips its kind or has failed.
     pub(crate) fn feed(&mut self, event: &StoredEvent<'_>) {
         if let Ok(state) = &mut self.state {
@@ -137,6 +148,7 @@ impl Store {
             projection,
             state,
             events: next.saturating_sub(1),
+            checkpointed: start.saturating_sub(1),
         };
         let past = LogPast::new(log.clone(), stream, header.id());
         let version = FormatVersion::for_header(&self.inner.options.version, header);
@@ -164,8 +176,13 @@ impl Store {
         if let CacheUse::Hit { folded } = &mut cache {
             *folded = next.saturating_sub(start);
         }
-        if self.refresh_checkpoint(&cache) {
-            self.write_projection(stream, &slot);
+        let refresh = match &cache {
+            CacheUse::Hit { .. } => slot.due(self.inner.options.cache_refresh_events),
+            CacheUse::Rebuilt(_) => true,
+            CacheUse::Disabled => false,
+        };
+        if refresh {
+            self.write_projection(stream, &mut slot);
         }
         Ok((slot, cache))
     }
@@ -194,7 +211,7 @@ impl Store {
     /// Writes the checkpoint of a slot whose state covers every record of `stream`, under
     /// the rules of the session's own checkpoint (durable records only, never syncing,
     /// never failing the caller). A failed projection writes none.
-    pub(super) fn write_projection(&self, stream: StreamId, slot: &Slot) {
+    pub(super) fn write_projection(&self, stream: StreamId, slot: &mut Slot) {
         let Ok(state) = &slot.state else {
             return;
         };
@@ -215,6 +232,7 @@ impl Store {
         );
         let path = cache::projection_path(self.inner.log.dir(), stream, name);
         self.write_cache_file(&path, &bytes);
+        slot.checkpointed = slot.events;
     }
 
     /// Removes the checkpoints of every registered projection of `stream`.
