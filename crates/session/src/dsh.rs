@@ -410,7 +410,28 @@ pub fn header_for_format(
 /// written as its writer does; a format that lacks an event, or would need the event's
 /// shape changed (a migration), is refused with the reason.
 pub fn export_dsh(session: &Session, options: &ExportOptions) -> Result<Vec<u8>, Error> {
-    let format = choice_for(session).choose(options.format)?;
+    let declared = session.header().format();
+    if needs_migration(declared, options.format) {
+        return crate::migrate::export_latest(session.header(), session.events(), options.zstd);
+    }
+    let plain = export_unmigrated(session, options.format)?;
+    if options.zstd {
+        zstd_file::encode(&plain)
+    } else {
+        Ok(plain)
+    }
+}
+
+/// Whether an export asked for `requested` of a session declaring `declared` goes through
+/// DSH's migration: an older session written as the latest format is the file DSH's own
+/// migration writes, since DSH never reads a file of the latest format that it did not so
+/// migrate or write natively.
+pub fn needs_migration(declared: DshFormat, requested: Option<DshFormat>) -> bool {
+    requested == Some(DshFormat::LATEST) && declared < DshFormat::LATEST
+}
+
+fn export_unmigrated(session: &Session, requested: Option<DshFormat>) -> Result<Vec<u8>, Error> {
+    let format = choice_for(session).choose(requested)?;
     let declared = session.header().format();
     let plain = if format == declared {
         export_jsonl(session)
@@ -427,11 +448,7 @@ pub fn export_dsh(session: &Session, options: &ExportOptions) -> Result<Vec<u8>,
         write_packed(&mut out, &events);
         out.into_bytes()
     };
-    if options.zstd {
-        zstd_file::encode(&plain)
-    } else {
-        Ok(plain)
-    }
+    Ok(plain)
 }
 
 /// `event`, stored in a session declaring `declared`, as an export at `format` writes it:

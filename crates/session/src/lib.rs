@@ -20,6 +20,7 @@ mod event;
 mod header;
 pub mod json;
 mod lookback;
+pub mod migrate;
 mod repair;
 mod session;
 mod state;
@@ -41,7 +42,7 @@ pub use codec::{
 };
 pub use dsh::{
     event_for_format, export_dsh, export_format, export_jsonl, header_for_format, import_jsonl,
-    DshImport, ExportOptions, FormatChoice, ImportOptions, TailCut,
+    needs_migration, DshImport, ExportOptions, FormatChoice, ImportOptions, TailCut,
 };
 pub use error::{Error, Rule, ValidationError};
 pub use event::{Event, EventInput, Seq, SurfaceOp};

@@ -8,9 +8,9 @@ use parking_lot::Mutex;
 use sessionlog_log::{Access, Append, Durability, Log, LogOptions, Seq as LogSeq, StreamId};
 use sessionlog_session::{
     decode_event, decode_header, decode_stored_event, derive_message, encode_event,
-    event_for_format, header_for_format, kind_tag, zstd_file, BuildEvent, DshFormat, Event,
-    EventInput, ExportOptions, FormatChoice, FormatVersion, LookBack, PackedLines, RuleSet,
-    Session, SessionHeader, SessionState, WithPending,
+    event_for_format, header_for_format, kind_tag, migrate, needs_migration, zstd_file, BuildEvent,
+    DshFormat, Event, EventInput, ExportOptions, FormatChoice, FormatVersion, LookBack,
+    PackedLines, RuleSet, Session, SessionHeader, SessionState, WithPending,
 };
 
 use sessionlog_session::compaction::{
@@ -537,6 +537,12 @@ impl Store {
         let stream = self.stream(name)?;
         let header = self.read_header(name, stream)?;
         let declared = header.format();
+        if needs_migration(declared, options.format) {
+            let events = self.raw_events(name, Seq(0))?;
+            let file = migrate::export_latest(&header, &events, options.zstd)?;
+            out.write_all(&file).map_err(Error::Output)?;
+            return Ok(DshFormat::LATEST);
+        }
         let mut choice = FormatChoice::new(declared);
         let mut any_event = false;
         for event in self.events(name, Seq(0))? {

@@ -1,0 +1,547 @@
+//! V3 -> V4: tool results become first-class `role: "tool"` messages; plugin-wrapped
+//! message sources name their producer (`{kind: "plugin", plugin: "compact"}` becomes
+//! `{kind: "compact-checkpoint"}`, the system prompt's becomes `system-prompt`); content
+//! block and stream tags outside V3's set are namespaced `plugin:TAG`, as are unknown
+//! ignorable event types; a turn a queued message interrupted gets its `turn/end`.
+
+use std::borrow::Cow;
+
+use super::value::{get, has, remove, set, text_of, Obj, Val};
+use super::{malformed_in, queues_next_turn, unsupported, Ev, HeaderFacts, Refusal, SeqMap};
+use crate::version::DshFormat;
+
+const BLOCK_TYPES: [&str; 6] = [
+    "text",
+    "reasoning",
+    "image",
+    "file",
+    "tool-call",
+    "tool-result",
+];
+
+const RENAMED_PRODUCERS: [(&str, &str); 5] = [
+    ("compact", "compact-checkpoint"),
+    ("tools-code-mode", "ptc-mode"),
+    ("tools-ptc", "ptc-mode"),
+    ("dsh-compaction-basic", "compact-basic"),
+    ("@deepseek-ai/dsh-system-prompt", "runtime-context"),
+];
+
+const SAME_NAME_PRODUCERS: [&str; 25] = [
+    "agent-instructions",
+    "session-reference",
+    "team-message",
+    "goal",
+    "skill-invocation",
+    "skill-catalog",
+    "coordinator",
+    "subagent-report",
+    "subagent-settled",
+    "webhook",
+    "agent-message",
+    "model-selection",
+    "plan-mode",
+    "time-context",
+    "tmux-context",
+    "user-approval",
+    "repeat-tool-reminder",
+    "tool-cordis",
+    "cordis-host-runner",
+    "tool-goal",
+    "tool-jobs",
+    "hooks-codex",
+    "hooks-claude-code",
+    "schedule",
+    "dsh-session-title-llm",
+];
+
+struct Stage {
+    mapping: SeqMap,
+    turn: Option<u64>,
+    step_open: bool,
+    next_turn_spliced: bool,
+    next_seq: u64,
+}
+
+pub(super) fn migrate<'a>(
+    _header: &HeaderFacts,
+    events: Vec<Ev<'a>>,
+) -> Result<Vec<Ev<'a>>, Refusal> {
+    let mut stage = Stage {
+        mapping: SeqMap::new(
+            events.len(),
+            3,
+            "V3 reference must name an earlier source event",
+            "V3 event references must be an array",
+        ),
+        turn: None,
+        step_open: false,
+        next_turn_spliced: false,
+        next_seq: 0,
+    };
+    let mut out = Vec::with_capacity(events.len());
+    for mut ev in events {
+        if let Some(turn) = stage.observe_restart(&mut ev) {
+            let data = Val::Obj(vec![
+                ("turn".into(), Val::int(turn)),
+                (
+                    "reason".into(),
+                    Val::Obj(vec![("kind".into(), Val::literal("\"interrupted\""))]),
+                ),
+            ]);
+            out.push(Ev::new("turn/end", stage.next_seq, ev.time(), data));
+            stage.next_seq += 1;
+        }
+        let target = stage.next_seq;
+        stage.next_seq += 1;
+        let ignorable = ev.get("ignorable").and_then(|v| v.as_bool()) == Some(true);
+        if !DshFormat::V3.knows(&ev.ty) {
+            if !ignorable {
+                return Err(unsupported(format!(
+                    "format v3 contains unknown event type {:?} at seq {}",
+                    ev.ty, ev.seq
+                )));
+            }
+            let namespaced = format!("plugin:{}", ev.ty);
+            ev.ty = Cow::Owned(namespaced.clone());
+            set(&mut ev.env, "type", Val::string(&namespaced));
+            set(&mut ev.env, "ignorable", Val::literal("true"));
+            if ev.seq != target {
+                ev.set_seq(target);
+            }
+            stage.mapping.push(target);
+            out.push(ev);
+            continue;
+        }
+        if ev.seq != target {
+            stage.remap(&mut ev, target)?;
+        }
+        stage.mapping.push(target);
+        let seq = ev.seq;
+        for_each_message(&mut ev, &mut |message| rewrite_source(message, seq))?;
+        lift_tool_result(&mut ev)?;
+        migrate_content(&mut ev)?;
+        out.push(ev);
+    }
+    Ok(out)
+}
+
+impl Stage {
+    fn observe_restart(&mut self, ev: &mut Ev<'_>) -> Option<u64> {
+        let turn_field = ev.field("turn").and_then(|t| t.as_u64());
+        let interrupted = match (ev.ty.as_ref(), self.turn) {
+            ("turn/start", Some(open))
+                if !self.step_open && self.next_turn_spliced && turn_field == Some(open + 1) =>
+            {
+                Some(open)
+            }
+            _ => None,
+        };
+        self.next_turn_spliced = queues_next_turn(ev);
+        match ev.ty.as_ref() {
+            "turn/start" if turn_field.is_some() => self.turn = turn_field,
+            "turn/end" => self.turn = None,
+            "step/start" => self.step_open = true,
+            "step/end" => self.step_open = false,
+            _ => {}
+        }
+        interrupted
+    }
+
+    /// DSH's `remapV3References` for an event that moved (after an inserted `turn/end`).
+    fn remap(&self, ev: &mut Ev<'_>, target: u64) -> Result<(), Refusal> {
+        let seq = ev.seq;
+        self.mapping.payload(ev, seq)?;
+        if ev.ty == "image/offload" {
+            let mut targets = ev
+                .field("targets")
+                .and_then(Val::arr)
+                .cloned()
+                .unwrap_or_default();
+            for item in &mut targets {
+                let mapped = self
+                    .mapping
+                    .one(item.get("seq").and_then(|v| v.as_u64()), seq)?;
+                if let Some(members) = item.obj() {
+                    set(members, "seq", Val::int(mapped));
+                }
+            }
+            ev.set_field("targets", Val::Arr(targets));
+        }
+        ev.set_seq(target);
+        if ev.has("sourceEventSeqs") {
+            let list = self.mapping.list(ev.get("sourceEventSeqs"), seq)?;
+            set(&mut ev.env, "sourceEventSeqs", list);
+        }
+        if let Some(op) = ev.get("surfaceOp") {
+            if op.as_str().as_deref() != Some("append") {
+                self.mapping.range(op, seq, ("startSeq", "endSeq"))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Visits each message an event's payload carries (DSH's `mapEventMessages`).
+fn for_each_message<'a>(
+    ev: &mut Ev<'a>,
+    visit: &mut dyn FnMut(&mut Val<'a>) -> Result<(), Refusal>,
+) -> Result<(), Refusal> {
+    let ty = ev.ty.clone();
+    match ty.as_ref() {
+        "user/message" => match ev.get("data") {
+            Some(data) if data.is_object() => visit(data),
+            _ => Ok(()),
+        },
+        "developer/message" | "system/message" | "assistant/message" | "tool/result" => {
+            match ev.field("message") {
+                Some(message) if message.is_object() => visit(message),
+                _ => Err(malformed_in(3, format!("{ty} requires a message"))),
+            }
+        }
+        "agent/inbox/spliced" | "session/title-llm-request" => {
+            let key = if ty == "agent/inbox/spliced" {
+                "inserted"
+            } else {
+                "messages"
+            };
+            let Some(messages) = ev.field(key).and_then(Val::arr) else {
+                return Err(malformed_in(3, format!("{ty} requires message array")));
+            };
+            messages.iter_mut().try_for_each(visit)
+        }
+        _ => Ok(()),
+    }
+}
+
+fn producer_kind(plugin: &str, role: Option<&str>) -> String {
+    if plugin == "@deepseek-ai/dsh-system-prompt" && role == Some("system") {
+        return "system-prompt".to_owned();
+    }
+    if let Some((_, kind)) = RENAMED_PRODUCERS.iter().find(|(p, _)| *p == plugin) {
+        return (*kind).to_owned();
+    }
+    if SAME_NAME_PRODUCERS.contains(&plugin) {
+        return plugin.to_owned();
+    }
+    format!("plugin:{plugin}")
+}
+
+/// DSH's `rewriteV3MessageSource`: a plugin source names its producer kind instead.
+fn rewrite_source(message: &mut Val<'_>, seq: u64) -> Result<(), Refusal> {
+    let role = message
+        .get("role")
+        .and_then(|r| r.as_str())
+        .map(|r| r.into_owned());
+    let Some(source) = message.get("source").filter(|s| s.is_object()) else {
+        return Ok(());
+    };
+    let Some(members) = source.obj() else {
+        return Ok(());
+    };
+    let kind = get(members, "kind")
+        .and_then(|k| k.as_str())
+        .map(|k| k.into_owned());
+    match kind.as_deref() {
+        None | Some("") => Err(malformed_in(
+            3,
+            format!("message source at seq {seq} requires a nonempty kind"),
+        )),
+        Some("plugin") => {
+            let Some(plugin) = get(members, "plugin")
+                .and_then(|p| p.as_str())
+                .map(|p| p.into_owned())
+            else {
+                return Err(malformed_in(
+                    3,
+                    format!(
+                        "plugin source at seq {seq} is not canonical: plugin requires a string"
+                    ),
+                ));
+            };
+            let kind = Val::string(&producer_kind(&plugin, role.as_deref()));
+            if members.len() == 2 {
+                *members = vec![("kind".into(), kind)];
+            } else {
+                remove(members, "plugin");
+                set(members, "kind", kind);
+            }
+            Ok(())
+        }
+        Some(_) => Ok(()),
+    }
+}
+
+/// Members of `value` other than `known`, renamed `plugin:OWNER:KEY`.
+fn extension_fields<'a>(value: &Obj<'a>, known: &[&str], owner: &str) -> Obj<'a> {
+    value
+        .iter()
+        .filter(|(k, _)| !known.contains(&k.as_ref()))
+        .map(|(k, v)| (Cow::Owned(format!("plugin:{owner}:{k}")), v.clone()))
+        .collect()
+}
+
+/// DSH's `liftToolResult`: a V3 tool result (a user message wrapping one `tool-result`
+/// block) becomes a `role: "tool"` message.
+fn lift_tool_result(ev: &mut Ev<'_>) -> Result<(), Refusal> {
+    if ev.ty != "tool/result" {
+        return Ok(());
+    }
+    let seq = ev.seq;
+    let Some(message) = ev.field("message") else {
+        return Ok(());
+    };
+    if message.get("role").and_then(|r| r.as_str()).as_deref() != Some("user") {
+        return Ok(());
+    }
+    let Some(members) = message.obj() else {
+        return Ok(());
+    };
+    let wrong = || {
+        malformed_in(3, format!("format v3 tool/result at seq {seq} requires exactly one tool-result wrapper matching its tool source"))
+    };
+    let id_ok = get(members, "id")
+        .and_then(|i| i.as_str())
+        .is_some_and(|i| !i.is_empty());
+    let mut source = get(members, "source").cloned().ok_or_else(wrong)?;
+    let source_is_tool = source.get("kind").and_then(|k| k.as_str()).as_deref() == Some("tool");
+    let call_id = source
+        .get("callId")
+        .and_then(|c| c.as_str())
+        .map(|c| c.into_owned())
+        .filter(|c| !c.is_empty());
+    let mut wrapper = match get(members, "content").and_then(Val::arr) {
+        Some(blocks) if blocks.len() == 1 => blocks.first().cloned().ok_or_else(wrong)?,
+        _ => return Err(wrong()),
+    };
+    let Some(call_id) = call_id else {
+        return Err(wrong());
+    };
+    let wrapper_ok = wrapper.is_object()
+        && wrapper.get("type").and_then(|t| t.as_str()).as_deref() == Some("tool-result")
+        && wrapper
+            .get("toolCallId")
+            .and_then(|t| t.as_str())
+            .as_deref()
+            == Some(call_id.as_str());
+    if !id_ok || !source_is_tool || !wrapper_ok {
+        return Err(wrong());
+    }
+    let is_error = wrapper.get("isError").cloned();
+    if is_error.as_ref().is_some_and(|e| e.as_bool().is_none()) {
+        return Err(malformed_in(
+            3,
+            format!("format v3 tool/result at seq {seq} tool-result isError must be boolean"),
+        ));
+    }
+    let mut content = wrapper
+        .get("content")
+        .cloned()
+        .unwrap_or(Val::literal("null"));
+    let Some(blocks) = content.arr() else {
+        return Err(malformed_in(
+            3,
+            format!("format v3 tool/result at seq {seq} tool-result content must be an array"),
+        ));
+    };
+    if blocks.iter_mut().any(|b| {
+        b.is_object() && b.get("type").and_then(|t| t.as_str()).as_deref() == Some("tool-result")
+    }) {
+        return Err(unsupported(format!("format v3 tool/result at seq {seq} contains a nested tool-result unsupported by this converter")));
+    }
+    let id = get(members, "id").cloned().unwrap_or(Val::literal("null"));
+    let mut target: Obj<'_> = vec![
+        ("role".into(), Val::literal("\"tool\"")),
+        ("source".into(), source),
+        ("toolCallId".into(), Val::string(&call_id)),
+        ("content".into(), content),
+    ];
+    if let Some(is_error) = is_error {
+        target.push(("isError".into(), is_error));
+    }
+    target.push(("id".into(), id));
+    target.extend(extension_fields(
+        members,
+        &["id", "role", "source", "content"],
+        "message",
+    ));
+    if let Some(wrapper_members) = wrapper.obj() {
+        target.extend(extension_fields(
+            wrapper_members,
+            &["type", "toolCallId", "content", "isError"],
+            "result",
+        ));
+    }
+    *message = Val::Obj(target);
+    Ok(())
+}
+
+fn migrate_block(block: &mut Val<'_>, subject: &str) -> Result<(), Refusal> {
+    let ty = block
+        .get("type")
+        .and_then(|t| t.as_str())
+        .map(|t| t.into_owned());
+    let Some(ty) = ty.filter(|_| block.is_object()) else {
+        return Err(malformed_in(
+            3,
+            format!("{subject} requires content blocks with string type tags"),
+        ));
+    };
+    if !BLOCK_TYPES.contains(&ty.as_str()) {
+        if let Some(members) = block.obj() {
+            set(members, "type", Val::string(&format!("plugin:{ty}")));
+        }
+    }
+    Ok(())
+}
+
+fn migrate_content_array(content: Option<&mut Val<'_>>, subject: &str) -> Result<(), Refusal> {
+    let Some(blocks) = content.and_then(Val::arr) else {
+        return Err(malformed_in(
+            3,
+            format!("{subject} content must be an array"),
+        ));
+    };
+    for (index, block) in blocks.iter_mut().enumerate() {
+        if needs_namespace(block) {
+            migrate_block(block, &format!("{subject}[{index}]"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether a block's tag is outside V3's set (only those are opened and rewritten).
+fn needs_namespace(block: &mut Val<'_>) -> bool {
+    !block
+        .get("type")
+        .and_then(|t| t.as_str())
+        .is_some_and(|t| BLOCK_TYPES.contains(&t.as_ref()))
+}
+
+/// DSH's `migrateV3EventContent`.
+fn migrate_content(ev: &mut Ev<'_>) -> Result<(), Refusal> {
+    let subject = format!("format v3 {} at seq {}", ev.ty, ev.seq);
+    for_each_message(ev, &mut |message| {
+        migrate_content_array(message.get("content"), &subject)
+    })?;
+    let ty = ev.ty.clone();
+    match ty.as_ref() {
+        "compaction/summary" => {
+            migrate_content_array(ev.field("summary"), &format!("{subject}.summary"))?;
+            if ev.field("rawOutput").is_some() {
+                migrate_content_array(ev.field("rawOutput"), &format!("{subject}.rawOutput"))?;
+            }
+        }
+        "tool/ptc-dispatch" => {
+            migrate_content_array(ev.field("content"), &format!("{subject}.content"))?
+        }
+        "team/message/queued" => {
+            if let Some(message) = ev.field("message").filter(|m| m.is_object()) {
+                migrate_content_array(message.get("content"), &subject)?;
+            }
+        }
+        "request/header" => {
+            if let Some(tools) = ev
+                .field("header")
+                .and_then(|h| h.get("tools"))
+                .and_then(Val::arr)
+            {
+                for (index, tool) in tools.iter_mut().enumerate() {
+                    if tool.obj().is_some_and(|t| has(t, "deferLoading")) {
+                        return Err(unsupported(format!(
+                            "{subject}.header.tools[{index}] contains deferLoading, which is only defined in V4"
+                        )));
+                    }
+                }
+            }
+        }
+        "assistant/message" | "assistant/attempt" => {
+            if let Some(stream) = ev.field("stream").and_then(Val::arr) {
+                for (index, entry) in stream.iter_mut().enumerate() {
+                    if entry.get("type").and_then(|t| t.as_str()).as_deref() != Some("chunk") {
+                        continue;
+                    }
+                    if let Some(chunk) = entry.get("chunk") {
+                        migrate_chunk(chunk, &format!("{subject}.stream[{index}]"))?;
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn migrate_chunk(chunk: &mut Val<'_>, subject: &str) -> Result<(), Refusal> {
+    match chunk
+        .get("type")
+        .and_then(|t| t.as_str())
+        .map(|t| t.into_owned())
+        .as_deref()
+    {
+        Some("block-end") => {
+            if let Some(block) = chunk.get("block") {
+                if needs_namespace(block) {
+                    migrate_block(block, &format!("{subject}.block"))?;
+                }
+            }
+        }
+        Some("block-start") => {
+            let Some(original) = chunk
+                .get("blockType")
+                .and_then(|t| t.as_str())
+                .map(|t| t.into_owned())
+            else {
+                return Err(malformed_in(
+                    3,
+                    format!("{subject} blockType must be a string"),
+                ));
+            };
+            if !BLOCK_TYPES.contains(&original.as_str()) {
+                if let Some(members) = chunk.obj() {
+                    set(
+                        members,
+                        "blockType",
+                        Val::string(&format!("plugin:{original}")),
+                    );
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// DSH's check of the migrated artifact that its stages leave to the V4 reader: an
+/// `assistant/attempt` inside the open turn and step it names.
+pub(super) fn check_attempts(from: DshFormat, events: &mut [Ev<'_>]) -> Result<(), Refusal> {
+    let (mut turn, mut step): (Option<String>, Option<String>) = (None, None);
+    let raw = |v: Option<&mut Val<'_>>| Some(text_of(v));
+    for ev in events.iter_mut() {
+        match ev.ty.as_ref() {
+            "turn/start" => {
+                turn = raw(ev.field("turn"));
+                step = None;
+            }
+            "turn/end" => {
+                turn = None;
+                step = None;
+            }
+            "step/start" => step = raw(ev.field("step")),
+            "step/end" => step = None,
+            "assistant/attempt" => {
+                let matches = turn.is_some()
+                    && step.is_some()
+                    && raw(ev.field("turn")) == turn
+                    && raw(ev.field("step")) == step;
+                if !matches {
+                    return Err(super::Refusal(format!(
+                        "Session migration from {from} to v4 refuses the transformed artifact: assistant/attempt does not match an open turn and step"
+                    )));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
