@@ -14,6 +14,22 @@ const V0_FILE: &str = concat!(
     "\n",
     r#"{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}"#,
     "\n",
+    r#"{"type":"step/start","seq":1,"time":1,"data":{"turn":1,"step":1}}"#,
+    "\n",
+    r#"{"type":"user/message","seq":2,"time":2,"data":{"role":"user","id":"u1","content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}},"surfaceOp":"append"}"#,
+    "\n",
+    r#"{"type":"step/end","seq":3,"time":3,"data":{"turn":1,"step":1}}"#,
+    "\n",
+    r#"{"type":"turn/end","seq":4,"time":3,"data":{"turn":1,"reason":{"kind":"completed"}}}"#,
+    "\n",
+);
+
+/// A message before any step: DSH's V2 -> V3 stage cannot give it a system head.
+const V0_MESSAGE_BEFORE_STEP: &str = concat!(
+    r#"{"type":"session","version":0,"id":"s1","createdAt":1,"cwd":"/w","delegationDepth":0}"#,
+    "\n",
+    r#"{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}"#,
+    "\n",
     r#"{"type":"user/message","seq":1,"time":2,"data":{"role":"user","id":"u1","content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}},"surfaceOp":"append"}"#,
     "\n",
     r#"{"type":"turn/end","seq":2,"time":3,"data":{"turn":1,"reason":{"kind":"completed"}}}"#,
@@ -40,6 +56,28 @@ fn export(store: &Path, extra: &[&str]) -> Vec<u8> {
     let mut args = vec!["export", "--store", store.as_str(), "--session", "s1"];
     args.extend_from_slice(extra);
     ok(&args)
+}
+
+/// `export` of session s1 at `version`, which must be refused: exit 3 and nothing written.
+/// Returns what it said.
+fn refused_export(store: &Path, version: &str) -> String {
+    let store = store.display().to_string();
+    let args = [
+        "export",
+        "--store",
+        &store,
+        "--session",
+        "s1",
+        "--format-version",
+        version,
+    ];
+    let out = sessionlog(&args, b"");
+    assert_eq!(out.status.code(), Some(3), "{}", describe(&out));
+    assert!(
+        out.stdout.is_empty(),
+        "nothing is written before the refusal"
+    );
+    common::text(&out.stderr)
 }
 
 #[test]
@@ -76,10 +114,26 @@ fn export_writes_each_version_and_compression_and_import_reads_them_back() {
     );
     assert_eq!(export(&b, &["--format-version", "0"]), V0_FILE.as_bytes());
 
+    // V4 is DSH's migration of the session: the header in V4's writer order and the
+    // system head DSH adds at the first step (its id a hash of the session id and anchor).
     let v4 = String::from_utf8(export(&a, &["--format-version", "4"])).expect("utf8");
     assert!(
         v4.starts_with(r#"{"type":"session","version":4,"id":"s1","createdAt":1,"cwd":"/w","isSeeded":false,"delegationDepth":0}"#),
         "{v4}"
+    );
+    let lines: Vec<&str> = v4.lines().collect();
+    assert_eq!(lines.len(), 7, "{v4}");
+    assert!(
+        lines[3].starts_with(r#"{"type":"system/message","seq":2,"time":1,"data":{"turn":1,"step":1,"message":{"id":"v2-to-v3-system-"#),
+        "{v4}"
+    );
+    assert_eq!(
+        lines[4],
+        V0_FILE
+            .lines()
+            .nth(3)
+            .expect("message")
+            .replace(r#""seq":2"#, r#""seq":3"#)
     );
 
     let packed = export(&a, &["--compress", "zstd"]);
@@ -96,6 +150,25 @@ fn export_writes_each_version_and_compression_and_import_reads_them_back() {
     let c = temp.path().join("c");
     import(&c, &packed_file);
     assert_eq!(export(&c, &[]), V0_FILE.as_bytes());
+}
+
+#[test]
+fn a_v4_export_dsh_would_not_migrate_is_refused_with_dsh_reason() {
+    let temp = tempfile::tempdir().expect("tempdir");
+    let v0 = temp.path().join("session.jsonl");
+    std::fs::write(&v0, V0_MESSAGE_BEFORE_STEP).expect("write");
+    let store = temp.path().join("s");
+    import(&store, &v0);
+    let said = refused_export(&store, "4");
+    assert!(
+        said.contains("format v2 surface before first step cannot acquire a system head without changing chronology"),
+        "{said}"
+    );
+    assert_eq!(
+        export(&store, &[]),
+        V0_MESSAGE_BEFORE_STEP.as_bytes(),
+        "V0 still exports"
+    );
 }
 
 #[test]
@@ -119,24 +192,7 @@ fn a_version_that_lacks_an_event_is_refused_with_dsh_reason() {
         b"",
     );
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
-    let out = sessionlog(
-        &[
-            "export",
-            "--store",
-            &store.display().to_string(),
-            "--session",
-            "s1",
-            "--format-version",
-            "2",
-        ],
-        b"",
-    );
-    assert_eq!(out.status.code(), Some(3), "{}", describe(&out));
-    assert!(
-        out.stdout.is_empty(),
-        "nothing is written before the refusal"
-    );
-    let said = common::text(&out.stderr);
+    let said = refused_export(&store, "2");
     assert!(said.contains("cannot export as DSH format v2"), "{said}");
     assert!(said.contains("\"assistant/chunk\""), "{said}");
 }

@@ -55,7 +55,10 @@ fn every_fixture_round_trips_plain_and_zstd() {
         assert_eq!(back.session.events(), session.events());
 
         for format in DshFormat::ALL {
-            if format == session.header().format() {
+            // An older session at the latest format is DSH's migration of it, which
+            // reshapes events (tests/dsh_migration_matches_dsh.rs); the other formats hold
+            // the events as they are.
+            if format == session.header().format() || format == DshFormat::LATEST {
                 continue;
             }
             let Ok(other) =
@@ -85,17 +88,7 @@ fn every_fixture_round_trips_plain_and_zstd() {
                 &ExportOptions::default().with_format(Some(session.header().format())),
             )
             .expect("back home");
-            // V4's writer encodes the header in its own member order, so through V4 only the
-            // events come back byte for byte; through V1-V3 the header does too.
-            let after_header = |b: &[u8]| b.splitn(2, |c| *c == b'\n').nth(1).map(<[u8]>::to_vec);
-            if format == DshFormat::V4 {
-                assert_eq!(
-                    after_header(&home),
-                    after_header(&bytes),
-                    "{} via {format}",
-                    log.display()
-                );
-            } else if session.header().raw().contains("\"version\"") {
+            if session.header().raw().contains("\"version\"") {
                 assert_eq!(home, bytes, "{} via {format}", log.display());
             }
         }
