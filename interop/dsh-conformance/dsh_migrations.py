@@ -2,7 +2,7 @@
 
 For each `NAME.jsonl` (a DSH format V0 file) in IN_DIR, lays it out in a DSH home, resumes it in
 the real runtime (no model reachable), and writes into OUT_DIR either `NAME.v4.jsonl`, DSH's
-migrated file without the `session/end-seed` a resume appends, or `NAME.refused`, DSH's reason
+migrated file without the `session/end-seed` a resume appends (and what it appends after), or `NAME.refused`, DSH's reason
 for refusing the file. sessionlog's migration tests compare against these.
 
 Usage: dsh_migrations.py IN_DIR OUT_DIR   (run with the venv holding deepseek-harness-sdk==0.2.1rc2)
@@ -10,6 +10,7 @@ Usage: dsh_migrations.py IN_DIR OUT_DIR   (run with the venv holding deepseek-ha
 
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -41,12 +42,18 @@ def main(argv: list[str]) -> int:
             if error is not None:
                 (out_dir / f"{name}.refused").write_text(error + "\n")
                 continue
-            lines, problem = dshlib.strip_resume_end_seed(
-                dshlib.lines_of(v0_path.with_name(V4_FILE).read_bytes())
+            lines = dshlib.lines_of(v0_path.with_name(V4_FILE).read_bytes())
+            # A resume appends its `session/end-seed` (data {}) and may go on to append live
+            # events (cancelling a queued message, say): the migration is what precedes it.
+            resumed_at = max(
+                (i for i, line in enumerate(lines) if json.loads(line).get("type") == "session/end-seed"
+                 and json.loads(line).get("data") == {}),
+                default=None,
             )
-            if problem:
-                (out_dir / f"{name}.refused").write_text(f"(unexpected) {problem}\n")
+            if resumed_at is None:
+                (out_dir / f"{name}.refused").write_text("(unexpected) no end-seed of the resume\n")
                 continue
+            lines = lines[:resumed_at]
             (out_dir / f"{name}.v4.jsonl").write_text("".join(line + "\n" for line in lines))
         print(f"{len(outcome)} resumed, {sum(e is not None for e in outcome.values())} refused")
     return 0

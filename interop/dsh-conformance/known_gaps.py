@@ -22,60 +22,9 @@ class Gap:
     why: str
 
 
-# Fixture logs written by DSH 0.1.0-rc.8 that DSH 0.2.1's V0 -> V4 migration refuses, for
-# the file itself (sessionlog exports it byte for byte as imported). sessionlog imports them
-# as V0 logs, as rc.8's reader does; its own V0 -> V4 migration is to refuse exactly these,
-# with DSH's reasons (the format-version work in the session crate). Until it does, exporting
-# them as V0 hands DSH a file it will not resume.
-_SOURCE_TOO = r"\(DSH refuses the imported fixture file too"
-_FIXTURE = r"^(apps|examples|packages|scripts)/"
-
-KNOWN_GAPS: list[Gap] = [
-    Gap(
-        "A",
-        "rc.8 surface before the first step",
-        _FIXTURE,
-        r"format v2 surface before first step cannot acquire a system head.*" + _SOURCE_TOO,
-        "DSH 0.2.1 cannot give a surface event written before the first step a system head; "
-        "sessionlog accepts the log as V0 and does not refuse it on the way to V4",
-    ),
-    Gap(
-        "A",
-        "rc.8 subagent descriptor version 2",
-        _FIXTURE,
-        r"subagent/descriptor \d+ uses unsupported descriptor version 2.*" + _SOURCE_TOO,
-        "DSH 0.2.1's migration does not take version-2 subagent descriptors (rc.8 child sessions); "
-        "sessionlog accepts them",
-    ),
-    Gap(
-        "A",
-        "rc.8 attempt outside an open step",
-        _FIXTURE,
-        r"assistant/attempt does not match an open turn and step.*" + _SOURCE_TOO,
-        "DSH 0.2.1 refuses an assistant/attempt outside an open turn and step after migration; "
-        "sessionlog accepts it",
-    ),
-    Gap(
-        "A",
-        "rc.8 tools given as names",
-        _FIXTURE,
-        r"header tools\[0\] must be a JSON object.*" + _SOURCE_TOO,
-        "a request/header whose tools are strings, not schemas, is refused by DSH 0.2.1's "
-        "V0 -> V1 stage; sessionlog accepts it",
-    ),
-    Gap(
-        "A",
-        "V4 export of a V0 session needs the V0 -> V4 migration",
-        r"",
-        r"sessionlog (export|migrate --to dsh:) \(V4( zstd)?\) exited 3: sessionlog: "
-        r"(session \"[^\"]*\": )?cannot export as DSH format v4: format v4 (contains unknown "
-        r"required event type|assistant/message \d+ lacks its stream record)",
-        "sessionlog exports a session at a later DSH format only when its events need no "
-        "reshaping; V0 sessions with assistant/chunk events (or messages without their V4 stream) "
-        "need DSH's V0 -> V4 migration, which sessionlog does not have yet, so it refuses (exit 3) "
-        "instead of writing a file DSH would refuse",
-    ),
-]
+# None today. The rc.8 fixture logs DSH 0.2.1 refuses to migrate are refused alike by
+# sessionlog's V0 -> V4 migration, for DSH's reason (resume_exports.reconcile_refusals).
+KNOWN_GAPS: list[Gap] = []
 
 
 @dataclass

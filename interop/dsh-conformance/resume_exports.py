@@ -60,6 +60,12 @@ class Source:
 class Tally:
     failures: list[tuple[str, str]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+    # DSH's refusal of a V0 export that repeats the imported fixture (which DSH refuses too),
+    # and sessionlog's refusals (exit 3) to export a source at a format, by case label: a
+    # source both refuse for the same reason is refused alike, not a failure
+    # (`reconcile_refusals`).
+    dsh_refusals: dict[str, tuple[str, str]] = field(default_factory=dict)
+    our_refusals: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def count(self, what: str, n: int = 1) -> None:
         self.counts[what] = self.counts.get(what, 0) + n
@@ -211,6 +217,9 @@ def bulk_takes(cli: dshlib.Cli, fmt: Export) -> bool:
 
 def export_one(cli: dshlib.Cli, source: Source, fmt: Export, tally: Tally) -> bytes | None:
     out = cli.run("export", "--store", str(source.store), "--session", source.name, *fmt.args)
+    if out.returncode == 3:
+        tally.our_refusals.setdefault(source.label, {})[fmt.name] = out.stderr.decode().strip()
+        return None
     if out.returncode != 0:
         tally.fail(source.label, f"sessionlog export ({fmt.name}) exited {out.returncode}: {out.stderr.decode().strip()}")
         return None
@@ -309,8 +318,38 @@ def judge_resumes(
                 else " (DSH refuses the imported fixture file too)"
             )
             tally.count(f"{fmt.name} refusals DSH makes of the fixture itself")
+            if fmt.name == "V0" and source.original == exported:
+                tally.dsh_refusals[source.label] = (error, also)
+                continue
         tally.fail(source.label, f"DSH refused the {fmt.name} export: {error[:400]}{also}")
     return resumed
+
+
+# sessionlog's refusal names DSH's reason between these two phrases (crates/session migrate).
+OUR_REASON = re.compile(r"refuses this session: (.*) \(DSH refuses the format v\d file too")
+DSH_SUFFIX = re.compile(r"; source v\d artifact remains unchanged$")
+
+
+def reconcile_refusals(tally: Tally, formats: list[Export]) -> None:
+    """A fixture DSH refuses (its V0 export is the fixture itself) must be refused by sessionlog
+    at every later format, for DSH's reason; sessionlog refuses nothing else."""
+    later = [fmt.name for fmt in formats if fmt.name != "V0"]
+    alike = 0
+    for label in sorted(set(tally.dsh_refusals) | set(tally.our_refusals)):
+        ours = tally.our_refusals.get(label, {})
+        if label not in tally.dsh_refusals:
+            for name, said in ours.items():
+                tally.fail(label, f"sessionlog export ({name}) exited 3: {said}")
+            continue
+        error, also = tally.dsh_refusals[label]
+        dsh_reason = DSH_SUFFIX.sub("", error)
+        matched = [n for n in later if (m := OUR_REASON.search(ours.get(n, ""))) and m.group(1) == dsh_reason]
+        if later and len(matched) == len(later):
+            alike += 1
+            continue
+        detail = "; ".join(f"sessionlog {n}: {ours.get(n, 'exported it')[:300]}" for n in later if n not in matched)
+        tally.fail(label, f"DSH refused the V0 export: {error[:400]}{also}; {detail}")
+    tally.count("sources refused alike by DSH and sessionlog", alike)
 
 
 def check_export_repeats_import(placed: dict[str, tuple[Source, Path, bytes]], tally: Tally) -> None:
@@ -442,6 +481,7 @@ def main(argv: list[str]) -> int:
             check_export_repeats_import(placed[fmt.name], tally)
         else:
             check_resume_kept_bytes(placed[fmt.name], fmt, resumed[fmt.name], tally)
+    reconcile_refusals(tally, formats)
     reimport_migrations(cli, placed["V0"], resumed["V0"], work, tally)
     if "V4" in placed:
         compare_migrations(placed["V0"], placed["V4"], resumed["V0"], tally)
