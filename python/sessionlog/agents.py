@@ -5,16 +5,24 @@ constructor, same behaviour, durable on return from every mutation. ``db_path`` 
 directory (created if missing); ``":memory:"`` gives a private store in a temporary directory
 that is removed when the session is closed.
 
-Storage: the conversation is the sessionlog session named ``session_id``. Each item is one
-``openai-agents/item`` event whose payload is the item's JSON. Nothing is ever deleted:
-``pop_item`` appends an ``openai-agents/pop`` event naming the item it takes back, and
-``clear_session`` an ``openai-agents/clear`` event shadowing every item before it, so the
-log keeps the full history and the current item list is derived from it. The events are
-marked ignorable, so every sessionlog reader (CLI, DSH export) carries them along.
+Storage: the conversation is the sessionlog session named ``session_id``. Each
+``add_items`` call is one turn, written as one atomic batch, with one surface event per item:
+an item made by the model (assistant message, tool call, reasoning) is an
+``assistant/message``, any other a ``user/message``. The message content is the item's
+visible text and ``source.item`` holds the item itself, so ``get_items`` returns exactly what
+was added. Nothing is ever deleted: ``pop_item`` writes a surface replacement that shadows
+the newest item and ``clear_session`` one that shadows them all (an empty assistant
+message, which derives no model message). So ``Store.view(session_id).messages``, a DSH
+export and ``get_items`` agree on the current items, and the log keeps every item ever
+added.
+
+``run_compaction`` compacts through sessionlog's summary compaction: the oldest items are
+shadowed by one summary message (returned by ``get_items`` as a user item), the newest
+quarter of the estimated tokens kept verbatim. See :meth:`SessionlogSession.run_compaction`.
 
 Several ``SessionlogSession`` objects of one process on the same ``db_path`` share one open
-store; objects with the same ``session_id`` share one writer and one item index, so
-``get_items(limit=N)`` reads only the N newest items from the log.
+store; objects with the same ``session_id`` share one writer, whose state knows the current
+items, so ``get_items(limit=N)`` reads only the N newest items from the log.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ import shutil
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from agents.memory.session import SessionABC
 from agents.memory.session_settings import SessionSettings, resolve_session_limit
@@ -36,13 +44,9 @@ try:  # the SDK's own settings coercion (dicts, unknown keys refused)
 except ImportError:  # pragma: no cover - older SDKs
     coerce_session_settings = None
 
-from . import NotFoundError, SessionHandle, Store
+from . import NotFoundError, Store
 
-ITEM = "openai-agents/item"
-POP = "openai-agents/pop"
-CLEAR = "openai-agents/clear"
-
-__all__ = ["SessionlogSession", "ITEM", "POP", "CLEAR"]
+__all__ = ["SessionlogSession"]
 
 
 def _dumps(value: Any) -> str:
@@ -50,84 +54,46 @@ def _dumps(value: Any) -> str:
 
 
 class _Conversation:
-    """One session's writer and its live item index, shared by every object of the process
-    that names the same store and session id."""
+    """One session's writer, shared by every object of the process that names the same
+    store and session id. Each call below is one native call, atomic on the writer, that
+    releases the GIL while it works."""
 
     def __init__(self, store: Store, name: str) -> None:
         self.store = store
         self.name = name
-        self.lock = threading.Lock()
-        self.handle: Optional[SessionHandle] = None
-        self.live: list = []  # event seqs of the current items, oldest first
         self.users = 0
         try:
-            self.handle = store.open_session(name)
+            handle = store.open_session(name)
         except NotFoundError:
-            self.handle = store.create_session(name)
-        self._index()
+            handle = store.create_session(name)
+        self.handle: Any = handle
+        self.native: Any = handle._native
 
-    def _index(self) -> None:
-        live: list = []
-        for event in self.store.events(self.name):
-            kind = event.type
-            if kind == ITEM:
-                live.append(event.seq)
-            elif kind == POP:
-                seq = event.data.get("seq")
-                if live and live[-1] == seq:
-                    live.pop()
-                elif seq in live:
-                    live.remove(seq)
-            elif kind == CLEAR:
-                through = event.data.get("through", -1)
-                live = [s for s in live if s > through]
-        self.live = live
-
-    def _append(self, envelopes: list) -> list:
-        assert self.handle is not None
-        return self.handle.append_atomic(envelopes, commit=True)
-
-    def add(self, items: list) -> None:
-        envelopes = [
-            '{"type":"%s","data":%s,"ignorable":true}' % (ITEM, _dumps(item)) for item in items
-        ]
-        with self.lock:
-            self.live.extend(self._append(envelopes))
+    def add(self, items_json: str) -> None:
+        self.native.agents_add_items(items_json)
 
     def read(self, limit: Optional[int]) -> list:
-        with self.lock:
-            if limit is None:
-                seqs = list(self.live)
-            elif limit > 0:
-                seqs = self.live[-limit:]
-            elif limit == 0:
-                seqs = []
-            else:  # SQLiteSession's historical LIMIT semantics: a negative limit is no limit
-                seqs = list(self.live)
-            text = self.store.payloads_json_at(self.name, seqs)
-        return json.loads(text)
+        if limit is not None and limit <= 0:
+            if limit == 0:
+                return []
+            limit = None  # SQLiteSession's LIMIT semantics: a negative limit is no limit
+        return json.loads(self.native.agents_items_json(limit))
 
     def pop(self) -> Any:
-        with self.lock:
-            if not self.live:
-                return None
-            seq = self.live[-1]
-            (payload,) = self.store.payloads_at(self.name, [seq])
-            self._append([{"type": POP, "data": {"seq": seq}, "ignorable": True}])
-            self.live.pop()
-            return json.loads(payload)
+        item = self.native.agents_pop_item()
+        return None if item is None else json.loads(item)
 
     def clear(self) -> None:
-        with self.lock:
-            if not self.live:
-                return
-            self._append([{"type": CLEAR, "data": {"through": self.live[-1]}, "ignorable": True}])
-            self.live = []
+        self.native.agents_clear()
+
+    def compact(self, summarizer: Optional[Callable], keep_recent_fraction: float) -> dict:
+        return self.handle.compact(summarizer, keep_recent_fraction=keep_recent_fraction)
+
+    def estimated_tokens(self) -> int:
+        return int(self.handle.pressure()["estimated_prompt_tokens"])
 
     def close(self) -> None:
-        if self.handle is not None:
-            self.handle.close()
-            self.handle = None
+        self.handle.close()
 
 
 class _OpenStore:
@@ -186,6 +152,10 @@ class SessionlogSession(SessionABC):
     The constructor is ``SQLiteSession``'s: ``sessions_table`` and ``messages_table`` are
     accepted for compatibility and unused (a store keeps each conversation as its own
     session). ``session_settings.limit`` is the default ``limit`` of :meth:`get_items`.
+    The keyword-only arguments configure :meth:`run_compaction`: ``summarizer`` (a callable
+    as for :meth:`sessionlog.SessionHandle.compact`; a deterministic one when None),
+    ``context_window`` (tokens; without it only a forced compaction runs),
+    ``compaction_trigger_fraction`` and ``keep_recent_fraction``.
     """
 
     #: Keyword arguments for :class:`sessionlog.Store` when this class opens a store.
@@ -200,6 +170,11 @@ class SessionlogSession(SessionABC):
         sessions_table: str = "agent_sessions",
         messages_table: str = "agent_messages",
         session_settings: Union[SessionSettings, dict, None] = None,
+        *,
+        summarizer: Optional[Callable[[dict], Union[str, dict]]] = None,
+        context_window: Optional[int] = None,
+        compaction_trigger_fraction: float = 0.8,
+        keep_recent_fraction: float = 0.25,
     ) -> None:
         if session_settings is None:
             settings = SessionSettings()
@@ -212,6 +187,12 @@ class SessionlogSession(SessionABC):
         self.db_path = db_path
         self.sessions_table = sessions_table
         self.messages_table = messages_table
+        self.summarizer = summarizer
+        self.context_window = context_window
+        self.compaction_trigger_fraction = compaction_trigger_fraction
+        self.keep_recent_fraction = keep_recent_fraction
+        #: What the last :meth:`run_compaction` did (``{"outcome": ...}``), None before one.
+        self.last_compaction: Optional[dict] = None
         self._key = None if str(db_path) == ":memory:" else os.path.realpath(os.fspath(db_path))
         self._entry, self._conversation = _acquire(self._key, dict(self.store_options), session_id)
         self._closed = False
@@ -233,22 +214,51 @@ class SessionlogSession(SessionABC):
         return await asyncio.to_thread(self._conversation.read, session_limit)
 
     async def add_items(self, items: list) -> None:
-        """Appends ``items`` as one atomic batch; durable when this returns."""
+        """Appends ``items`` as one atomic batch (one turn); durable when this returns."""
         self._check_not_closed()
         if not items:
             return
-        await asyncio.to_thread(self._conversation.add, list(items))
+        items_json = _dumps(list(items))
+        await asyncio.to_thread(self._conversation.add, items_json)
 
     async def pop_item(self) -> Any:
         """Takes back the most recent item and returns it (None when there is none). The item
-        stays in the log, shadowed by a pop event."""
+        stays in the log, shadowed by a surface replacement."""
         self._check_not_closed()
         return await asyncio.to_thread(self._conversation.pop)
 
     async def clear_session(self) -> None:
-        """Shadows every item. The items stay in the log."""
+        """Shadows every item with one surface replacement. The items stay in the log."""
         self._check_not_closed()
         await asyncio.to_thread(self._conversation.clear)
+
+    async def run_compaction(self, args: Optional[dict] = None) -> None:
+        """Compacts the session through sessionlog's summary compaction (the SDK's
+        compaction-aware session protocol; the Runner calls it after each turn).
+
+        With ``args["force"]`` true it compacts now. Otherwise it compacts when the
+        estimated tokens of the current items reach ``compaction_trigger_fraction`` of
+        ``context_window``, and never when no ``context_window`` was given. A compaction
+        shadows the oldest items with one summary message (written by ``summarizer``) and
+        keeps the newest ``keep_recent_fraction`` of the estimated tokens verbatim; the
+        shadowed items stay in the log. ``response_id``, ``store`` and ``compaction_mode``
+        name the OpenAI server-side history, which a local store does not use. The outcome
+        is kept in :attr:`last_compaction`.
+        """
+        self._check_not_closed()
+        force = bool(args.get("force", False)) if args else False
+        conversation = self._conversation
+        if not force:
+            if self.context_window is None:
+                self.last_compaction = {"outcome": "skipped", "reason": "no_context_window"}
+                return
+            tokens = await asyncio.to_thread(conversation.estimated_tokens)
+            if tokens < self.compaction_trigger_fraction * self.context_window:
+                self.last_compaction = {"outcome": "skipped", "reason": "below_trigger"}
+                return
+        self.last_compaction = await asyncio.to_thread(
+            conversation.compact, self.summarizer, self.keep_recent_fraction
+        )
 
     def close(self) -> None:
         """Releases this object's share of the store (closed with its last user)."""

@@ -7,6 +7,8 @@
 
 use std::sync::Arc;
 
+mod agents;
+
 use bytes::Bytes;
 use parking_lot::Mutex;
 use pyo3::create_exception;
@@ -910,6 +912,42 @@ impl SessionHandle {
             }
         }
         Ok(d)
+    }
+
+    /// Appends `items_json` (a JSON array of OpenAI Agents SDK items) as one turn, one
+    /// surface event per item, in one atomic batch made durable before this returns (see
+    /// `sessionlog.agents`). Returns the items' seqs.
+    fn agents_add_items(&self, py: Python<'_>, items_json: String) -> PyResult<Vec<u64>> {
+        self.with(py, |h| {
+            let batch = agents::items_batch(h, &items_json, now_ms())
+                .map_err(|e| RefusedError::new_err(e.0))?;
+            let first = h.next_seq().get() + 2;
+            let count = batch.len() as u64 - 4;
+            h.append_atomic(batch).map_err(py_err)?;
+            h.commit().map_err(py_err)?;
+            Ok((first..first + count).collect())
+        })
+    }
+
+    /// The current items (the newest `limit` when given), oldest first, as the text of one
+    /// JSON array.
+    #[pyo3(signature = (limit = None))]
+    fn agents_items_json(&self, py: Python<'_>, limit: Option<usize>) -> PyResult<String> {
+        self.with(py, |h| {
+            let seqs = agents::item_seqs(h, limit);
+            agents::items_json(h, &seqs).map_err(py_err)
+        })
+    }
+
+    /// Shadows the newest item with a replacement, durably; returns it as JSON text, or
+    /// None when there is no item.
+    fn agents_pop_item(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        self.with(py, |h| agents::pop_item(h, now_ms()).map_err(py_err))
+    }
+
+    /// Shadows every item with one replacement, durably.
+    fn agents_clear(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |h| agents::clear_items(h, now_ms()).map_err(py_err))
     }
 
     /// Releases the session's writer slot. Later calls raise StorageError.

@@ -1,8 +1,11 @@
-"""sessionlog.agents.SessionlogSession: the Agents SDK Session protocol on a store, the log
-keeping what pop and clear take back, and an end-to-end Runner.run over several turns with
-tool calls, driven offline by the SDK's ScriptedModel."""
+"""sessionlog.agents.SessionlogSession: the Agents SDK Session protocol on a store, items as
+surface events, pop and clear as surface replacements (the log keeping what they take back,
+the view and a DSH export agreeing with get_items), run_compaction through sessionlog's
+compaction, and an end-to-end Runner.run over several turns with tool calls, driven offline
+by the SDK's ScriptedModel."""
 
 import asyncio
+import json
 
 import pytest
 
@@ -13,7 +16,7 @@ from agents.memory.session import SessionABC  # noqa: E402
 from agents.testing import ScriptedModel, assistant_message, function_call  # noqa: E402
 
 import sessionlog  # noqa: E402
-from sessionlog.agents import CLEAR, ITEM, POP, SessionlogSession  # noqa: E402
+from sessionlog.agents import SessionlogSession  # noqa: E402
 
 
 class SmallSession(SessionlogSession):
@@ -22,6 +25,12 @@ class SmallSession(SessionlogSession):
 
 def user(text):
     return {"role": "user", "content": text}
+
+
+def items_of_view(store, name):
+    """The items the derived model messages stand for (each message's source.item), or the
+    message itself where it holds none."""
+    return [m.get("source", {}).get("item", m) for m in store.view(name).messages]
 
 
 def test_protocol_and_history_kept_in_the_log(tmp_path):
@@ -38,15 +47,127 @@ def test_protocol_and_history_kept_in_the_log(tmp_path):
         assert await s.get_items() == []
         assert await s.pop_item() is None
         await s.add_items([user("e")])
-        types = [e.type for e in s.store.events("conv")]
-        assert types == [ITEM] * 3 + [POP, ITEM, CLEAR, ITEM]
-        # the popped and cleared items are still in the log, byte for byte
-        assert [e.data for e in s.store.events("conv") if e.type == ITEM][2] == user("c")
+        events = s.store.events("conv")
+        # every item is a surface event, and pop and clear are replacements citing what
+        # they shadow
+        items = [e for e in events if e.type == "user/message"]
+        assert [json.loads(e.data_json)["source"]["item"] for e in items] == [
+            user(x) for x in "abcde"
+        ]
+        shadows = [e for e in events if json.loads(e.raw).get("surfaceOp", "append") != "append"]
+        ops = [(json.loads(e.data_json)["sessionOp"], e.source_event_seqs) for e in shadows]
+        seq = {json.loads(e.data_json)["source"]["item"]["content"]: e.seq for e in items}
+        assert ops[0] == ("pop_item", [seq["c"]])
+        assert ops[1][0] == "clear_session"
+        assert {seq["a"], seq["b"], seq["d"]} <= set(ops[1][1])
         s.close()
-        # a new process-level open rebuilds the index from the log
+        # a new process-level open resumes the surface from the log
         s2 = SmallSession("conv", path)
         assert await s2.get_items() == [user("e")]
         s2.close()
+
+    asyncio.run(main())
+
+
+def test_view_and_dsh_export_agree_with_get_items_after_pop_and_clear(tmp_path):
+    async def main():
+        path = tmp_path / "agents"
+        s = SmallSession("agree", path)
+        call = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}
+        out = {"type": "function_call_output", "call_id": "c1", "output": "42"}
+        reply = {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "it is 42", "annotations": []}],
+        }
+        await s.add_items([user("q"), call, out, reply])
+        await s.add_items([user("extra")])
+        assert await s.pop_item() == user("extra")
+        expected = [user("q"), call, out, reply]
+        assert await s.get_items() == expected
+        store = s.store
+        assert items_of_view(store, "agree") == expected
+        roles = [m["role"] for m in store.view("agree").messages]
+        assert roles == ["user", "assistant", "user", "assistant"]
+        # a DSH export carries the replacement: imported elsewhere, it derives the same items
+        with sessionlog.Store(tmp_path / "other", segment_bytes=1 << 20) as other:
+            other.import_dsh(store.export_dsh("agree"), name="copy")
+            assert items_of_view(other, "copy") == expected
+        await s.clear_session()
+        assert await s.get_items() == [] and store.view("agree").messages == []
+        with sessionlog.Store(tmp_path / "other2", segment_bytes=1 << 20) as other:
+            other.import_dsh(store.export_dsh("agree"), name="copy")
+            assert other.view("copy").messages == []
+        s.close()
+
+    asyncio.run(main())
+
+
+def test_items_keep_their_exact_json_and_refuse_what_json_cannot_hold(tmp_path):
+    async def main():
+        s = SmallSession("exact", tmp_path / "agents")
+        odd = {"z": 1, "a": [1.5, None, True, "\u2028 é"], "role": "user", "content": []}
+        await s.add_items([odd])
+        assert await s.get_items() == [odd]
+        assert list((await s.get_items())[0]) == ["z", "a", "role", "content"]
+        with pytest.raises(sessionlog.RefusedError):
+            await s.add_items([user("ok"), {"role": "user", "content": float("nan")}])
+        # the refused batch left nothing behind
+        assert await s.get_items() == [odd]
+        s.close()
+
+    asyncio.run(main())
+
+
+def test_run_compaction_summarizes_old_items_through_sessionlog(tmp_path):
+    async def main():
+        seen = []
+
+        def summarizer(request):
+            seen.append(len(request["messages"]))
+            return "the user counted"
+
+        s = SmallSession("compact", tmp_path / "agents", summarizer=summarizer, context_window=100_000)
+        for i in range(20):
+            await s.add_items([user(f"count {i}: " + "word " * 40)])
+        # below the trigger: nothing changes
+        await s.run_compaction({"response_id": "r1"})
+        assert s.last_compaction == {"outcome": "skipped", "reason": "below_trigger"}
+        assert len(await s.get_items()) == 20
+        await s.run_compaction({"response_id": "r1", "force": True})
+        assert s.last_compaction["outcome"] == "compacted", s.last_compaction
+        items = await s.get_items()
+        assert seen and seen[0] == len(s.last_compaction["shadowed"])
+        summary, kept = items[0], items[1:]
+        assert summary["role"] == "user" and "the user counted" in summary["content"]
+        assert kept == [user(f"count {i}: " + "word " * 40) for i in range(20 - len(kept), 20)]
+        assert 0 < len(kept) < 20
+        # the view agrees, and the shadowed items are still in the log
+        assert len(s.store.view("compact").messages) == len(items)
+        logged = [e for e in s.store.events("compact") if e.type == "user/message"]
+        assert len(logged) == 21
+        # the trigger: a small window makes the same session compact on its own
+        s.context_window = 100
+        await s.add_items([user("more " * 50)])
+        await s.run_compaction({"response_id": "r2"})
+        assert s.last_compaction["outcome"] == "compacted"
+        s.close()
+
+    asyncio.run(main())
+
+
+def test_run_compaction_without_a_window_runs_only_when_forced(tmp_path):
+    async def main():
+        s = SmallSession("noforce", tmp_path / "agents")
+        for i in range(10):
+            await s.add_items([user("x " * 100)])
+        await s.run_compaction()
+        assert s.last_compaction["reason"] == "no_context_window"
+        assert len(await s.get_items()) == 10
+        await s.run_compaction({"force": True})
+        assert s.last_compaction["outcome"] == "compacted"
+        assert len(await s.get_items()) < 10
+        s.close()
 
     asyncio.run(main())
 
@@ -151,7 +272,8 @@ def test_get_items_reads_only_the_newest(tmp_path):
             await s.add_items(batch)
         newest = await s.get_items(limit=3)
         assert newest == [user("item 497"), user("item 498"), user("item 499")]
-        assert s.store.event_count("big") == 2000
+        # each add_items is one turn: its items plus turn/start, step/start, step/end, turn/end
+        assert s.store.event_count("big") == 2000 + 4 * 4
         s.close()
 
     asyncio.run(main())

@@ -82,6 +82,17 @@ impl Surface {
         })
     }
 
+    /// The nodes from the newest to the oldest. Reading the newest `n` costs O(`n`), so a
+    /// reader that wants only the end of a long surface never walks its start.
+    pub fn iter_rev(&self) -> impl Iterator<Item = u64> + '_ {
+        let mut cursor = self.tail;
+        std::iter::from_fn(move || {
+            let current = cursor?;
+            cursor = self.links.get(&current).and_then(|l| l.prev);
+            Some(current)
+        })
+    }
+
     /// The nodes in surface order, collected.
     pub fn to_vec(&self) -> Vec<u64> {
         self.iter().collect()

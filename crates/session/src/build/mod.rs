@@ -79,6 +79,12 @@ impl<'a> Position<'a> {
         self.tracker.open_turn().and_then(|t| t.parse().ok())
     }
 
+    /// The number the next `turn/start` takes (one past the highest turn so far, 1 at
+    /// first), for a caller writing a whole turn as one raw atomic batch.
+    pub fn next_turn(&self) -> u64 {
+        self.tracker.next_turn()
+    }
+
     /// The open step's number, if a step is open and its number is an integer.
     pub fn open_step(&self) -> Option<u64> {
         self.tracker.open_step().and_then(|s| s.parse().ok())

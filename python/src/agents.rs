@@ -1,0 +1,323 @@
+//! The storage of `sessionlog.agents.SessionlogSession`: OpenAI Agents SDK items as surface
+//! events of a session, and `pop_item` / `clear_session` as surface replacements.
+//!
+//! Each `add_items` call is one turn written as one atomic batch: `turn/start`, `step/start`,
+//! one surface event per item, `step/end`, `turn/end`. An item made by the model (an
+//! assistant message, a tool call, reasoning) is an `assistant/message`; any other (user,
+//! system and developer messages, tool outputs) a `user/message`. The message content is
+//! the item's visible text (what token estimates and summaries read) and `source.item` holds
+//! the item itself, byte for byte as the caller's JSON encoder wrote it, so `get_items`
+//! returns exactly what was added.
+//!
+//! `pop_item` and `clear_session` write a turn holding one replacement `assistant/message`
+//! with empty content: it shadows the last item (or the whole surface) and derives no
+//! message, as DeepSeek Harness skips an empty settlement. The shadowed items stay in the
+//! log; `view().messages`, a DSH export and `get_items` all see the same current items. A
+//! summary compaction shadows items the same way; its summary message is returned as a
+//! `{"role":"user","content":text}` item.
+
+use sessionlog::session::compaction::SessionSource;
+use sessionlog::session::json::{validate_str, write_js_string, JsonRef, ObjectWriter};
+use sessionlog::session::{derive_message, SurfaceOp};
+use sessionlog::{EventInput, Seq, SessionHandle};
+
+/// `source.kind` of the user messages that hold an item, and `source.provider` of the
+/// assistant messages that do.
+const SOURCE: &str = "openai-agents";
+
+/// The model name written on assistant messages: the SDK does not say which model made an
+/// item, and DSH requires a non-empty one.
+const UNRECORDED_MODEL: &str = "unrecorded";
+
+/// Why an `add_items` batch was refused before anything was written.
+#[derive(Debug)]
+pub(crate) struct BadItems(pub(crate) String);
+
+/// The events of one turn around `body` (turn and step numbers from the session's state).
+fn turn_batch(
+    h: &SessionHandle,
+    now_ms: i64,
+    body: impl FnOnce(u64, u64) -> Vec<EventInput>,
+) -> Vec<EventInput> {
+    let turn = h.state().position(now_ms).next_turn();
+    let turn = i64::try_from(turn).unwrap_or(i64::MAX);
+    let step = ObjectWriter::new()
+        .int("turn", turn)
+        .int("step", 1)
+        .finish();
+    let first_seq = h.next_seq().get();
+    let mut events = vec![
+        EventInput::new(
+            "turn/start",
+            now_ms,
+            ObjectWriter::new().int("turn", turn).finish(),
+        ),
+        EventInput::new("step/start", now_ms, step.clone()),
+    ];
+    // body events take the seqs after turn/start and step/start
+    events.extend(body(first_seq + 2, turn as u64));
+    events.push(EventInput::new("step/end", now_ms, step));
+    events.push(EventInput::new(
+        "turn/end",
+        now_ms,
+        ObjectWriter::new()
+            .int("turn", turn)
+            .raw("reason", r#"{"kind":"completed"}"#)
+            .finish(),
+    ));
+    events
+}
+
+/// Whether an item is made by the model (an assistant `message`, a `*_call`, reasoning, ...).
+fn is_model_item(item: JsonRef<'_>) -> bool {
+    let role = item.get("role").and_then(|r| r.as_str());
+    if let Some(role) = role {
+        return role == "assistant";
+    }
+    let kind = item.get("type").and_then(|t| t.as_str());
+    kind.is_some_and(|k| {
+        k.ends_with("_call")
+            || matches!(
+                k.as_ref(),
+                "reasoning" | "mcp_list_tools" | "mcp_approval_request" | "compaction"
+            )
+    })
+}
+
+/// The text a model would read of an item: its text content, a tool output, a call's name
+/// and arguments; the item's JSON when it has none of these.
+fn visible_text(item: JsonRef<'_>) -> String {
+    let content = item.get("content");
+    if let Some(text) = content.and_then(|c| c.as_str()) {
+        return text.into_owned();
+    }
+    if let Some(parts) = content.filter(|c| c.is_array()) {
+        let texts: Vec<String> = parts
+            .elements()
+            .filter_map(|p| p.get("text").and_then(|t| t.as_str()))
+            .map(|t| t.into_owned())
+            .collect();
+        return texts.join("\n");
+    }
+    if let Some(output) = item.get("output") {
+        return output
+            .as_str()
+            .map_or_else(|| output.raw().to_owned(), |o| o.into_owned());
+    }
+    if let (Some(name), Some(arguments)) = (
+        item.get("name").and_then(|n| n.as_str()),
+        item.get("arguments").and_then(|a| a.as_str()),
+    ) {
+        return format!("{name}({arguments})");
+    }
+    item.raw().to_owned()
+}
+
+fn text_content(text: &str) -> String {
+    let mut out = String::from(r#"[{"type":"text","text":"#);
+    write_js_string(&mut out, text);
+    out.push_str("}]");
+    out
+}
+
+/// The surface event holding `item` at `seq` in `turn`.
+fn item_event(item: JsonRef<'_>, seq: u64, turn: u64, now_ms: i64) -> EventInput {
+    let id = format!("item-{seq}");
+    let content = text_content(&visible_text(item));
+    let event = if is_model_item(item) {
+        let source = ObjectWriter::new()
+            .string("kind", "model")
+            .string("provider", SOURCE)
+            .string("model", UNRECORDED_MODEL)
+            .raw("item", item.raw())
+            .finish();
+        let message = ObjectWriter::new()
+            .string("id", &id)
+            .string("role", "assistant")
+            .raw("content", &content)
+            .raw("source", &source)
+            .finish();
+        let data = ObjectWriter::new()
+            .int("turn", i64::try_from(turn).unwrap_or(i64::MAX))
+            .int("step", 1)
+            .raw("message", &message)
+            .finish();
+        EventInput::new("assistant/message", now_ms, data)
+    } else {
+        let source = ObjectWriter::new()
+            .string("kind", SOURCE)
+            .raw("item", item.raw())
+            .finish();
+        let data = ObjectWriter::new()
+            .string("id", &id)
+            .string("role", "user")
+            .raw("content", &content)
+            .raw("source", &source)
+            .finish();
+        EventInput::new("user/message", now_ms, data)
+    };
+    event.with_surface_op(SurfaceOp::Append)
+}
+
+/// The turn that writes `items_json` (a JSON array of items): validated whole first, so a
+/// bad item refuses the call before anything is appended.
+pub(crate) fn items_batch(
+    h: &SessionHandle,
+    items_json: &str,
+    now_ms: i64,
+) -> Result<Vec<EventInput>, BadItems> {
+    validate_str(items_json).map_err(|e| {
+        BadItems(format!(
+            "the items are not lossless JSON ({} at byte {}): store JSON-serializable items",
+            e.kind, e.offset
+        ))
+    })?;
+    let items = JsonRef::new(items_json);
+    if !items.is_array() {
+        return Err(BadItems("add_items takes a list of items".into()));
+    }
+    Ok(turn_batch(h, now_ms, |first, turn| {
+        items
+            .elements()
+            .zip(first..)
+            .map(|(item, seq)| item_event(item, seq, turn, now_ms))
+            .collect()
+    }))
+}
+
+/// The seqs of the current items (surface nodes that derive a message), oldest first; only
+/// the newest `limit` when given, found walking back from the newest node.
+pub(crate) fn item_seqs(h: &SessionHandle, limit: Option<usize>) -> Vec<u64> {
+    let surface = h.state().surface_state();
+    match limit {
+        None => surface.message_nodes().collect(),
+        Some(n) => {
+            let mut seqs: Vec<u64> = surface
+                .iter_rev()
+                .filter(|s| surface.has_message(*s))
+                .take(n)
+                .collect();
+            seqs.reverse();
+            seqs
+        }
+    }
+}
+
+/// Appends to `out` the item the surface node `seq` stands for: the stored item, or an item
+/// made of a message that holds none (a compaction summary).
+fn push_item(h: &SessionHandle, seq: u64, out: &mut String) -> sessionlog::Result<()> {
+    let source = h.source();
+    let event = source
+        .event_at(Seq(seq))?
+        .ok_or_else(|| sessionlog::Error::BadRecord {
+            session: h.name().to_owned(),
+            seq: seq + 1,
+            detail: "an item the session's state names is missing from the log".into(),
+        })?;
+    let Some(message) = derive_message(h.state().version(), &event).map(JsonRef::new) else {
+        out.push_str("null");
+        return Ok(());
+    };
+    if let Some(item) = message.get("source").and_then(|s| s.get("item")) {
+        out.push_str(item.raw());
+        return Ok(());
+    }
+    let role = message
+        .get("role")
+        .and_then(|r| r.as_str())
+        .map_or_else(|| "user".to_owned(), |r| r.into_owned());
+    let text: Vec<String> = message
+        .get("content")
+        .iter()
+        .flat_map(|c| c.elements())
+        .filter_map(|b| b.get("text").and_then(|t| t.as_str()))
+        .map(|t| t.into_owned())
+        .collect();
+    let mut content = String::new();
+    write_js_string(&mut content, &text.join("\n"));
+    out.push_str(
+        &ObjectWriter::new()
+            .string("role", &role)
+            .raw("content", &content)
+            .finish(),
+    );
+    Ok(())
+}
+
+/// The items of `seqs` as the text of one JSON array.
+pub(crate) fn items_json(h: &SessionHandle, seqs: &[u64]) -> sessionlog::Result<String> {
+    let mut out = String::from("[");
+    for (i, seq) in seqs.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        push_item(h, *seq, &mut out)?;
+    }
+    out.push(']');
+    Ok(out)
+}
+
+/// The turn holding one replacement that shadows the surface nodes `first..=last` (citing
+/// `sources`) and derives no message; `op` names the call that wrote it.
+fn shadow_batch(
+    h: &SessionHandle,
+    first: u64,
+    last: u64,
+    sources: Vec<u64>,
+    op: &str,
+    now_ms: i64,
+) -> Vec<EventInput> {
+    turn_batch(h, now_ms, |seq, turn| {
+        let source = ObjectWriter::new()
+            .string("kind", "model")
+            .string("provider", SOURCE)
+            .string("model", UNRECORDED_MODEL)
+            .finish();
+        let message = ObjectWriter::new()
+            .string("id", &format!("{op}-{seq}"))
+            .string("role", "assistant")
+            .raw("content", "[]")
+            .raw("source", &source)
+            .finish();
+        let data = ObjectWriter::new()
+            .int("turn", i64::try_from(turn).unwrap_or(i64::MAX))
+            .int("step", 1)
+            .raw("message", &message)
+            .string("sessionOp", op)
+            .finish();
+        vec![EventInput::new("assistant/message", now_ms, data)
+            .with_surface_op(SurfaceOp::Replace {
+                start: first,
+                end: last,
+            })
+            .with_sources(sources)]
+    })
+}
+
+/// Shadows the newest item; returns it (as JSON text), or `None` when there is none.
+pub(crate) fn pop_item(h: &mut SessionHandle, now_ms: i64) -> sessionlog::Result<Option<String>> {
+    let Some(&last) = item_seqs(h, Some(1)).first() else {
+        return Ok(None);
+    };
+    let mut item = String::new();
+    push_item(h, last, &mut item)?;
+    let batch = shadow_batch(h, last, last, vec![last], "pop_item", now_ms);
+    h.append_atomic(batch)?;
+    h.commit()?;
+    Ok(Some(item))
+}
+
+/// Shadows the whole surface with one replacement; does nothing when no item is current.
+pub(crate) fn clear_items(h: &mut SessionHandle, now_ms: i64) -> sessionlog::Result<()> {
+    if item_seqs(h, Some(1)).is_empty() {
+        return Ok(());
+    }
+    let nodes = h.state().surface();
+    let (Some(&first), Some(&last)) = (nodes.first(), nodes.last()) else {
+        return Ok(());
+    };
+    let batch = shadow_batch(h, first, last, nodes, "clear_session", now_ms);
+    h.append_atomic(batch)?;
+    h.commit()?;
+    Ok(())
+}
