@@ -49,6 +49,10 @@ from . import NotFoundError, Store
 __all__ = ["SessionlogSession"]
 
 
+#: The largest ``limit`` that ``get_items`` first tries to answer from memory on the loop.
+_READ_NOW_LIMIT = 256
+
+
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
@@ -73,11 +77,13 @@ class _Conversation:
         self.native.agents_add_items(items_json)
 
     def read(self, limit: Optional[int]) -> list:
-        if limit is not None and limit <= 0:
-            if limit == 0:
-                return []
-            limit = None  # SQLiteSession's LIMIT semantics: a negative limit is no limit
         return json.loads(self.native.agents_items_json(limit))
+
+    def read_now(self, limit: int) -> Optional[list]:
+        """The newest ``limit`` items if the writer's memory answers at once (no write holds
+        the session, no item must be read from the log), else None."""
+        text = self.native.agents_items_json_now(limit)
+        return None if text is None else json.loads(text)
 
     def pop(self) -> Any:
         item = self.native.agents_pop_item()
@@ -211,6 +217,17 @@ class SessionlogSession(SessionABC):
         first."""
         self._check_not_closed()
         session_limit = resolve_session_limit(limit, self.session_settings)
+        if session_limit is not None and session_limit <= 0:
+            if session_limit == 0:
+                return []
+            session_limit = None  # SQLiteSession's LIMIT semantics: negative is no limit
+        if session_limit is not None and session_limit <= _READ_NOW_LIMIT:
+            # A few recent items are usually in the writer's memory: answered on the loop
+            # thread in microseconds, cheaper than the hop to a worker thread. Anything that
+            # would wait (a write in progress, a read of the log) goes to a worker.
+            items = self._conversation.read_now(session_limit)
+            if items is not None:
+                return items
         return await asyncio.to_thread(self._conversation.read, session_limit)
 
     async def add_items(self, items: list) -> None:

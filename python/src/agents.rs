@@ -16,10 +16,13 @@
 //! summary compaction shadows items the same way; its summary message is returned as a
 //! `{"role":"user","content":text}` item.
 
+use std::collections::VecDeque;
+
 use sessionlog::session::compaction::SessionSource;
 use sessionlog::session::json::{validate_str, write_js_string, JsonRef, ObjectWriter};
+use sessionlog::session::FormatVersion;
 use sessionlog::session::{derive_message, SurfaceOp};
-use sessionlog::{EventInput, Seq, SessionHandle};
+use sessionlog::{Event, EventInput, Seq, SessionHandle};
 
 /// `source.kind` of the user messages that hold an item, and `source.provider` of the
 /// assistant messages that do.
@@ -159,13 +162,19 @@ fn item_event(item: JsonRef<'_>, seq: u64, turn: u64, now_ms: i64) -> EventInput
     event.with_surface_op(SurfaceOp::Append)
 }
 
+/// The events of one `add_items` turn, and each item's seq and JSON text.
+pub(crate) struct ItemsBatch {
+    pub(crate) events: Vec<EventInput>,
+    pub(crate) items: Vec<(u64, String)>,
+}
+
 /// The turn that writes `items_json` (a JSON array of items): validated whole first, so a
 /// bad item refuses the call before anything is appended.
 pub(crate) fn items_batch(
     h: &SessionHandle,
     items_json: &str,
     now_ms: i64,
-) -> Result<Vec<EventInput>, BadItems> {
+) -> Result<ItemsBatch, BadItems> {
     validate_str(items_json).map_err(|e| {
         BadItems(format!(
             "the items are not lossless JSON ({} at byte {}): store JSON-serializable items",
@@ -176,13 +185,56 @@ pub(crate) fn items_batch(
     if !items.is_array() {
         return Err(BadItems("add_items takes a list of items".into()));
     }
-    Ok(turn_batch(h, now_ms, |first, turn| {
+    let mut texts = Vec::new();
+    let batch = turn_batch(h, now_ms, |first, turn| {
         items
             .elements()
             .zip(first..)
-            .map(|(item, seq)| item_event(item, seq, turn, now_ms))
+            .map(|(item, seq)| {
+                texts.push((seq, item.raw().to_owned()));
+                item_event(item, seq, turn, now_ms)
+            })
             .collect()
-    }))
+    });
+    Ok(ItemsBatch {
+        events: batch,
+        items: texts,
+    })
+}
+
+/// The JSON text of recently added or read items, by seq: what an item's seq stands for never
+/// changes (events are never rewritten), so an entry stays true until it is evicted, and
+/// `get_items(limit=N)` for a small N is served from memory. Bounded in entries and bytes;
+/// the smallest seqs go first.
+#[derive(Debug, Default)]
+pub(crate) struct RecentItems {
+    items: VecDeque<(u64, String)>,
+    bytes: usize,
+}
+
+impl RecentItems {
+    const MAX_ITEMS: usize = 4096;
+    const MAX_BYTES: usize = 4 << 20;
+
+    pub(crate) fn insert(&mut self, seq: u64, text: String) {
+        let at = match self.items.binary_search_by_key(&seq, |(s, _)| *s) {
+            Ok(_) => return,
+            Err(at) => at,
+        };
+        self.bytes += text.len();
+        self.items.insert(at, (seq, text));
+        while self.items.len() > Self::MAX_ITEMS || self.bytes > Self::MAX_BYTES {
+            match self.items.pop_front() {
+                Some((_, evicted)) => self.bytes -= evicted.len(),
+                None => break,
+            }
+        }
+    }
+
+    fn get(&self, seq: u64) -> Option<&str> {
+        let at = self.items.binary_search_by_key(&seq, |(s, _)| *s).ok()?;
+        self.items.get(at).map(|(_, text)| text.as_str())
+    }
 }
 
 /// The seqs of the current items (surface nodes that derive a message), oldest first; only
@@ -203,24 +255,16 @@ pub(crate) fn item_seqs(h: &SessionHandle, limit: Option<usize>) -> Vec<u64> {
     }
 }
 
-/// Appends to `out` the item the surface node `seq` stands for: the stored item, or an item
-/// made of a message that holds none (a compaction summary).
-fn push_item(h: &SessionHandle, seq: u64, out: &mut String) -> sessionlog::Result<()> {
-    let source = h.source();
-    let event = source
-        .event_at(Seq(seq))?
-        .ok_or_else(|| sessionlog::Error::BadRecord {
-            session: h.name().to_owned(),
-            seq: seq + 1,
-            detail: "an item the session's state names is missing from the log".into(),
-        })?;
-    let Some(message) = derive_message(h.state().version(), &event).map(JsonRef::new) else {
+/// Appends to `out` the item `event` (a surface node deriving a message) stands for: the
+/// stored item, or an item made of a message that holds none (a compaction summary).
+fn push_item(version: &FormatVersion, event: &Event, out: &mut String) {
+    let Some(message) = derive_message(version, event).map(JsonRef::new) else {
         out.push_str("null");
-        return Ok(());
+        return;
     };
     if let Some(item) = message.get("source").and_then(|s| s.get("item")) {
         out.push_str(item.raw());
-        return Ok(());
+        return;
     }
     let role = message
         .get("role")
@@ -241,20 +285,105 @@ fn push_item(h: &SessionHandle, seq: u64, out: &mut String) -> sessionlog::Resul
             .raw("content", &content)
             .finish(),
     );
-    Ok(())
 }
 
-/// The items of `seqs` as the text of one JSON array.
-pub(crate) fn items_json(h: &SessionHandle, seqs: &[u64]) -> sessionlog::Result<String> {
-    let mut out = String::from("[");
-    for (i, seq) in seqs.iter().enumerate() {
+/// At most this many events per wanted one in the newest run of `seqs` that is read in one
+/// pass (the structural events of a turn, and shadowed items, lie in between).
+const DENSE_EVENTS_PER_ITEM: u64 = 8;
+
+/// The events of `seqs`. The newest dense run (the usual `get_items(limit=N)`, and a whole
+/// session with few replacements) is read with one sequential pass over the log from its
+/// first seq to the session's end; a read by seq walks from the nearest index entry, so
+/// reading N events one by one would cost N walks. Other seqs are read by seq.
+fn events_at(h: &SessionHandle, seqs: &[u64]) -> sessionlog::Result<Vec<Event>> {
+    let mut sorted = seqs.to_vec();
+    sorted.sort_unstable();
+    let end = h.next_seq().get();
+    let mut run_start = sorted.len();
+    while let Some(&seq) = run_start.checked_sub(1).and_then(|i| sorted.get(i)) {
+        let wanted = (sorted.len() - run_start + 1) as u64;
+        if end.saturating_sub(seq) > DENSE_EVENTS_PER_ITEM * wanted {
+            break;
+        }
+        run_start -= 1;
+    }
+    let run: Vec<Event> = match sorted.get(run_start) {
+        Some(&first) => h.events_from(Seq(first))?,
+        None => Vec::new(),
+    };
+    let run_first = sorted.get(run_start).copied().unwrap_or(end);
+    let source = h.source();
+    let missing = |seq: u64| sessionlog::Error::BadRecord {
+        session: h.name().to_owned(),
+        seq: seq + 1,
+        detail: "an item the session's state names is missing from the log".into(),
+    };
+    seqs.iter()
+        .map(|&seq| {
+            if seq >= run_first {
+                let at = usize::try_from(seq - run_first).unwrap_or(usize::MAX);
+                run.get(at).cloned().ok_or_else(|| missing(seq))
+            } else {
+                source
+                    .event_at(Seq(seq))?
+                    .map(std::borrow::Cow::into_owned)
+                    .ok_or_else(|| missing(seq))
+            }
+        })
+        .collect()
+}
+
+/// The items of `seqs` as the text of one JSON array: from `recent` where it has them, the
+/// others read from the log (and remembered).
+pub(crate) fn items_json(
+    h: &SessionHandle,
+    recent: &mut RecentItems,
+    seqs: &[u64],
+) -> sessionlog::Result<String> {
+    let missing: Vec<u64> = seqs
+        .iter()
+        .copied()
+        .filter(|s| recent.get(*s).is_none())
+        .collect();
+    if !missing.is_empty() {
+        let version = h.state().version();
+        for (seq, event) in missing.iter().zip(events_at(h, &missing)?) {
+            let mut text = String::new();
+            push_item(version, &event, &mut text);
+            recent.insert(*seq, text);
+        }
+    }
+    // Everything is remembered now unless `seqs` alone overflow the bounds; read the rest.
+    match cached_items_json(recent, seqs) {
+        Some(json) => Ok(json),
+        None => {
+            let version = h.state().version();
+            let mut out = String::from("[");
+            for (i, event) in events_at(h, seqs)?.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                push_item(version, event, &mut out);
+            }
+            out.push(']');
+            Ok(out)
+        }
+    }
+}
+
+/// The items of `seqs` as one JSON array when `recent` has every one of them.
+pub(crate) fn cached_items_json(recent: &RecentItems, seqs: &[u64]) -> Option<String> {
+    let texts: Vec<&str> = seqs.iter().map(|s| recent.get(*s)).collect::<Option<_>>()?;
+    let mut out = String::with_capacity(texts.iter().map(|t| t.len() + 1).sum::<usize>() + 2);
+    out.push('[');
+    for (i, text) in texts.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
-        push_item(h, *seq, &mut out)?;
+        out.push_str(text);
     }
     out.push(']');
-    Ok(out)
+    Some(out)
 }
 
 /// The turn holding one replacement that shadows the surface nodes `first..=last` (citing
@@ -295,12 +424,21 @@ fn shadow_batch(
 }
 
 /// Shadows the newest item; returns it (as JSON text), or `None` when there is none.
-pub(crate) fn pop_item(h: &mut SessionHandle, now_ms: i64) -> sessionlog::Result<Option<String>> {
+pub(crate) fn pop_item(
+    h: &mut SessionHandle,
+    recent: &mut RecentItems,
+    now_ms: i64,
+) -> sessionlog::Result<Option<String>> {
     let Some(&last) = item_seqs(h, Some(1)).first() else {
         return Ok(None);
     };
-    let mut item = String::new();
-    push_item(h, last, &mut item)?;
+    let json = items_json(h, recent, &[last])?;
+    // one element: the array's brackets off
+    let item = json
+        .strip_prefix('[')
+        .and_then(|j| j.strip_suffix(']'))
+        .unwrap_or("null")
+        .to_owned();
     let batch = shadow_batch(h, last, last, vec![last], "pop_item", now_ms);
     h.append_atomic(batch)?;
     h.commit()?;

@@ -659,6 +659,9 @@ impl PyStore {
 struct SessionHandle {
     inner: Mutex<Option<sessionlog::SessionHandle>>,
     name: String,
+    /// Items of `sessionlog.agents` read or written through this handle (locked inside
+    /// `inner`'s lock).
+    recent_items: Mutex<agents::RecentItems>,
 }
 
 impl SessionHandle {
@@ -666,6 +669,7 @@ impl SessionHandle {
         SessionHandle {
             name: handle.name().to_owned(),
             inner: Mutex::new(Some(handle)),
+            recent_items: Mutex::new(agents::RecentItems::default()),
         }
     }
 
@@ -921,11 +925,15 @@ impl SessionHandle {
         self.with(py, |h| {
             let batch = agents::items_batch(h, &items_json, now_ms())
                 .map_err(|e| RefusedError::new_err(e.0))?;
-            let first = h.next_seq().get() + 2;
-            let count = batch.len() as u64 - 4;
-            h.append_atomic(batch).map_err(py_err)?;
+            h.append_atomic(batch.events).map_err(py_err)?;
+            let mut recent = self.recent_items.lock();
+            let seqs = batch.items.iter().map(|(seq, _)| *seq).collect();
+            for (seq, text) in batch.items {
+                recent.insert(seq, text);
+            }
+            drop(recent);
             h.commit().map_err(py_err)?;
-            Ok((first..first + count).collect())
+            Ok(seqs)
         })
     }
 
@@ -935,14 +943,27 @@ impl SessionHandle {
     fn agents_items_json(&self, py: Python<'_>, limit: Option<usize>) -> PyResult<String> {
         self.with(py, |h| {
             let seqs = agents::item_seqs(h, limit);
-            agents::items_json(h, &seqs).map_err(py_err)
+            agents::items_json(h, &mut self.recent_items.lock(), &seqs).map_err(py_err)
         })
+    }
+
+    /// What `agents_items_json(limit)` returns, when it can be answered at once from the
+    /// items in memory without waiting: None when a write holds the session or an item
+    /// must be read from the log. Keeps the GIL (it takes microseconds), so an event loop
+    /// can call it without a thread hop.
+    fn agents_items_json_now(&self, limit: usize) -> Option<String> {
+        let guard = self.inner.try_lock()?;
+        let h = guard.as_ref()?;
+        let seqs = agents::item_seqs(h, Some(limit));
+        agents::cached_items_json(&self.recent_items.lock(), &seqs)
     }
 
     /// Shadows the newest item with a replacement, durably; returns it as JSON text, or
     /// None when there is no item.
     fn agents_pop_item(&self, py: Python<'_>) -> PyResult<Option<String>> {
-        self.with(py, |h| agents::pop_item(h, now_ms()).map_err(py_err))
+        self.with(py, |h| {
+            agents::pop_item(h, &mut self.recent_items.lock(), now_ms()).map_err(py_err)
+        })
     }
 
     /// Shadows every item with one replacement, durably.

@@ -277,3 +277,30 @@ def test_get_items_reads_only_the_newest(tmp_path):
         s.close()
 
     asyncio.run(main())
+
+
+def test_reads_agree_whether_items_come_from_memory_or_from_the_log(tmp_path):
+    async def main():
+        path = tmp_path / "agents"
+        s = SmallSession("mem", path)
+        # more items than the writer keeps in memory (4,096), in one call
+        everything = [user(f"i{i}") for i in range(5000)]
+        await s.add_items(everything)
+        assert await s.get_items() == everything
+        assert await s.get_items(limit=3) == everything[-3:]
+        assert await s.pop_item() == everything[-1]
+        assert await s.get_items(limit=2) == everything[-3:-1]
+        s.close()
+        # a new writer has nothing in memory: the same answers come from the log
+        s = SmallSession("mem", path)
+        assert await s.get_items(limit=2) == everything[-3:-1]
+        assert await s.get_items() == everything[:-1]
+        await s.run_compaction({"force": True})
+        items = await s.get_items()
+        assert items[-1] == everything[-2] and "condensed" in items[0]["content"]
+        assert len(s.store.view("mem").messages) == len(items)
+        await s.clear_session()
+        assert await s.get_items(limit=5) == [] and await s.get_items() == []
+        s.close()
+
+    asyncio.run(main())
