@@ -2,9 +2,13 @@
 (file-backed), measured in the same run on the same disk.
 
 Workload per operation: ``add_items([one item])`` (durable when it returns, for both) then
-``get_items()``. N sessions (1, 8, 64) run concurrently as asyncio tasks; both
-implementations do their blocking work on the loop's default executor, sized to 64 threads
-for both. Then ``get_items(limit=20)`` on a 100,000-item session.
+``get_items()``. N sessions (1, 8, 64) run concurrently as asyncio tasks; the loop's default
+executor (where SQLiteSession does its work, and sessionlog whatever would wait) has 64
+threads for both. Each row alternates the two (sessionlog, SQLite, SQLite, sessionlog, ...)
+over ``--rounds`` rounds and sums operations and time, so a disk that changes speed during
+the run (it is shared) weighs on both alike. Then ``get_items(limit=20)`` on a
+100,000-item session: warm (the same object that added the items, 200 calls) and cold
+(the first call of a newly opened object, 20 reopens).
 
 Run from the repository root with the package installed (``pip install ./python``):
 
@@ -78,20 +82,56 @@ async def run_workload(make, n: int, seconds: float) -> tuple[int, float]:
     return sum(counts), elapsed
 
 
-async def get_limit_20(make, total: int = 100_000) -> tuple[float, float]:
+def percentiles(samples: list) -> tuple[float, float]:
+    samples = sorted(samples)
+    return statistics.median(samples), samples[max(0, int(len(samples) * 0.99) - 1)]
+
+
+async def get_limit_20(make, total: int = 100_000) -> tuple[tuple, tuple]:
+    """(p50, p99) of warm calls and (p50, max) of cold ones, in seconds."""
     s = make("big")
     batch = [item(i) for i in range(1000)]
     for _ in range(total // len(batch)):
         await s.add_items(batch)
-    assert len(await s.get_items(limit=20)) == 20
-    samples = []
+    newest = await s.get_items(limit=20)
+    assert newest == batch[-20:]
+    warm = []
     for _ in range(200):
         t = time.perf_counter()
         await s.get_items(limit=20)
-        samples.append(time.perf_counter() - t)
+        warm.append(time.perf_counter() - t)
     s.close()
-    samples.sort()
-    return statistics.median(samples), samples[int(len(samples) * 0.99) - 1]
+    cold = []
+    for _ in range(20):
+        s = make("big")
+        t = time.perf_counter()
+        got = await s.get_items(limit=20)
+        cold.append(time.perf_counter() - t)
+        assert got == newest
+        s.close()
+    return percentiles(warm), (statistics.median(cold), max(cold))
+
+
+async def compare(n: int, seconds: float, rounds: int, work: str) -> tuple[float, float]:
+    """Operations per second of sessionlog and of SQLiteSession at n sessions, alternated."""
+    totals = {"sessionlog": [0, 0.0], "sqlite": [0, 0.0]}
+    order = []
+    for r in range(rounds):
+        order += ["sessionlog", "sqlite"] if r % 2 == 0 else ["sqlite", "sessionlog"]
+    for i, kind in enumerate(order):
+        if kind == "sessionlog":
+            store_dir = os.path.join(work, f"sessionlog-{n}-{i}")
+            ops, t = await run_workload(lambda sid: BenchSessionlogSession(sid, store_dir), n, seconds)
+            shutil.rmtree(store_dir, ignore_errors=True)
+        else:
+            db = os.path.join(work, f"sqlite-{n}-{i}.db")
+            ops, t = await run_workload(lambda sid: SQLiteSession(sid, db), n, seconds)
+            for suffix in ("", "-wal", "-shm", ".lock"):
+                if os.path.exists(db + suffix):
+                    os.remove(db + suffix)
+        totals[kind][0] += ops
+        totals[kind][1] += t
+    return tuple(ops / t for ops, t in (totals["sessionlog"], totals["sqlite"]))
 
 
 async def main_async(args, work: str) -> None:
@@ -100,30 +140,30 @@ async def main_async(args, work: str) -> None:
     )
     print(f"{'sessions':>8} {'sessionlog ops/s':>17} {'SQLiteSession ops/s':>20} {'ratio':>7}")
     for n in (1, 8, 64):
-        store_dir = os.path.join(work, f"sessionlog-{n}")
-        db = os.path.join(work, f"sqlite-{n}.db")
-        ops_l, t_l = await run_workload(lambda sid: BenchSessionlogSession(sid, store_dir), n, args.seconds)
-        ops_s, t_s = await run_workload(lambda sid: SQLiteSession(sid, db), n, args.seconds)
-        rate_l, rate_s = ops_l / t_l, ops_s / t_s
+        rate_l, rate_s = await compare(n, args.seconds, args.rounds, work)
         print(f"{n:>8} {rate_l:>17.0f} {rate_s:>20.0f} {rate_l / rate_s:>6.2f}x", flush=True)
-        shutil.rmtree(store_dir, ignore_errors=True)
-        for suffix in ("", "-wal", "-shm", ".lock"):
-            if os.path.exists(db + suffix):
-                os.remove(db + suffix)
     big_dir = os.path.join(work, "sessionlog-big")
-    p50, p99 = await get_limit_20(lambda sid: BenchSessionlogSession(sid, big_dir))
+    (p50, p99), (c50, cmax) = await get_limit_20(lambda sid: BenchSessionlogSession(sid, big_dir))
     shutil.rmtree(big_dir, ignore_errors=True)
     big_db = os.path.join(work, "sqlite-big.db")
-    q50, q99 = await get_limit_20(lambda sid: SQLiteSession(sid, big_db))
+    (q50, q99), (d50, dmax) = await get_limit_20(lambda sid: SQLiteSession(sid, big_db))
+    us = 1e6
     print(
-        f"get_items(limit=20) on a 100,000-item session: sessionlog p50 {p50 * 1e6:.0f} us "
-        f"p99 {p99 * 1e6:.0f} us; SQLiteSession p50 {q50 * 1e6:.0f} us p99 {q99 * 1e6:.0f} us"
+        "get_items(limit=20) on a 100,000-item session, warm: "
+        f"sessionlog p50 {p50 * us:.0f} us p99 {p99 * us:.0f} us; "
+        f"SQLiteSession p50 {q50 * us:.0f} us p99 {q99 * us:.0f} us"
+    )
+    print(
+        "  cold (first call after reopening): "
+        f"sessionlog p50 {c50 * us:.0f} us max {cmax * us:.0f} us; "
+        f"SQLiteSession p50 {d50 * us:.0f} us max {dmax * us:.0f} us"
     )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=3.0, help="measurement time per row")
+    parser.add_argument("--seconds", type=float, default=3.0, help="time of each run")
+    parser.add_argument("--rounds", type=int, default=2, help="runs of each store per row")
     parser.add_argument("--no-probe", action="store_true", help="skip the disk probe")
     args = parser.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

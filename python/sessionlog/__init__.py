@@ -208,6 +208,11 @@ class Store:
         :class:`BusyError` when another handle writes it."""
         return SessionHandle(self._native.open_session(name, repair=repair))
 
+    def flush(self) -> None:
+        """Makes every event appended so far, by every writer of the store, durable: one
+        group commit shared with any running at once. The GIL is released while it waits."""
+        self._native.flush()
+
     def session_names(self) -> list:
         """Names of all sessions, sorted."""
         return self._native.session_names()

@@ -49,12 +49,100 @@ from . import NotFoundError, Store
 __all__ = ["SessionlogSession"]
 
 
-#: The largest ``limit`` that ``get_items`` first tries to answer from memory on the loop.
-_READ_NOW_LIMIT = 256
+#: The largest number of items ``get_items`` without a limit first tries to answer from
+#: memory on the loop.
+_READ_NOW_ALL = 1024
+
+#: The newest items read into memory when a process opens a conversation.
+_PREFETCH_ITEMS = 64
+
+#: Events a writer appends through the flusher before it commits itself once, which
+#: refreshes its state checkpoint (sessionlog's ``cache_refresh_events``).
+_CHECKPOINT_EVENTS = 1024
+
+_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+def _settle(futures: list, error: Optional[BaseException]) -> None:
+    for future in futures:
+        if future.done():
+            continue
+        if error is None:
+            future.set_result(None)
+        else:
+            future.set_exception(error)
+
+
+class _Flusher:
+    """Makes the appends of every session of one store durable for the coroutines awaiting
+    them: one thread, one ``Store.flush`` (a group commit) per round for every append made
+    before the round started, and one callback per event loop to wake its waiters. So N
+    sessions adding at once cost one sync and two thread hand-offs, not N of each."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._cond = threading.Condition()
+        self._waiting: list = []  # (loop, future, conversation)
+        self._thread: Optional[threading.Thread] = None
+        self._closed = False
+
+    def wait(self, conversation: "_Conversation") -> "asyncio.Future[None]":
+        """A future set once everything appended before this call is durable."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("the store is closed")
+            self._waiting.append((loop, future, conversation))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="sessionlog-agents-flusher", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify()
+        return future
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._waiting and not self._closed:
+                    self._cond.wait()
+                if not self._waiting:
+                    return
+                batch, self._waiting = self._waiting, []
+            error: Optional[BaseException] = None
+            try:
+                self._store.flush()
+            except BaseException as e:  # every waiter gets the failure of its sync
+                error = e
+            else:
+                for conversation in {id(c): c for _, _, c in batch}.values():
+                    try:
+                        conversation.checkpoint_if_due()
+                    except Exception:  # a disposable cache, left for a later commit
+                        pass
+            by_loop: dict = {}
+            for loop, future, _ in batch:
+                by_loop.setdefault(loop, []).append(future)
+            for loop, futures in by_loop.items():
+                try:
+                    loop.call_soon_threadsafe(_settle, futures, error)
+                except RuntimeError:  # that loop is closed: nobody waits any more
+                    pass
+
+    def close(self) -> None:
+        """Finishes the rounds already asked for, then stops the thread."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+
+async def _in_thread(fn: Callable, *args: Any) -> Any:
+    """``fn(*args)`` on the loop's default executor."""
+    return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
 
 class _Conversation:
@@ -72,17 +160,33 @@ class _Conversation:
             handle = store.create_session(name)
         self.handle: Any = handle
         self.native: Any = handle._native
+        self.committed_at = self.native.next_seq()
+        # the newest items in memory, so the first small get_items needs no read of the log
+        self.native.agents_items_json(_PREFETCH_ITEMS)
 
     def add(self, items_json: str) -> None:
         self.native.agents_add_items(items_json)
+        self.committed_at = self.native.next_seq()
+
+    def append_now(self, items_json: str) -> bool:
+        """Appends the items (not yet durable) if no other call holds the session."""
+        return self.native.agents_append_items_now(items_json) is not None
+
+    def checkpoint_if_due(self) -> None:
+        """Commits once enough events were appended without a commit (the appends are
+        durable already; a commit also refreshes the session's state checkpoint)."""
+        if self.native.next_seq() - self.committed_at >= _CHECKPOINT_EVENTS:
+            self.native.commit()
+            self.committed_at = self.native.next_seq()
 
     def read(self, limit: Optional[int]) -> list:
         return json.loads(self.native.agents_items_json(limit))
 
-    def read_now(self, limit: int) -> Optional[list]:
-        """The newest ``limit`` items if the writer's memory answers at once (no write holds
-        the session, no item must be read from the log), else None."""
-        text = self.native.agents_items_json_now(limit)
+    def read_now(self, limit: Optional[int]) -> Optional[list]:
+        """The newest ``limit`` items (all when None) if the writer's memory answers at once
+        (no write holds the session, no item must be read from the log, at most
+        ``_READ_NOW_ALL`` items), else None."""
+        text = self.native.agents_items_json_now(limit, _READ_NOW_ALL)
         return None if text is None else json.loads(text)
 
     def pop(self) -> Any:
@@ -108,6 +212,7 @@ class _OpenStore:
         self.temp_dir = temp_dir
         self.conversations: dict = {}
         self.users = 0
+        self.flusher = _Flusher(store)
 
 
 _registry_lock = threading.Lock()
@@ -147,6 +252,7 @@ def _release(key: Optional[str], entry: _OpenStore, conversation: _Conversation)
         if entry.users == 0:
             if key is not None:
                 _stores.pop(key, None)
+            entry.flusher.close()
             entry.store.close()
             if entry.temp_dir is not None:
                 shutil.rmtree(entry.temp_dir, ignore_errors=True)
@@ -221,33 +327,39 @@ class SessionlogSession(SessionABC):
             if session_limit == 0:
                 return []
             session_limit = None  # SQLiteSession's LIMIT semantics: negative is no limit
-        if session_limit is not None and session_limit <= _READ_NOW_LIMIT:
-            # A few recent items are usually in the writer's memory: answered on the loop
-            # thread in microseconds, cheaper than the hop to a worker thread. Anything that
-            # would wait (a write in progress, a read of the log) goes to a worker.
-            items = self._conversation.read_now(session_limit)
-            if items is not None:
-                return items
-        return await asyncio.to_thread(self._conversation.read, session_limit)
+        # Recent items are usually in the writer's memory: answered on the loop thread in
+        # microseconds, cheaper than the hop to a worker thread. Anything that would wait (a
+        # write holding the session, a read of the log) goes to a worker.
+        items = self._conversation.read_now(session_limit)
+        if items is not None:
+            return items
+        return await _in_thread(self._conversation.read, session_limit)
 
     async def add_items(self, items: list) -> None:
         """Appends ``items`` as one atomic batch (one turn); durable when this returns."""
         self._check_not_closed()
         if not items:
             return
-        items_json = _dumps(list(items))
-        await asyncio.to_thread(self._conversation.add, items_json)
+        items_json = _encoder.encode(list(items))
+        conversation = self._conversation
+        # Appending takes microseconds and is done here; the wait for durability is shared
+        # with every session of the store adding at the same time (one sync). When another
+        # call holds the session, the whole add runs on a worker instead.
+        if conversation.append_now(items_json):
+            await self._entry.flusher.wait(conversation)
+        else:
+            await _in_thread(conversation.add, items_json)
 
     async def pop_item(self) -> Any:
         """Takes back the most recent item and returns it (None when there is none). The item
         stays in the log, shadowed by a surface replacement."""
         self._check_not_closed()
-        return await asyncio.to_thread(self._conversation.pop)
+        return await _in_thread(self._conversation.pop)
 
     async def clear_session(self) -> None:
         """Shadows every item with one surface replacement. The items stay in the log."""
         self._check_not_closed()
-        await asyncio.to_thread(self._conversation.clear)
+        await _in_thread(self._conversation.clear)
 
     async def run_compaction(self, args: Optional[dict] = None) -> None:
         """Compacts the session through sessionlog's summary compaction (the SDK's
@@ -269,11 +381,11 @@ class SessionlogSession(SessionABC):
             if self.context_window is None:
                 self.last_compaction = {"outcome": "skipped", "reason": "no_context_window"}
                 return
-            tokens = await asyncio.to_thread(conversation.estimated_tokens)
+            tokens = await _in_thread(conversation.estimated_tokens)
             if tokens < self.compaction_trigger_fraction * self.context_window:
                 self.last_compaction = {"outcome": "skipped", "reason": "below_trigger"}
                 return
-        self.last_compaction = await asyncio.to_thread(
+        self.last_compaction = await _in_thread(
             conversation.compact, self.summarizer, self.keep_recent_fraction
         )
 

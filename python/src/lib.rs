@@ -468,6 +468,13 @@ impl PyStore {
         Ok(SessionHandle::new(handle))
     }
 
+    /// Makes every event appended so far, by every writer of the store, durable (one group
+    /// commit shared with any running at once). The GIL is released while it waits.
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        let store = self.store()?;
+        py.allow_threads(|| store.flush()).map_err(py_err)
+    }
+
     fn session_names(&self) -> PyResult<Vec<String>> {
         Ok(self.store()?.session_names())
     }
@@ -653,6 +660,9 @@ impl PyStore {
     }
 }
 
+/// Batches of items at most this long are appended without releasing the GIL.
+const RELEASE_GIL_ABOVE_BYTES: usize = 64 << 10;
+
 /// The one writer of a session (see `sessionlog.SessionHandle`).
 #[pyclass(module = "sessionlog._native", frozen)]
 #[derive(Debug)]
@@ -671,6 +681,23 @@ impl SessionHandle {
             inner: Mutex::new(Some(handle)),
             recent_items: Mutex::new(agents::RecentItems::default()),
         }
+    }
+
+    /// Appends the `add_items` turn of `items_json` (not committed) and remembers its items.
+    fn append_items(
+        &self,
+        h: &mut sessionlog::SessionHandle,
+        items_json: &str,
+    ) -> PyResult<Vec<u64>> {
+        let batch =
+            agents::items_batch(h, items_json, now_ms()).map_err(|e| RefusedError::new_err(e.0))?;
+        h.append_atomic(batch.events).map_err(py_err)?;
+        let mut recent = self.recent_items.lock();
+        let seqs = batch.items.iter().map(|(seq, _)| *seq).collect();
+        for (seq, text) in batch.items {
+            recent.insert(seq, text);
+        }
+        Ok(seqs)
     }
 
     fn with<R>(
@@ -923,18 +950,37 @@ impl SessionHandle {
     /// `sessionlog.agents`). Returns the items' seqs.
     fn agents_add_items(&self, py: Python<'_>, items_json: String) -> PyResult<Vec<u64>> {
         self.with(py, |h| {
-            let batch = agents::items_batch(h, &items_json, now_ms())
-                .map_err(|e| RefusedError::new_err(e.0))?;
-            h.append_atomic(batch.events).map_err(py_err)?;
-            let mut recent = self.recent_items.lock();
-            let seqs = batch.items.iter().map(|(seq, _)| *seq).collect();
-            for (seq, text) in batch.items {
-                recent.insert(seq, text);
-            }
-            drop(recent);
+            let seqs = self.append_items(h, &items_json)?;
             h.commit().map_err(py_err)?;
             Ok(seqs)
         })
+    }
+
+    /// `agents_add_items` without waiting: appends the turn (validated, in memory and in the
+    /// log's buffer) and returns the items' seqs, or None when another call holds the
+    /// session (nothing is appended then). The items are durable after the next
+    /// `Store.flush` (or commit) that starts after this returns.
+    fn agents_append_items_now(
+        &self,
+        py: Python<'_>,
+        items_json: String,
+    ) -> PyResult<Option<Vec<u64>>> {
+        let append = || {
+            let Some(mut guard) = self.inner.try_lock() else {
+                return Ok(None);
+            };
+            let Some(h) = guard.as_mut() else {
+                return Ok(None);
+            };
+            self.append_items(h, &items_json).map(Some)
+        };
+        // A small batch takes microseconds: keeping the GIL saves handing it to another
+        // thread and waiting to get it back, which costs more than the append.
+        if items_json.len() <= RELEASE_GIL_ABOVE_BYTES {
+            append()
+        } else {
+            py.allow_threads(append)
+        }
     }
 
     /// The current items (the newest `limit` when given), oldest first, as the text of one
@@ -951,10 +997,14 @@ impl SessionHandle {
     /// items in memory without waiting: None when a write holds the session or an item
     /// must be read from the log. Keeps the GIL (it takes microseconds), so an event loop
     /// can call it without a thread hop.
-    fn agents_items_json_now(&self, limit: usize) -> Option<String> {
+    #[pyo3(signature = (limit = None, max_items = 1024))]
+    fn agents_items_json_now(&self, limit: Option<usize>, max_items: usize) -> Option<String> {
         let guard = self.inner.try_lock()?;
         let h = guard.as_ref()?;
-        let seqs = agents::item_seqs(h, Some(limit));
+        let seqs = agents::item_seqs(h, Some(limit.unwrap_or(usize::MAX).min(max_items + 1)));
+        if seqs.len() > max_items {
+            return None;
+        }
         agents::cached_items_json(&self.recent_items.lock(), &seqs)
     }
 

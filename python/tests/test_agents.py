@@ -6,6 +6,7 @@ by the SDK's ScriptedModel."""
 
 import asyncio
 import json
+import time
 
 import pytest
 
@@ -302,5 +303,44 @@ def test_reads_agree_whether_items_come_from_memory_or_from_the_log(tmp_path):
         await s.clear_session()
         assert await s.get_items(limit=5) == [] and await s.get_items() == []
         s.close()
+
+    asyncio.run(main())
+
+
+def test_concurrent_adds_wait_for_a_flush_that_covers_them_and_share_it(tmp_path):
+    async def main():
+        path = tmp_path / "agents"
+        sessions = [SmallSession(f"s{k}", path) for k in range(32)]
+        flusher = sessions[0]._entry.flusher
+        store = flusher._store
+        flushes = []
+
+        class SlowFlush:
+            """The store, with each flush recorded and made slow enough for adds to pile up."""
+
+            def flush(self):
+                started = time.monotonic()
+                time.sleep(0.05)
+                store.flush()
+                flushes.append((started, time.monotonic()))
+
+        flusher._store = SlowFlush()
+
+        async def add(k):
+            await sessions[k].add_items([user(f"from {k}")])
+            return time.monotonic()
+
+        returned = await asyncio.gather(*(add(k) for k in range(32)))
+        # every add returned after some flush ended, and the 32 adds shared a few flushes
+        assert flushes and all(t >= min(end for _, end in flushes) for t in returned)
+        assert len(flushes) < 8, flushes
+        flusher._store = store
+        for s in sessions:
+            s.close()
+        # and every item is in the reopened store
+        again = [SmallSession(f"s{k}", path) for k in range(32)]
+        for k, s in enumerate(again):
+            assert await s.get_items() == [user(f"from {k}")]
+            s.close()
 
     asyncio.run(main())

@@ -826,6 +826,14 @@ impl Store {
         Ok(names.len())
     }
 
+    /// Makes every event appended so far, by every writer of the store, durable: one group
+    /// commit, shared with any running at the same time. [`SessionHandle::commit`] does this
+    /// for its writer (and refreshes its checkpoint); this takes no handle, so a caller
+    /// committing many sessions' appends at once waits once without holding any writer.
+    pub fn flush(&self) -> Result<()> {
+        Ok(self.inner.log.flush()?)
+    }
+
     /// Makes everything committed so far durable, then closes the log.
     pub fn close(self) -> Result<()> {
         self.inner.log.flush()?;
