@@ -20,6 +20,10 @@ use crate::log::Inner;
 use crate::segment::{segment_path, SealedSegment};
 use crate::state::State;
 
+/// Segments a rewrite group looks at: the group shares one directory sync, and its files
+/// are synced together. spec: recovery.md#ordering
+const REWRITE_GROUP_SEGMENTS: usize = 16;
+
 /// What [`crate::Log::reclaim`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -98,14 +102,14 @@ impl Inner {
             return Ok(());
         }
         let ids: Vec<SegmentId> = self.state.lock().sealed.keys().copied().collect();
-        for id in ids {
-            if let Some(done) = self.rewrite_segment(id)? {
-                report.segments_rewritten.push(id);
+        for group in ids.chunks(REWRITE_GROUP_SEGMENTS) {
+            for done in self.rewrite_group(group)? {
+                report.segments_rewritten.push(done.id);
                 report.bytes_freed_by_rewrites +=
                     done.bytes_before.saturating_sub(done.bytes_after);
                 report.live_bytes_copied += done.live_bytes;
-                progress(report);
             }
+            progress(report);
         }
         Ok(())
     }

@@ -26,7 +26,7 @@ use crate::index::{ActiveStreamIndex, SealedExtent};
 use crate::log::Inner;
 use crate::segment::{note_record, segment_path, ScanOutcome, SealedSegment};
 use crate::state::State;
-use crate::storage::{OpenMode, Storage};
+use crate::storage::{OpenMode, Storage, StorageFile};
 
 /// The suffix of a rewritten segment's file before it is renamed over the segment.
 const REWRITE_SUFFIX: &str = ".rewrite";
@@ -63,6 +63,7 @@ pub(crate) fn remove_stale(storage: &dyn Storage, dir: &Path, names: &[String]) 
 /// What one rewrite did.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Rewritten {
+    pub id: SegmentId,
     /// Bytes of the segment file before and after.
     pub bytes_before: u64,
     pub bytes_after: u64,
@@ -76,55 +77,128 @@ struct Plan {
     dropped: Vec<u64>,
 }
 
+/// A rewrite written under its temporary name, not yet renamed in.
+struct Staged {
+    plan: Plan,
+    temp: PathBuf,
+    file: Arc<dyn StorageFile>,
+    live_bytes: u64,
+}
+
 impl Inner {
-    /// Rewrites sealed segment `id` without the records of deleted streams, when its live
-    /// share is below the options' threshold and the segment after it starts with a durable
-    /// catalog checkpoint. `None` when it is not worth it or not allowed. The caller holds the
-    /// reclaim lock.
-    pub(crate) fn rewrite_segment(&self, id: SegmentId) -> Result<Option<Rewritten>> {
-        let plan = {
+    /// Rewrites those of the sealed segments `ids` whose live share is below the options'
+    /// threshold and whose next segment starts with a durable catalog checkpoint, without the
+    /// records of deleted streams. They go as one group, so the group shares its syncs: every
+    /// new file is written, then each is synced (the first sync finds most of the data already
+    /// on its way), then each is renamed over its segment, then the directory is synced once.
+    /// Each rename is atomic on its own, so a crash leaves each segment old or new, whole.
+    /// The caller holds the reclaim lock.
+    pub(crate) fn rewrite_group(&self, ids: &[SegmentId]) -> Result<Vec<Rewritten>> {
+        let plans: Vec<Plan> = {
             let st = self.state.lock();
             Self::check_usable(&st)?;
-            match self.plan(&st, id) {
-                Some(plan) => plan,
-                None => return Ok(None),
-            }
+            ids.iter().filter_map(|&id| self.plan(&st, id)).collect()
         };
+        if plans.is_empty() {
+            return Ok(Vec::new());
+        }
         // The deletes that let records go must be durable before a file without those
         // records is: otherwise a crash could revive a stream whose records are gone.
         self.flush()?;
-        let seg = &plan.segment;
-        let (image, live_bytes) =
-            rewritten_image(seg, &plan.dropped, self.options.index_interval_bytes)?;
-        let path = segment_path(&self.dir, id);
-        let temp = rewrite_path(&self.dir, id);
-        self.write_rewrite(&temp, &image)?;
-        if let Err(e) = self.storage.rename(&temp, &path) {
-            let _ = self.storage.remove_file(&temp);
-            return Err(io_err("renaming", &temp)(e));
+        let mut staged: Vec<Staged> = Vec::with_capacity(plans.len());
+        let written = self.stage_all(plans, &mut staged).and_then(|()| {
+            for s in &staged {
+                s.file.sync_all().map_err(io_err("syncing", &s.temp))?;
+            }
+            // A log closed meanwhile (or poisoned) replaces nothing more.
+            Self::check_usable(&self.state.lock())
+        });
+        if let Err(e) = written {
+            self.remove_temps(&staged);
+            return Err(e);
         }
-        // From here the new file may be the segment on disk; failing to say so durably, or to
-        // read it back, leaves memory and disk disagreeing: the store is poisoned.
-        let new = self
+        // Rename in order; a failed rename leaves its segment and the ones after it as they
+        // were, and the ones before it replaced.
+        let mut renamed = 0;
+        let mut failure = None;
+        for s in &staged {
+            let path = segment_path(&self.dir, s.plan.segment.id);
+            if let Err(e) = self.storage.rename(&s.temp, &path) {
+                failure = Some(io_err("renaming", &s.temp)(e));
+                break;
+            }
+            renamed += 1;
+        }
+        self.remove_temps(&staged[renamed..]);
+        let done = self.swap_renamed(&staged[..renamed])?;
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(done),
+        }
+    }
+
+    /// Builds and writes each planned rewrite under its temporary name, unsynced.
+    fn stage_all(&self, plans: Vec<Plan>, staged: &mut Vec<Staged>) -> Result<()> {
+        for plan in plans {
+            let seg = &plan.segment;
+            let (image, live_bytes) =
+                rewritten_image(seg, &plan.dropped, self.options.index_interval_bytes)?;
+            let temp = rewrite_path(&self.dir, seg.id);
+            let file = self.write_rewrite(&temp, &image)?;
+            staged.push(Staged {
+                plan,
+                temp,
+                file,
+                live_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    /// Best effort: rewrites that will not be renamed in go (an open removes any left).
+    fn remove_temps(&self, staged: &[Staged]) {
+        for s in staged {
+            let _ = self.storage.remove_file(&s.temp);
+        }
+    }
+
+    /// After renames: makes them durable and puts the new files in the table. From the first
+    /// rename on, the new files may be the segments on disk; failing to say so durably, or to
+    /// read one back, leaves memory and disk disagreeing: the store is poisoned.
+    fn swap_renamed(&self, renamed: &[Staged]) -> Result<Vec<Rewritten>> {
+        if renamed.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mapped: std::result::Result<Vec<Arc<SealedSegment>>, String> = self
             .storage
             .sync_dir(&self.dir)
             .map_err(|e| format!("syncing directory {}: {e}", self.dir.display()))
-            .and_then(|()| map_sealed(&*self.storage, &path, id).map_err(|e| e.to_string()));
-        let new = match new {
-            Ok(new) => new,
-            Err(what) => {
-                let mut st = self.state.lock();
-                let what = format!("rewriting segment {id}: {what}");
-                return Err(self.poison(&mut st, what));
-            }
+            .and_then(|()| {
+                renamed
+                    .iter()
+                    .map(|s| {
+                        let id = s.plan.segment.id;
+                        map_sealed(&*self.storage, &segment_path(&self.dir, id), id)
+                            .map_err(|e| e.to_string())
+                    })
+                    .collect()
+            });
+        let mut st = self.state.lock();
+        let mapped = match mapped {
+            Ok(m) => m,
+            Err(what) => return Err(self.poison(&mut st, format!("rewriting segments: {what}"))),
         };
-        let done = Rewritten {
-            bytes_before: seg.bytes.len() as u64,
-            bytes_after: new.bytes.len() as u64,
-            live_bytes,
-        };
-        swap_in(&mut self.state.lock(), &new, &plan.dropped);
-        Ok(Some(done))
+        let mut done = Vec::with_capacity(renamed.len());
+        for (s, new) in renamed.iter().zip(&mapped) {
+            swap_in(&mut st, new, &s.plan.dropped);
+            done.push(Rewritten {
+                id: new.id,
+                bytes_before: s.plan.segment.bytes.len() as u64,
+                bytes_after: new.bytes.len() as u64,
+                live_bytes: s.live_bytes,
+            });
+        }
+        Ok(done)
     }
 
     fn plan(&self, st: &State, id: SegmentId) -> Option<Plan> {
@@ -153,8 +227,8 @@ impl Inner {
         (!dropped.is_empty() && live * 100 < threshold * total).then_some(Plan { segment, dropped })
     }
 
-    /// Writes the rewrite under its temporary name and makes it durable.
-    fn write_rewrite(&self, temp: &Path, image: &[u8]) -> Result<()> {
+    /// Writes the rewrite under its temporary name (unsynced) and returns the open file.
+    fn write_rewrite(&self, temp: &Path, image: &[u8]) -> Result<Arc<dyn StorageFile>> {
         // A rewrite left by an earlier failure is stale: its segment was never replaced.
         match self.storage.remove_file(temp) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
@@ -165,15 +239,11 @@ impl Inner {
         let written = self
             .storage
             .open_file(temp, OpenMode::CreateNew)
-            .and_then(|f| {
-                f.write_all_at(image, 0)?;
-                f.sync_all()
-            });
-        if let Err(e) = written {
+            .and_then(|f| f.write_all_at(image, 0).map(|()| f));
+        written.map_err(|e| {
             let _ = self.storage.remove_file(temp);
-            return Err(io_err("writing", temp)(e));
-        }
-        Ok(())
+            io_err("writing", temp)(e)
+        })
     }
 }
 
