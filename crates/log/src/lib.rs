@@ -8,6 +8,7 @@
 //! I/O goes through [`Storage`], so tests can simulate power loss. The byte layout is
 //! specified in `format-spec/`.
 
+mod background;
 mod clean;
 mod error;
 mod ids;
@@ -27,6 +28,7 @@ pub mod storage;
 pub mod verify;
 mod writer;
 
+pub use background::{BackgroundReclaim, BackgroundReport};
 pub use error::{Error, Result};
 pub use ids::{Lsn, SegmentId, Seq, StreamId};
 pub use log::{Append, Log, Receipt, Record, RecoveryReport, Stats, StreamInfo};

@@ -424,6 +424,15 @@ impl Log {
         self.inner.reclaim(progress)
     }
 
+    /// Runs [`reclaim`](Self::reclaim) on a thread of its own: once now, then every
+    /// `interval` (or at [`BackgroundReclaim::nudge`](crate::BackgroundReclaim::nudge)) until
+    /// the returned handle is stopped or dropped, or the log is closed. Commits go on while it
+    /// runs; it holds the log's lock only for short steps. The thread keeps the store open
+    /// (and locked) until it ends: stop it before closing the log to reopen the store at once.
+    pub fn start_background_reclaim(&self, interval: Duration) -> Result<crate::BackgroundReclaim> {
+        crate::BackgroundReclaim::start(self.clone(), interval)
+    }
+
     /// Makes everything committed so far durable.
     pub fn flush(&self) -> Result<()> {
         self.inner.flush()
