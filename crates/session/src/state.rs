@@ -176,6 +176,25 @@ impl SessionState {
         self.fold(event, rules, past)
     }
 
+    /// [`SessionState::append`] with `write` run between the checks and the fold: `event` is
+    /// folded in only if `write` succeeds (a store writes it to its log there), so a failed
+    /// write, like a refused event, leaves the state exactly as it was, without the undo
+    /// journal an [`atomically`](SessionState::atomically) around both would keep.
+    pub fn append_then<E: From<Error>>(
+        &mut self,
+        event: &Event,
+        rules: RuleSet,
+        past: &dyn LookBack,
+        write: impl FnOnce() -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.check_vocabulary(event)?;
+        self.check_declared_format(event)?;
+        let plan = self.check(event, rules, past)?;
+        write()?;
+        self.apply(event, plan);
+        Ok(())
+    }
+
     /// Folds in a stored event as loading does: its legacy shape is upgraded in place (looking
     /// back through `past` at the upgraded events before it), then it is checked under the
     /// rules a DSH log is loaded with. A store that streams a session's records into a state,

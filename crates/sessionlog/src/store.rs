@@ -1016,6 +1016,24 @@ impl SessionHandle {
         let folded = &mut self.folded;
         let mut sizes: Vec<(u8, u64)> = Vec::new();
         let fed = !self.views.is_empty();
+        if let [event] = events {
+            // One event: checked, written, then folded; nothing to take back if the log
+            // refuses it, so no savepoint (a copy of the turn tracker) per append.
+            folded.state.append_then(event, rules, past, || {
+                let payload = record_payload(event, max)?;
+                let kind = kind_tag(event);
+                let mut append = Append::new(stream, kind, &payload);
+                append.expected_seq = Some(LogSeq(event.seq().get() + 1));
+                log.commit(std::slice::from_ref(&append), Durability::Buffered)?;
+                if fed {
+                    sizes.push((kind, payload.len() as u64));
+                }
+                Ok::<_, Error>(())
+            })?;
+            folded.locks.observe(event);
+            projected::feed_all(&mut self.views, folded.state.version(), events, &sizes);
+            return Ok(());
+        }
         folded.state.atomically(|state| {
             let mut records: Vec<(u8, Vec<u8>)> = Vec::with_capacity(events.len());
             for (i, event) in events.iter().enumerate() {
