@@ -6,7 +6,7 @@
 //! sourceEventSeqs` and the reverse) survive import, storage and export unchanged.
 //! Events this crate writes itself use DSH's writer order.
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::ops::Range;
 
 use crate::error::{Error, Rule};
@@ -135,7 +135,13 @@ impl Event {
         Self::parse_checked(raw, seq_hint, false)
     }
 
-    fn parse_checked(raw: &str, seq_hint: u64, lossless_scan: bool) -> Result<Event, Error> {
+    /// Parses `raw` and keeps it: text the caller already owns (an envelope just written)
+    /// is moved into the event instead of copied.
+    fn parse_checked<R>(owned: R, seq_hint: u64, lossless_scan: bool) -> Result<Event, Error>
+    where
+        R: AsRef<str> + Into<Box<str>>,
+    {
+        let raw = owned.as_ref();
         let type_hint = || {
             JsonRef::new(raw)
                 .get("type")
@@ -223,16 +229,18 @@ impl Event {
             Some(v) if v.as_bool() == Some(true) => true,
             Some(_) => return Err(bad(Rule::Envelope, "ignorable, when present, must be true")),
         };
+        let type_name: Box<str> = type_name.into();
+        let data = data_start..data_start + data.raw().len();
         Ok(Event {
-            type_name: type_name.into(),
+            type_name,
             seq: Seq(seq),
             time,
-            data: data_start..data_start + data.raw().len(),
+            data,
             surface_op,
             replace_spells_seq,
             source_event_seqs,
             ignorable,
-            raw: raw.into(),
+            raw: owned.into(),
             payload,
             upgrade: None,
         })
@@ -524,10 +532,11 @@ impl EventInput {
     /// `data` must be exactly one JSON value: text such as `{},"ignorable":true` would
     /// otherwise add envelope keys, so it is refused.
     pub fn into_event(self, seq: u64) -> Result<Event, Error> {
-        let mut out = String::with_capacity(self.data.len() + 64);
+        let mut out = String::with_capacity(self.data.len() + self.event_type.len() + 96);
         out.push_str("{\"type\":");
         write_js_string(&mut out, &self.event_type);
-        out.push_str(&format!(",\"seq\":{seq},\"time\":{},\"data\":", self.time));
+        // Writing into the buffer cannot fail.
+        let _ = write!(out, ",\"seq\":{seq},\"time\":{},\"data\":", self.time);
         out.push_str(&self.data);
         // DSH's `Session.append` writes the cited sources before the surface operation.
         if let Some(sources) = &self.source_event_seqs {
@@ -536,7 +545,7 @@ impl EventInput {
                 if i > 0 {
                     out.push(',');
                 }
-                out.push_str(&s.to_string());
+                let _ = write!(out, "{s}");
             }
             out.push(']');
         }
@@ -548,9 +557,14 @@ impl EventInput {
             out.push_str(",\"ignorable\":true");
         }
         out.push('}');
-        // One lossless scan of the whole envelope checks the data too; data that is exactly
-        // one JSON value is then exactly the span the envelope's `data` key holds.
-        let event = Event::parse(&out, seq)?;
+        // Everything but the data is written here and is lossless JSON by construction, so a
+        // lossless scan of the data alone (at its depth in the envelope) stands for one of
+        // the whole envelope, which then needs only its envelope rules checked. Data that
+        // fails takes the full parse, whose error says where in the envelope it failed.
+        let event = match json::validate_member_str(&self.data) {
+            Ok(()) => Event::parse_checked(out, seq, false)?,
+            Err(_) => Event::parse(&out, seq)?,
+        };
         let given = self.data.trim_matches([' ', '\t', '\n', '\r']);
         if event.data().raw().len() != given.len() {
             return Err(Error::invalid(

@@ -315,9 +315,9 @@ pub enum RuleSet {
 
 /// The value of `key` as a turn or step number (a non-negative safe integer, as DSH 0.2's
 /// reader requires), written as the tracker keeps it.
-fn number(event: &Event, key: &str) -> Result<String, Error> {
-    match event.data().get(key).and_then(|v| v.as_seq()) {
-        Some(n) => Ok(n.to_string()),
+fn number(event: &Event, value: Option<JsonRef<'_>>, key: &str) -> Result<u64, Error> {
+    match value.and_then(|v| v.as_seq()) {
+        Some(n) => Ok(n),
         None => Err(Error::invalid(
             event.seq().get(),
             event.event_type(),
@@ -328,8 +328,19 @@ fn number(event: &Event, key: &str) -> Result<String, Error> {
 }
 
 /// The turn and step numbers of an event that belongs to the open step, checked against it.
+/// The `turn` and `step` numbers of `event`'s payload, read in one lookup.
+fn turn_and_step(event: &Event) -> Result<(u64, u64), Error> {
+    let [turn, step] = event.data_fields(["turn", "step"]);
+    Ok((number(event, turn, "turn")?, number(event, step, "step")?))
+}
+
+/// Whether the tracker's open turn or step (kept as `JSON.stringify` writes it) is `n`.
+fn names(open: &str, n: u64) -> bool {
+    open.parse::<u64>() == Ok(n)
+}
+
 fn check_in_open_step(tracker: &TurnTracker, event: &Event) -> Result<(), Error> {
-    let (turn, step) = (number(event, "turn")?, number(event, "step")?);
+    let (turn, step) = turn_and_step(event)?;
     let fail = |detail: String| {
         Err(Error::invalid(
             event.seq().get(),
@@ -341,7 +352,9 @@ fn check_in_open_step(tracker: &TurnTracker, event: &Event) -> Result<(), Error>
     match (tracker.open_turn(), tracker.open_step()) {
         (None, _) => fail("no turn is open: append turn/start and step/start first".into()),
         (Some(_), None) => fail("no step is open: append step/start first".into()),
-        (Some(open_turn), Some(open_step)) if open_turn != turn || open_step != step => {
+        (Some(open_turn), Some(open_step))
+            if !names(open_turn, turn) || !names(open_step, step) =>
+        {
             fail(format!(
                 "it names turn {turn} step {step}, but turn {open_turn} step {open_step} is open"
             ))
@@ -354,12 +367,14 @@ fn check_in_open_step(tracker: &TurnTracker, event: &Event) -> Result<(), Error>
 fn check_open_turn(
     tracker: &TurnTracker,
     event: &Event,
-    turn: &str,
-    when_none: &str,
+    turn: u64,
+    when_none: impl FnOnce() -> String,
 ) -> Result<(), Error> {
     let detail = match tracker.open_turn() {
-        None => when_none.to_owned(),
-        Some(open) if open != turn => format!("it names turn {turn}, but turn {open} is open"),
+        None => when_none(),
+        Some(open) if !names(open, turn) => {
+            format!("it names turn {turn}, but turn {open} is open")
+        }
         Some(_) => return Ok(()),
     };
     Err(Error::invalid(
@@ -371,16 +386,12 @@ fn check_open_turn(
 }
 
 /// The call a `tool/result` or `tool/call` names.
-fn call_id_of(event: &Event) -> Option<String> {
-    let data = event.data();
+fn call_id_of(event: &Event) -> Option<std::borrow::Cow<'_, str>> {
     let id = match event.event_type() {
-        "tool/call" => data.get("callId"),
-        _ => data
-            .get("message")
-            .and_then(|m| m.get("source"))
-            .and_then(|s| s.get("callId")),
+        "tool/call" => event.data_fields(["callId"])[0],
+        _ => event.message_fields(["source"])[0].and_then(|s| s.get("callId")),
     };
-    id.and_then(|i| i.as_str()).map(|i| i.into_owned())
+    id.and_then(|i| i.as_str())
 }
 
 /// The structural rules of native appends, over the turn tracker's state before `event`
@@ -414,7 +425,7 @@ pub(crate) fn check_structure(
     let appended = event.surface_op() == Some(SurfaceOp::Append);
     match event.event_type() {
         "turn/start" => {
-            let turn = number(event, "turn")?;
+            let turn = number(event, event.data_fields(["turn"])[0], "turn")?;
             if !event.data().has_exact_keys(&["turn"]) {
                 return fail(Rule::Payload, "turn/start data is exactly {turn}".into());
             }
@@ -426,29 +437,24 @@ pub(crate) fn check_structure(
             }
         }
         "turn/end" => {
-            let turn = number(event, "turn")?;
-            let reason_kind = event
-                .data()
-                .get("reason")
-                .and_then(|r| r.get("kind"))
-                .and_then(|k| k.as_str());
+            let [turn, reason] = event.data_fields(["turn", "reason"]);
+            let turn = number(event, turn, "turn")?;
+            let reason_kind = reason.and_then(|r| r.get("kind")).and_then(|k| k.as_str());
             if reason_kind.is_none_or(|k| k.is_empty()) {
                 return fail(
                     Rule::Payload,
                     "turn/end needs a reason with a non-empty kind".into(),
                 );
             }
-            check_open_turn(
-                tracker,
-                event,
-                &turn,
-                "no turn is open (each turn ends once, after its turn/start)",
-            )?;
+            check_open_turn(tracker, event, turn, || {
+                "no turn is open (each turn ends once, after its turn/start)".to_owned()
+            })?;
         }
         "step/start" => {
-            let (turn, step) = (number(event, "turn")?, number(event, "step")?);
-            let not_open = format!("turn {turn} is not open: append its turn/start first");
-            check_open_turn(tracker, event, &turn, &not_open)?;
+            let (turn, step) = turn_and_step(event)?;
+            check_open_turn(tracker, event, turn, || {
+                format!("turn {turn} is not open: append its turn/start first")
+            })?;
             if let Some(open_step) = tracker.open_step() {
                 return fail(
                     Rule::Nesting,
@@ -471,14 +477,11 @@ pub(crate) fn check_structure(
             }
         }
         "tool/result" if appended => {
-            let (turn, step) = (number(event, "turn")?, number(event, "step")?);
+            let (turn, step) = turn_and_step(event)?;
             let call = call_id_of(event).unwrap_or_default();
-            check_open_turn(
-                tracker,
-                event,
-                &turn,
-                "no turn is open: a tool result belongs to the turn of its call",
-            )?;
+            check_open_turn(tracker, event, turn, || {
+                "no turn is open: a tool result belongs to the turn of its call".to_owned()
+            })?;
             match tracker.pending_call(&call) {
                 None => {
                     return fail(
@@ -486,7 +489,7 @@ pub(crate) fn check_structure(
                         format!("it answers call {call:?}, which no assistant/message of this turn announced or which already has a result"),
                     )
                 }
-                Some((call_step, _)) if call_step != step => {
+                Some((call_step, _)) if !names(call_step, step) => {
                     return fail(
                         Rule::Nesting,
                         format!("it names step {step}, but call {call:?} was announced in step {call_step}"),

@@ -90,6 +90,17 @@ pub fn validate(bytes: &[u8]) -> Result<&str, JsonError> {
 
 /// [`validate`] for text already known to be UTF-8.
 pub fn validate_str(text: &str) -> Result<(), JsonError> {
+    validate_at_depth(text, 0)
+}
+
+/// [`validate_str`] for text that will be the value of an object member (one level deeper
+/// than a whole document, which matters only for [`MAX_DEPTH`]): an event's payload
+/// checked before its envelope is written around it.
+pub(crate) fn validate_member_str(text: &str) -> Result<(), JsonError> {
+    validate_at_depth(text, 1)
+}
+
+fn validate_at_depth(text: &str, depth: usize) -> Result<(), JsonError> {
     let mut scanner = Scanner {
         bytes: text.as_bytes(),
         text,
@@ -98,7 +109,7 @@ pub fn validate_str(text: &str) -> Result<(), JsonError> {
         keys: Vec::new(),
     };
     scanner.ws();
-    scanner.value(0)?;
+    scanner.value(depth)?;
     scanner.ws();
     if scanner.pos != scanner.bytes.len() {
         return Err(scanner.syntax("end of input"));
