@@ -18,7 +18,8 @@ use crate::state::{LastEvent, RequestSeqs, SessionState};
 use crate::surface::{NodeFacts, Surface};
 use crate::tokens::projection::{Anchor, Envelope, TokenTally};
 use crate::tokens::{
-    RequestKind, RequestUsage, TokenCounter, UnreadableUsage, Usage, UsageLedger, UsageShape,
+    CumulativeUsage, RequestKind, RequestUsage, TokenCounter, UnreadableUsage, Usage, UsageLedger,
+    UsageShape, LEDGER_RECENT,
 };
 use crate::version::FormatVersion;
 
@@ -27,7 +28,7 @@ pub const CHECKPOINT_MAGIC: u32 = u32::from_le_bytes(*b"SLST");
 
 /// The version of the checkpoint encoding and of the fold's meaning: bump it whenever
 /// either changes, so older checkpoints are rebuilt from the log.
-pub const CHECKPOINT_STATE_VERSION: u32 = 1;
+pub const CHECKPOINT_STATE_VERSION: u32 = 2;
 
 /// Why a checkpoint was not used. Every case means the same thing to the caller: rebuild
 /// the state by folding the session from the log.
@@ -478,21 +479,40 @@ fn decode_tokens(
 // five buckets 40, shape 1.
 const REQUEST_BYTES: usize = 68;
 
+fn encode_request(w: &mut Writer<'_>, request: &RequestUsage) {
+    w.u64(request.seq.get());
+    w.u8(kind_tag(request.kind));
+    w.opt(request.turn, Writer::i64);
+    w.opt(request.step, Writer::i64);
+    w.str(&request.provider);
+    w.str(&request.model);
+    encode_usage(w, &request.usage);
+    w.u8(shape_tag(request.shape));
+}
+
+fn encode_usage(w: &mut Writer<'_>, u: &Usage) {
+    for bucket in [u.input, u.output, u.cache_read, u.cache_write, u.reasoning] {
+        w.u64(bucket);
+    }
+}
+
 fn encode_ledger(w: &mut Writer<'_>, ledger: &UsageLedger) {
+    for total in [ledger.settlements(), ledger.auxiliary()] {
+        w.u64(total.requests());
+        encode_usage(w, total.usage());
+    }
+    match ledger.last_settlement() {
+        Some(request) => {
+            w.u8(1);
+            encode_request(w, request);
+        }
+        None => w.u8(0),
+    }
     w.len(ledger.requests().len());
     for request in ledger.requests() {
-        w.u64(request.seq.get());
-        w.u8(kind_tag(request.kind));
-        w.opt(request.turn, Writer::i64);
-        w.opt(request.step, Writer::i64);
-        w.str(&request.provider);
-        w.str(&request.model);
-        let u = &request.usage;
-        for bucket in [u.input, u.output, u.cache_read, u.cache_write, u.reasoning] {
-            w.u64(bucket);
-        }
-        w.u8(shape_tag(request.shape));
+        encode_request(w, request);
     }
+    w.u64(ledger.unreadable_count());
     w.len(ledger.unreadable().len());
     for unreadable in ledger.unreadable() {
         w.u64(unreadable.seq.get());
@@ -547,39 +567,88 @@ fn shared(text: &str, previous: Option<&Arc<str>>) -> Arc<str> {
     }
 }
 
+fn decode_usage(r: &mut Reader<'_>) -> Decoded<Usage> {
+    Ok(Usage {
+        input: r.u64()?,
+        output: r.u64()?,
+        cache_read: r.u64()?,
+        cache_write: r.u64()?,
+        reasoning: r.u64()?,
+    })
+}
+
+/// One usage record whose seq is checked by `seq` (the caller's order rule).
+fn decode_request(
+    r: &mut Reader<'_>,
+    seq: Seq,
+    previous: Option<&RequestUsage>,
+) -> Decoded<RequestUsage> {
+    let kind = decode_kind(r)?;
+    let turn = r.opt(Reader::i64)?;
+    let step = r.opt(Reader::i64)?;
+    let provider = shared(r.str()?, previous.map(|l| &l.provider));
+    let model = shared(r.str()?, previous.map(|l| &l.model));
+    let usage = decode_usage(r)?;
+    let shape = decode_shape(r)?;
+    Ok(RequestUsage {
+        seq,
+        kind,
+        turn,
+        step,
+        provider,
+        model,
+        usage,
+        shape,
+    })
+}
+
 fn decode_ledger(r: &mut Reader<'_>, next_seq: u64) -> Decoded<UsageLedger> {
+    let mut totals = [CumulativeUsage::default(), CumulativeUsage::default()];
+    for total in &mut totals {
+        let requests = r.u64()?;
+        *total = CumulativeUsage::from_parts(requests, decode_usage(r)?);
+    }
+    let last_settlement = match r.u8()? {
+        0 => None,
+        1 => {
+            let seq = decode_record_seq(r, &mut None, next_seq)?;
+            let request = decode_request(r, seq, None)?;
+            if request.kind != RequestKind::Settlement {
+                return Err(r.damaged("the newest settlement is not a settlement"));
+            }
+            Some(request)
+        }
+        _ => return Err(r.damaged("unknown flag")),
+    };
     let n = r.count(REQUEST_BYTES)?;
+    if n > LEDGER_RECENT {
+        return Err(r.damaged("more usage records than a bounded ledger keeps"));
+    }
     let mut requests: Vec<RequestUsage> = Vec::with_capacity(n);
     let mut previous = None;
     for _ in 0..n {
         let seq = decode_record_seq(r, &mut previous, next_seq)?;
-        let kind = decode_kind(r)?;
-        let turn = r.opt(Reader::i64)?;
-        let step = r.opt(Reader::i64)?;
-        let last = requests.last();
-        let provider = shared(r.str()?, last.map(|l| &l.provider));
-        let model = shared(r.str()?, last.map(|l| &l.model));
-        let usage = Usage {
-            input: r.u64()?,
-            output: r.u64()?,
-            cache_read: r.u64()?,
-            cache_write: r.u64()?,
-            reasoning: r.u64()?,
-        };
-        let shape = decode_shape(r)?;
-        requests.push(RequestUsage {
-            seq,
-            kind,
-            turn,
-            step,
-            provider,
-            model,
-            usage,
-            shape,
-        });
+        let request = decode_request(r, seq, requests.last())?;
+        requests.push(request);
     }
+    let kept = |kind| requests.iter().filter(|q| q.kind == kind).count() as u64;
+    let newest_kept = requests
+        .iter()
+        .rev()
+        .find(|q| q.kind == RequestKind::Settlement);
+    if kept(RequestKind::Settlement) > totals[0].requests()
+        || kept(RequestKind::CompactionSummary) > totals[1].requests()
+        || (newest_kept.is_some() && newest_kept != last_settlement.as_ref())
+        || last_settlement.is_some() != (totals[0].requests() > 0)
+    {
+        return Err(r.damaged("usage totals disagree with the usage records"));
+    }
+    let unreadable_total = r.u64()?;
     // Per unreadable record at least: seq 8, kind 1, key count 8.
     let n = r.count(17)?;
+    if n > LEDGER_RECENT || n as u64 > unreadable_total {
+        return Err(r.damaged("more unreadable usage records than counted or kept"));
+    }
     let mut unreadable = Vec::with_capacity(n);
     let mut previous = None;
     for _ in 0..n {
@@ -591,5 +660,11 @@ fn decode_ledger(r: &mut Reader<'_>, next_seq: u64) -> Decoded<UsageLedger> {
             .collect::<Decoded<Vec<_>>>()?;
         unreadable.push(UnreadableUsage { seq, kind, keys });
     }
-    Ok(UsageLedger::from_records(requests, unreadable))
+    Ok(UsageLedger::from_parts(
+        requests,
+        totals,
+        last_settlement,
+        unreadable,
+        unreadable_total,
+    ))
 }

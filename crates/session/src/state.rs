@@ -159,7 +159,7 @@ impl SessionState {
         counter: Arc<dyn TokenCounter>,
     ) -> SessionState {
         let mut state = SessionState::new(header, version);
-        state.tokens = Some(TokenTally::new(counter));
+        state.tokens = Some(TokenTally::bounded(counter));
         state
     }
 

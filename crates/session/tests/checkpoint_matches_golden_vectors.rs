@@ -18,8 +18,11 @@ use sessionlog_session::{
 };
 
 const REGENERATE_ENV: &str = "SESSIONLOG_REGENERATE_VECTORS";
-const MEASURED_FILE: &str = "session_state_v1_tokens.bin";
-const PLAIN_FILE: &str = "session_state_v1_plain.bin";
+const MEASURED_FILE: &str = "session_state_v2_tokens.bin";
+const PLAIN_FILE: &str = "session_state_v2_plain.bin";
+/// The files of state version 1 (whose usage ledger kept every record), kept as fixtures of
+/// a version this build refuses, so a checkpoint an older build wrote is rebuilt.
+const OLD_FILES: [&str; 2] = ["session_state_v1_tokens.bin", "session_state_v1_plain.bin"];
 
 fn vectors_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../format-spec/vectors")
@@ -141,6 +144,15 @@ fn a_checkpoint_with_tokens_matches_its_golden_vector() {
         estimates.iter().map(|e| u64::from(*e)).sum::<u64>()
     );
     assert_eq!(view.cumulative.requests(), 2);
+    let ledger = state.usage_ledger().expect("tokens measured");
+    let settled = ledger.settlements().usage();
+    assert_eq!(
+        (settled.input, settled.output, settled.cache_read),
+        (270, 17, 100)
+    );
+    assert_eq!(ledger.auxiliary().requests(), 0);
+    assert_eq!(ledger.last_settlement().map(|r| r.seq), Some(Seq(7)));
+    assert_eq!(ledger.unreadable_count(), 0);
     assert_eq!(view.pressure.anchored_on, Some(Seq(7)));
     assert_eq!(view.pressure.context_window, Some(64000));
     assert_eq!(estimates, [5, 6, 5, 6]);
@@ -161,4 +173,24 @@ fn a_checkpoint_without_tokens_matches_its_golden_vector() {
         .surface()
         .iter()
         .all(|s| state.node_estimate(*s) == Some(0)));
+}
+
+#[test]
+fn checkpoints_of_an_older_state_version_are_refused() {
+    for file in OLD_FILES {
+        let path = vectors_dir().join(file);
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert_eq!(
+            bytes[4..8],
+            1u32.to_le_bytes(),
+            "{file} is of state version 1"
+        );
+        let counter: Option<Arc<dyn TokenCounter>> = file
+            .contains("tokens")
+            .then(|| Arc::new(HeuristicCounter) as Arc<dyn TokenCounter>);
+        assert!(
+            SessionState::decode_checkpoint(&bytes, FormatVersion::dsh_v0(), counter).is_err(),
+            "{file}: a state version 1 checkpoint must be refused (and rebuilt)"
+        );
+    }
 }

@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 
 use common::{dsh_fixture_dir, files_under, golden_for};
-use sessionlog_session::tokens::{HeuristicCounter, TokenProjection};
+use sessionlog_session::tokens::{HeuristicCounter, TokenProjection, LEDGER_RECENT};
 use sessionlog_session::{
     derive_message, import_jsonl, ImportOptions, RuleSet, Session, SessionState,
 };
@@ -69,8 +69,30 @@ fn check(session: &Session) -> Vec<String> {
             projection.view()
         ));
     }
-    if state.usage_ledger() != Some(projection.ledger()) {
-        problems.push("usage ledger differs".to_owned());
+    // The state's ledger is bounded: exact totals, newest settlement and unreadable count,
+    // and the newest records of the projection's full list.
+    match state.usage_ledger() {
+        None => problems.push("the state measures no usage".to_owned()),
+        Some(kept) => {
+            let full = projection.ledger();
+            let tail = |all: usize, n: usize| all.saturating_sub(n);
+            if kept.settlements() != full.settlements()
+                || kept.auxiliary() != full.auxiliary()
+                || kept.last_settlement() != full.last_settlement()
+                || kept.unreadable_count() != full.unreadable().len() as u64
+                || full
+                    .requests()
+                    .get(tail(full.requests().len(), kept.requests().len())..)
+                    != Some(kept.requests())
+                || full
+                    .unreadable()
+                    .get(tail(full.unreadable().len(), kept.unreadable().len())..)
+                    != Some(kept.unreadable())
+                || kept.requests().len() != full.requests().len().min(LEDGER_RECENT)
+            {
+                problems.push("usage ledger differs".to_owned());
+            }
+        }
     }
     for seq in state.surface() {
         if state.node_estimate(seq) != projection.node_estimate(seq) {

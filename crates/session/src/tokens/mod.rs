@@ -30,7 +30,7 @@ pub use projection::{ContextPressure, TokenProjection, TokenView};
 pub use text::{visible_text, write_visible_text};
 pub use usage::{
     CumulativeUsage, RequestKind, RequestUsage, UnreadableUsage, Usage, UsageLedger, UsageShape,
-    USAGE_LEDGER_STATE_VERSION,
+    LEDGER_RECENT, USAGE_LEDGER_STATE_VERSION,
 };
 
 /// Where a token figure comes from.

@@ -143,6 +143,16 @@ pub(crate) fn fnv1a(parts: &[&str]) -> u64 {
 
 impl TokenTally {
     pub(crate) fn new(counter: Arc<dyn TokenCounter>) -> TokenTally {
+        TokenTally::with_ledger(counter, UsageLedger::new())
+    }
+
+    /// The tally a session state keeps: its ledger holds the totals and only the newest
+    /// records, so the state stays bounded however many requests the session made.
+    pub(crate) fn bounded(counter: Arc<dyn TokenCounter>) -> TokenTally {
+        TokenTally::with_ledger(counter, UsageLedger::bounded())
+    }
+
+    fn with_ledger(counter: Arc<dyn TokenCounter>, ledger: UsageLedger) -> TokenTally {
         let label = Label::Estimated {
             counter: Arc::from(counter.name()),
         };
@@ -150,7 +160,7 @@ impl TokenTally {
             counter,
             label,
             surface_tokens: 0,
-            ledger: UsageLedger::new(),
+            ledger,
             envelope: None,
             context_window: None,
             anchor: None,

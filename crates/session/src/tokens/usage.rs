@@ -23,7 +23,7 @@ use crate::json::JsonRef;
 
 /// The version of [`UsageLedger`]'s state; a persisted state with another version is
 /// rebuilt from the log.
-pub const USAGE_LEDGER_STATE_VERSION: u32 = 2;
+pub const USAGE_LEDGER_STATE_VERSION: u32 = 3;
 
 /// One provider usage record, bucket by bucket (all exact).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -272,6 +272,11 @@ pub struct CumulativeUsage {
 }
 
 impl CumulativeUsage {
+    /// A total restored from a checkpoint.
+    pub(crate) fn from_parts(requests: u64, usage: Usage) -> CumulativeUsage {
+        CumulativeUsage { requests, usage }
+    }
+
     /// How many requests were added.
     pub fn requests(&self) -> u64 {
         self.requests
@@ -303,25 +308,47 @@ impl CumulativeUsage {
     }
 }
 
+/// How many of the newest requests, and of the newest unreadable usage objects, a bounded
+/// ledger (the one a [`SessionState`](crate::SessionState) keeps) holds besides its totals.
+pub const LEDGER_RECENT: usize = 32;
+
 /// The per-session usage ledger: a pure fold over events (`new`, [`UsageLedger::apply`],
 /// accessors as the view), state version [`USAGE_LEDGER_STATE_VERSION`].
+///
+/// The totals, the newest settlement and the count of unreadable usage objects are always
+/// exact. The records themselves are all kept by a ledger made with [`UsageLedger::new`]
+/// (a report over the whole log); a bounded ledger keeps only the newest
+/// [`LEDGER_RECENT`] of each, so the state of a session resumed for writing stays the
+/// same size however many requests the session made.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UsageLedger {
     requests: Vec<RequestUsage>,
     settlements: CumulativeUsage,
     auxiliary: CumulativeUsage,
-    last_settlement: Option<usize>,
+    last_settlement: Option<RequestUsage>,
     unreadable: Vec<UnreadableUsage>,
+    unreadable_total: u64,
+    bounded: bool,
 }
 
-/// Where a [`UsageLedger`] stood; see [`UsageLedger::mark`].
+/// Where a [`UsageLedger`] stood; see [`UsageLedger::mark`]. A bounded ledger drops its
+/// oldest records as new ones come, so its mark is a whole copy (of at most
+/// [`LEDGER_RECENT`] records of each kind); an unbounded one only appends, so its mark
+/// copies everything but the record lists and keeps their lengths.
 #[derive(Debug, Clone)]
 pub(crate) struct LedgerMark {
+    ledger: Box<UsageLedger>,
     requests: usize,
     unreadable: usize,
-    settlements: CumulativeUsage,
-    auxiliary: CumulativeUsage,
-    last_settlement: Option<usize>,
+}
+
+/// Appends `record`; a bounded list then drops its oldest beyond [`LEDGER_RECENT`] (a shift
+/// of at most that many records, once per request).
+fn keep<T>(records: &mut Vec<T>, record: T, bounded: bool) {
+    records.push(record);
+    if bounded && records.len() > LEDGER_RECENT {
+        records.remove(0);
+    }
 }
 
 fn text_at(value: Option<JsonRef<'_>>, previous: Option<&Arc<str>>) -> Arc<str> {
@@ -335,9 +362,22 @@ fn text_at(value: Option<JsonRef<'_>>, previous: Option<&Arc<str>>) -> Arc<str> 
 }
 
 impl UsageLedger {
-    /// An empty ledger.
+    /// An empty ledger that keeps every record.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty ledger that keeps the newest [`LEDGER_RECENT`] records of each kind.
+    pub fn bounded() -> Self {
+        UsageLedger {
+            bounded: true,
+            ..Self::default()
+        }
+    }
+
+    /// Whether this ledger keeps only the newest records.
+    pub fn is_bounded(&self) -> bool {
+        self.bounded
     }
 
     /// Folds one event; returns the request it recorded, if any. Events without usage
@@ -369,11 +409,16 @@ impl UsageLedger {
         };
         let Some((usage_read, shape)) = Usage::read(usage) else {
             let keys = usage.members().map(|(k, _)| k.into_owned()).collect();
-            self.unreadable.push(UnreadableUsage {
-                seq: event.seq(),
-                kind,
-                keys,
-            });
+            self.unreadable_total += 1;
+            keep(
+                &mut self.unreadable,
+                UnreadableUsage {
+                    seq: event.seq(),
+                    kind,
+                    keys,
+                },
+                self.bounded,
+            );
             return None;
         };
         let usage = usage_read;
@@ -391,71 +436,91 @@ impl UsageLedger {
         match kind {
             RequestKind::Settlement => {
                 self.settlements.add(&request);
-                self.last_settlement = Some(self.requests.len());
+                self.last_settlement = Some(request.clone());
             }
             RequestKind::CompactionSummary => self.auxiliary.add(&request),
         }
-        self.requests.push(request);
+        keep(&mut self.requests, request, self.bounded);
         self.requests.last()
     }
 
-    /// The ledger holding exactly `requests` and `unreadable`, in log order, with the
-    /// totals and the newest settlement recomputed as the fold would have made them.
-    pub(crate) fn from_records(
+    /// A bounded ledger restored from its parts (a checkpoint): the kept records in log
+    /// order, the totals, the newest settlement and the count of unreadable usage objects.
+    pub(crate) fn from_parts(
         requests: Vec<RequestUsage>,
+        totals: [CumulativeUsage; 2],
+        last_settlement: Option<RequestUsage>,
         unreadable: Vec<UnreadableUsage>,
+        unreadable_total: u64,
     ) -> UsageLedger {
-        let mut ledger = UsageLedger {
+        let [settlements, auxiliary] = totals;
+        UsageLedger {
+            requests,
+            settlements,
+            auxiliary,
+            last_settlement,
             unreadable,
-            ..UsageLedger::default()
-        };
-        for (i, request) in requests.iter().enumerate() {
-            match request.kind {
-                RequestKind::Settlement => {
-                    ledger.settlements.add(request);
-                    ledger.last_settlement = Some(i);
-                }
-                RequestKind::CompactionSummary => ledger.auxiliary.add(request),
-            }
+            unreadable_total,
+            bounded: true,
         }
-        ledger.requests = requests;
-        ledger
     }
 
     /// Where the ledger stands, for [`UsageLedger::rewind`].
     pub(crate) fn mark(&self) -> LedgerMark {
+        let ledger = if self.bounded {
+            self.clone()
+        } else {
+            UsageLedger {
+                requests: Vec::new(),
+                unreadable: Vec::new(),
+                settlements: self.settlements.clone(),
+                auxiliary: self.auxiliary.clone(),
+                last_settlement: self.last_settlement.clone(),
+                unreadable_total: self.unreadable_total,
+                bounded: false,
+            }
+        };
         LedgerMark {
+            ledger: Box::new(ledger),
             requests: self.requests.len(),
             unreadable: self.unreadable.len(),
-            settlements: self.settlements.clone(),
-            auxiliary: self.auxiliary.clone(),
-            last_settlement: self.last_settlement,
         }
     }
 
-    /// Takes back everything folded since `mark` was taken. Requests are only ever
-    /// appended, so truncating and restoring the totals is exact.
+    /// Takes back everything folded since `mark` was taken: a bounded ledger returns to
+    /// its copy; an unbounded one only appended, so truncating and restoring the totals is
+    /// exact.
     pub(crate) fn rewind(&mut self, mark: LedgerMark) {
-        self.requests.truncate(mark.requests);
-        self.unreadable.truncate(mark.unreadable);
-        self.settlements = mark.settlements;
-        self.auxiliary = mark.auxiliary;
-        self.last_settlement = mark.last_settlement;
+        let mut ledger = *mark.ledger;
+        if !self.bounded {
+            self.requests.truncate(mark.requests);
+            self.unreadable.truncate(mark.unreadable);
+            ledger.requests = std::mem::take(&mut self.requests);
+            ledger.unreadable = std::mem::take(&mut self.unreadable);
+        }
+        *self = ledger;
     }
 
-    /// Usage objects found in no known shape, in log order.
+    /// Usage objects found in no known shape, in log order: all of them, or the newest
+    /// [`LEDGER_RECENT`] in a bounded ledger (see [`UsageLedger::unreadable_count`]).
     pub fn unreadable(&self) -> &[UnreadableUsage] {
         &self.unreadable
     }
 
-    /// Every request, in log order.
+    /// How many usage objects were found in no known shape, kept or not.
+    pub fn unreadable_count(&self) -> u64 {
+        self.unreadable_total
+    }
+
+    /// The requests, in log order: every one, or the newest [`LEDGER_RECENT`] in a bounded
+    /// ledger (the totals count them all).
     pub fn requests(&self) -> &[RequestUsage] {
         &self.requests
     }
 
     /// The newest conversation request (the anchor for context pressure).
     pub fn last_settlement(&self) -> Option<&RequestUsage> {
-        self.last_settlement.and_then(|i| self.requests.get(i))
+        self.last_settlement.as_ref()
     }
 
     /// The total over conversation requests.
