@@ -95,8 +95,16 @@ impl SessionStats {
         "heuristic-bytes/4"
     }
 
-    fn tool(&mut self, name: &str) -> &mut ToolCount {
-        self.tools.entry(name.to_owned()).or_default()
+    /// Updates the counts of tool `name` (its name is copied only the first time).
+    fn tool(&mut self, name: &str, update: impl FnOnce(&mut ToolCount)) {
+        match self.tools.get_mut(name) {
+            Some(count) => update(count),
+            None => {
+                let mut count = ToolCount::default();
+                update(&mut count);
+                self.tools.insert(name.to_owned(), count);
+            }
+        }
     }
 
     fn count_usage(&mut self, usage: Option<JsonRef<'_>>) {
@@ -176,19 +184,28 @@ impl Projection for Stats {
             s.replacements += 1;
         }
         if let Some(message) = derive_message(e.version, event) {
-            let mut text = String::new();
-            write_visible_text(JsonRef::new(message), &mut text);
+            // One scratch buffer per thread: the fold runs once per appended event.
+            thread_local!(static TEXT: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) });
             let counter = HeuristicCounter;
-            s.estimated_tokens +=
-                u64::from(counter.count(&text)) + u64::from(counter.message_overhead());
+            let tokens = TEXT.with(|text| {
+                let mut text = text.borrow_mut();
+                text.clear();
+                write_visible_text(JsonRef::new(message), &mut text);
+                counter.count(&text)
+            });
+            s.estimated_tokens += u64::from(tokens) + u64::from(counter.message_overhead());
         }
-        // Structural kinds the counts below do not read are not parsed.
+        // Kinds the counts below do not read are not parsed; turns and steps are counted
+        // by their kind alone.
         use sessionlog_session::codec::kind;
+        match e.kind {
+            kind::TURN_START => s.turns += 1,
+            kind::STEP_START => s.steps += 1,
+            _ => {}
+        }
         if !matches!(
             e.kind,
-            kind::TURN_START
-                | kind::TURN_END
-                | kind::STEP_START
+            kind::TURN_END
                 | kind::TOOL_CALL
                 | kind::TOOL_RESULT
                 | kind::ASSISTANT_MESSAGE
@@ -200,8 +217,6 @@ impl Projection for Stats {
             .view()
             .map_err(|err| ProjectionError::refused(event, err.to_string()))?;
         match view {
-            EventView::TurnStart { .. } => s.turns += 1,
-            EventView::StepStart { .. } => s.steps += 1,
             EventView::TurnEnd { .. } => {
                 let reason = event
                     .data()
@@ -212,7 +227,7 @@ impl Projection for Stats {
                 *s.turn_ends.entry(reason).or_default() += 1;
             }
             EventView::ToolCall { call_id, name, .. } => {
-                s.tool(&name).calls += 1;
+                s.tool(&name, |t| t.calls += 1);
                 s.open_calls.insert(call_id.into_owned(), name.into_owned());
             }
             EventView::ToolResult {
@@ -233,11 +248,10 @@ impl Projection for Stats {
                     .remove(call_id.as_ref())
                     .unwrap_or_else(|| "?".to_owned());
                 let failed = result_is_error(message, error);
-                let tool = s.tool(&name);
-                tool.results += 1;
-                if failed {
-                    tool.errors += 1;
-                }
+                s.tool(&name, |t| {
+                    t.results += 1;
+                    t.errors += u64::from(failed);
+                });
             }
             EventView::AssistantMessage { usage, .. } => s.count_usage(usage),
             EventView::CompactionSummary { .. } => {
