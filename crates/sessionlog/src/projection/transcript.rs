@@ -10,6 +10,7 @@
 //! and applied when the transcript is written.
 
 use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use serde_json::Value;
@@ -236,8 +237,10 @@ impl SessionTranscript {
             self.shadowed_by.len(),
             count(self.replacements, "replacement"),
         )?;
+        // Continuation lines of a block leave the mark, seq and role columns blank.
+        let blank = format!("  {:seq_width$}  {:KIND_WIDTH$}  ", "", "");
         let mut start = 0usize;
-        let mut line = String::new();
+        let mut line = String::with_capacity(1024);
         for row in &self.rows {
             let end = usize::try_from(row.end).unwrap_or(usize::MAX);
             let text = self.text.get(start..end).unwrap_or_default();
@@ -248,32 +251,29 @@ impl SessionTranscript {
                 RowKind::Message | RowKind::Empty => self.surface_mark(row),
                 RowKind::Structural | RowKind::Stream => MARK_STRUCTURAL,
             };
-            let stream = (row.kind == RowKind::Stream).then(|| stream_line(row));
-            let shadowed = match (row.kind, self.shadowed_by.get(&row.seq)) {
-                (RowKind::Message, Some(by)) => Some(format!("[shadowed by seq {by}]")),
-                _ => None,
-            };
-            let texts: Vec<&str> = match &stream {
-                Some(line) => vec![line.as_str()],
-                None => lines.chain(shadowed.as_deref()).collect(),
-            };
-            let mut first = true;
-            for text in texts {
-                line.clear();
-                if first {
-                    let seq = row.seq;
-                    line.push_str(&format!(
-                        "{mark} {seq:>seq_width$}  {column:KIND_WIDTH$}  {text}\n"
-                    ));
-                    first = false;
-                } else {
-                    // Continuation lines of a block leave the mark, seq and role columns
-                    // blank.
-                    line.push_str(&format!(
-                        "  {:seq_width$}  {:KIND_WIDTH$}  {text}\n",
-                        "", ""
-                    ));
+            line.clear();
+            let seq = row.seq;
+            let _ = write!(line, "{mark} {seq:>seq_width$}  {column:KIND_WIDTH$}  ");
+            let prefix = line.len();
+            if row.kind == RowKind::Stream {
+                line.push_str(&stream_line(row));
+                line.push('\n');
+            } else {
+                for (i, text) in lines.enumerate() {
+                    if i > 0 {
+                        line.push_str(&blank);
+                    }
+                    line.push_str(text);
+                    line.push('\n');
                 }
+                if let (RowKind::Message, Some(by)) = (row.kind, self.shadowed_by.get(&seq)) {
+                    if line.len() > prefix {
+                        line.push_str(&blank);
+                    }
+                    let _ = writeln!(line, "[shadowed by seq {by}]");
+                }
+            }
+            if line.len() > prefix {
                 out.write_all(line.as_bytes())?;
             }
         }
