@@ -1,0 +1,301 @@
+//! Consumer projections of a 1,000,000-event session: handing one back from its checkpoint
+//! (against folding it from the whole log), `show` and `stats --session` as the CLI runs them
+//! (a read-only open, the projection from its checkpoint, the output written) against the
+//! whole-session load that every `show` began with before the transcript was a projection,
+//! and each projection's upkeep while appending (buffered appends with and without it, in
+//! interleaved rounds). Figures come with the probe and as ratios to baselines of the same
+//! run; every store is removed at the end.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use sessionlog::projection::{Stats, ToolAudit, Transcript};
+use sessionlog::session::{EventInput, SessionHeader};
+use sessionlog::{Access, CacheUse, LogOptions, Projection, Store, StoreOptions};
+use sessionlog_benches::{fill_long_session, fresh_dir, human_ns, ns, probe};
+
+/// Events of the long session; `SESSIONLOG_PROJECTION_BENCH_EVENTS` sets fewer for a quick
+/// try.
+fn long_events() -> u64 {
+    std::env::var("SESSIONLOG_PROJECTION_BENCH_EVENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000)
+}
+/// Events appended per upkeep round.
+const UPKEEP_EVENTS: usize = 200_000;
+/// A writer commits this often while appending (each commit may write checkpoints).
+const COMMIT_EVERY: usize = 4096;
+const RUNS: usize = 7;
+
+fn options() -> StoreOptions {
+    StoreOptions::default()
+        .with_projection(Stats)
+        .with_projection(ToolAudit)
+        .with_projection(Transcript)
+}
+
+fn open_read_only(dir: &Path, cache: bool) -> Store {
+    Store::open_with_access(
+        std::sync::Arc::new(sessionlog_log::RealStorage),
+        dir,
+        options().with_projection_cache(cache),
+        Access::ReadOnly,
+    )
+    .expect("open read-only")
+}
+
+/// The long session, written by one writer keeping all three projections, committed at
+/// the end (which checkpoints them), then read once by a writable open so that every
+/// checkpoint covers every event.
+fn build(dir: &Path) -> u64 {
+    let store = Store::open(dir, options()).expect("store");
+    let mut h = store
+        .create_session("long", SessionHeader::new("long", 1, None))
+        .expect("create");
+    fill_long_session(&mut h, long_events());
+    h.commit().expect("commit");
+    let events = h.next_seq().get();
+    drop(h);
+    let _ = store.view("long").expect("view");
+    let _ = store
+        .projection::<Stats>(Stats::NAME, "long")
+        .expect("stats");
+    let _ = store
+        .projection::<ToolAudit>(ToolAudit::NAME, "long")
+        .expect("tool audit");
+    let _ = store
+        .projection::<Transcript>(Transcript::NAME, "long")
+        .expect("transcript");
+    store.close().expect("close");
+    events
+}
+
+/// Best of `RUNS` of `f`.
+fn best(mut f: impl FnMut() -> Duration) -> Duration {
+    (0..RUNS).map(|_| f()).min().unwrap_or_default()
+}
+
+/// Handing projection `P` back from a store opened read-only (the open not timed).
+fn hand_back<P: Projection>(dir: &Path, name: &str, cache: bool) -> Duration {
+    best(|| {
+        let store = open_read_only(dir, cache);
+        let started = Instant::now();
+        let p = store.projection::<P>(name, "long").expect("projection");
+        let elapsed = started.elapsed();
+        match (&p.cache, cache) {
+            (CacheUse::Hit { folded: 0 }, true) | (CacheUse::Disabled, false) => {}
+            (other, _) => panic!("{name}: built as {other:?}"),
+        }
+        std::hint::black_box(&p.state);
+        elapsed
+    })
+}
+
+/// `sessionlog show`: open read-only, the transcript, written out.
+fn show(dir: &Path) -> Duration {
+    best(|| {
+        let started = Instant::now();
+        let store = open_read_only(dir, true);
+        let t = store
+            .projection::<Transcript>(Transcript::NAME, "long")
+            .expect("transcript");
+        let mut out = std::io::BufWriter::new(std::io::sink());
+        t.state.write("long", &mut out).expect("write");
+        out.flush().expect("flush");
+        started.elapsed()
+    })
+}
+
+/// `sessionlog stats --session`: open read-only, the stats projection, formatted.
+fn stats(dir: &Path) -> Duration {
+    best(|| {
+        let started = Instant::now();
+        let store = open_read_only(dir, true);
+        let s = store
+            .projection::<Stats>(Stats::NAME, "long")
+            .expect("stats");
+        std::hint::black_box(format!("{:?}", s.state));
+        started.elapsed()
+    })
+}
+
+/// What every `show` began with before: a read-only open and the whole session loaded.
+fn load_session(dir: &Path) -> Duration {
+    best(|| {
+        let started = Instant::now();
+        let store = open_read_only(dir, false);
+        let session = store.load_session("long").expect("load");
+        std::hint::black_box(session.next_seq());
+        started.elapsed()
+    })
+}
+
+/// The first `UPKEEP_EVENTS` events of the long session, as inputs to append again.
+fn inputs(dir: &Path) -> Vec<EventInput> {
+    let store = open_read_only(dir, false);
+    let events = store
+        .events("long", sessionlog::Seq(0))
+        .expect("events")
+        .take(UPKEEP_EVENTS);
+    events
+        .map(|e| {
+            let e = e.expect("event");
+            let mut input =
+                EventInput::new(e.stored_type(), e.time(), e.stored_data().raw().to_owned());
+            input.surface_op = e.surface_op();
+            input.source_event_seqs = e.source_event_seqs().map(<[u64]>::to_vec);
+            input.ignorable = e.is_ignorable();
+            input
+        })
+        .collect()
+}
+
+/// CPU time this thread has run, in ns (`/proc/thread-self/schedstat`): appends, their
+/// validation and the projections' folds all run on the appending thread, and its CPU time
+/// is much less disturbed than wall time by other work on a shared machine.
+fn thread_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|n| n.parse().ok()))
+        .unwrap_or(0)
+}
+
+/// Appends `inputs` to a new session of a new store keeping `projection` (or none),
+/// committing every `COMMIT_EVERY` events; returns the appends per second of the appending
+/// thread's CPU time.
+fn append_rate(root: &Path, inputs: &[EventInput], projection: Option<&str>) -> f64 {
+    let dir = root.join(projection.unwrap_or("none"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let log = LogOptions::default()
+        .with_preallocate(false)
+        .with_segment_size_bytes(16 << 20);
+    let mut options = StoreOptions::default().with_log(log);
+    options = match projection {
+        Some(Stats::NAME) => options.with_projection(Stats),
+        Some(ToolAudit::NAME) => options.with_projection(ToolAudit),
+        Some(Transcript::NAME) => options.with_projection(Transcript),
+        _ => options,
+    };
+    let store = Store::open(&dir, options).expect("store");
+    let mut h = store
+        .create_session("u", SessionHeader::new("u", 1, None))
+        .expect("create");
+    let started = thread_cpu_ns();
+    for (i, input) in inputs.iter().enumerate() {
+        h.append(input.clone()).expect("append");
+        if (i + 1) % COMMIT_EVERY == 0 {
+            h.commit().expect("commit");
+        }
+    }
+    h.commit().expect("commit");
+    let elapsed = Duration::from_nanos(thread_cpu_ns().saturating_sub(started).max(1));
+    drop(h);
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+    inputs.len() as f64 / elapsed.as_secs_f64()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or_default()
+}
+
+/// The best rate: the round least disturbed by other work on the machine.
+fn top(v: &[f64]) -> f64 {
+    v.iter().copied().fold(0.0, f64::max)
+}
+
+fn main() {
+    let probe = probe();
+    let dir = fresh_dir("projections-1m");
+    let started = Instant::now();
+    let events = build(&dir);
+    println!(
+        "built a {events}-event session keeping three projections in {:.1?}",
+        started.elapsed()
+    );
+
+    let hand_backs = [
+        (
+            Stats::NAME,
+            hand_back::<Stats>(&dir, Stats::NAME, true),
+            hand_back::<Stats>(&dir, Stats::NAME, false),
+        ),
+        (
+            ToolAudit::NAME,
+            hand_back::<ToolAudit>(&dir, ToolAudit::NAME, true),
+            hand_back::<ToolAudit>(&dir, ToolAudit::NAME, false),
+        ),
+        (
+            Transcript::NAME,
+            hand_back::<Transcript>(&dir, Transcript::NAME, true),
+            hand_back::<Transcript>(&dir, Transcript::NAME, false),
+        ),
+    ];
+    let show_time = show(&dir);
+    let stats_time = stats(&dir);
+    let load_time = load_session(&dir);
+
+    let inputs = inputs(&dir);
+    let upkeep_root = fresh_dir("projections-upkeep");
+    let configs = [
+        None,
+        Some(Stats::NAME),
+        Some(ToolAudit::NAME),
+        Some(Transcript::NAME),
+    ];
+    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
+    for _ in 0..RUNS {
+        for (i, config) in configs.iter().enumerate() {
+            rates[i].push(append_rate(&upkeep_root, &inputs, *config));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&upkeep_root);
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let r = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
+    println!(
+        "probe: fdatasync p50 {} p99 {}, sequential durable {:.0} MB/s",
+        human_ns(probe.fdatasync_4k.p50_ns),
+        human_ns(probe.fdatasync_4k.p99_ns),
+        probe.seq_durable_mb_s
+    );
+    println!("a projection of the {events}-event session handed back (best of {RUNS}, store open not timed):");
+    for (name, checkpoint, cold) in hand_backs {
+        println!(
+            "  {name:<11} from its checkpoint {:>10}; folded from the whole log {:>10}; ratio {:.4}x",
+            human_ns(ns(checkpoint)),
+            human_ns(ns(cold)),
+            r(checkpoint, cold)
+        );
+    }
+    println!("the CLI's reads (best of {RUNS}, read-only open included):");
+    println!(
+        "  show (transcript written to a sink) {:>10}; stats --session {:>10}; the whole-session load every show began with before {:>10}",
+        human_ns(ns(show_time)),
+        human_ns(ns(stats_time)),
+        human_ns(ns(load_time))
+    );
+    println!(
+        "  ratios to that load (a lower bound of the old show): show {:.4}x, stats {:.4}x",
+        r(show_time, load_time),
+        r(stats_time, load_time)
+    );
+    let (base, base_median) = (top(&rates[0]), median(rates[0].clone()));
+    println!(
+        "upkeep: buffered appends of {UPKEEP_EVENTS} events, a commit every {COMMIT_EVERY}, {RUNS} interleaved rounds, per second of the appending thread's CPU time (best round; median):"
+    );
+    println!("  no projection {base:>10.0} events/s; median {base_median:.0}");
+    for (config, rate) in configs.iter().zip(&rates).skip(1) {
+        let (b, m) = (top(rate), median(rate.clone()));
+        println!(
+            "  {:<13} {b:>10.0} events/s  ({:.3}x, upkeep {:.1}% of append throughput); median {m:.0} ({:.3}x)",
+            config.unwrap_or("?"),
+            b / base,
+            (1.0 - b / base) * 100.0,
+            m / base_median
+        );
+    }
+}
