@@ -94,6 +94,7 @@ class _Flusher:
             if self._closed:
                 raise RuntimeError("the store is closed")
             self._waiting.append((loop, future, conversation))
+            conversation.unflushed += 1
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="sessionlog-agents-flusher", daemon=True
@@ -110,13 +111,21 @@ class _Flusher:
                 if not self._waiting:
                     return
                 batch, self._waiting = self._waiting, []
+            conversations = list({id(c): c for _, _, c in batch}.values())
             error: Optional[BaseException] = None
             try:
+                # Every append that ended before these marks is covered by the flush after.
+                marks = [c.native.next_seq() for c in conversations]
                 self._store.flush()
             except BaseException as e:  # every waiter gets the failure of its sync
                 error = e
-            else:
-                for conversation in {id(c): c for _, _, c in batch}.values():
+            with self._cond:
+                for _, _, conversation in batch:
+                    conversation.unflushed -= 1
+            if error is None:
+                for conversation, mark in zip(conversations, marks):
+                    conversation.durable_through(mark)
+                for conversation in conversations:
                     try:
                         conversation.checkpoint_if_due()
                     except Exception:  # a disposable cache, left for a later commit
@@ -161,12 +170,32 @@ class _Conversation:
         self.handle: Any = handle
         self.native: Any = handle._native
         self.committed_at = self.native.next_seq()
+        #: Appends waiting for a flush, and the seq below which every event is durable
+        #: (both changed under the flusher's lock; the seq also after each commit).
+        self.unflushed = 0
+        self.durable_below = self.committed_at
+        self.durable_lock = threading.Lock()
         # the newest items in memory, so the first small get_items needs no read of the log
         self.native.agents_items_json(_PREFETCH_ITEMS)
 
+    def committed(self) -> None:
+        """Notes a commit: every event appended so far is durable."""
+        self.committed_at = self.native.next_seq()
+        self.durable_through(self.committed_at)
+
+    def durable_through(self, next_seq: int) -> None:
+        """Notes that every event with a seq below ``next_seq`` is durable."""
+        with self.durable_lock:
+            self.durable_below = max(self.durable_below, next_seq)
+
+    def visible_below(self) -> Optional[int]:
+        """The bound a read keeps to while appends wait for a flush (None: no bound), so a
+        read shows only durable items."""
+        return self.durable_below if self.unflushed else None
+
     def add(self, items_json: str) -> None:
         self.native.agents_add_items(items_json)
-        self.committed_at = self.native.next_seq()
+        self.committed()
 
     def append_now(self, items_json: str) -> bool:
         """Appends the items (not yet durable) if no other call holds the session."""
@@ -177,27 +206,35 @@ class _Conversation:
         durable already; a commit also refreshes the session's state checkpoint)."""
         if self.native.next_seq() - self.committed_at >= _CHECKPOINT_EVENTS:
             self.native.commit()
-            self.committed_at = self.native.next_seq()
+            self.committed()
 
     def read(self, limit: Optional[int]) -> list:
-        return json.loads(self.native.agents_items_json(limit))
+        return json.loads(self.native.agents_items_json(limit, self.visible_below()))
 
     def read_now(self, limit: Optional[int]) -> Optional[list]:
         """The newest ``limit`` items (all when None) if the writer's memory answers at once
         (no write holds the session, no item must be read from the log, at most
         ``_READ_NOW_ALL`` items), else None."""
-        text = self.native.agents_items_json_now(limit, _READ_NOW_ALL)
+        text = self.native.agents_items_json_now(limit, _READ_NOW_ALL, self.visible_below())
         return None if text is None else json.loads(text)
 
     def pop(self) -> Any:
         item = self.native.agents_pop_item()
-        return None if item is None else json.loads(item)
+        if item is None:
+            return None
+        self.committed()  # the pop committed every event appended before it
+        return json.loads(item)
 
     def clear(self) -> None:
         self.native.agents_clear()
+        if self.unflushed:  # the clear shadowed those appends, and committed them
+            self.committed()
 
     def compact(self, summarizer: Optional[Callable], keep_recent_fraction: float) -> dict:
-        return self.handle.compact(summarizer, keep_recent_fraction=keep_recent_fraction)
+        outcome = self.handle.compact(summarizer, keep_recent_fraction=keep_recent_fraction)
+        if outcome.get("outcome") != "skipped":  # a compaction that wrote events committed
+            self.committed()
+        return outcome
 
     def estimated_tokens(self) -> int:
         return int(self.handle.pressure()["estimated_prompt_tokens"])

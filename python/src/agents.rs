@@ -238,17 +238,16 @@ impl RecentItems {
 }
 
 /// The seqs of the current items (surface nodes that derive a message), oldest first; only
-/// the newest `limit` when given, found walking back from the newest node.
-pub(crate) fn item_seqs(h: &SessionHandle, limit: Option<usize>) -> Vec<u64> {
+/// the newest `limit` when given, found walking back from the newest node; only seqs below
+/// `below` when given (the appends not yet durable lie at and after it).
+pub(crate) fn item_seqs(h: &SessionHandle, limit: Option<usize>, below: Option<u64>) -> Vec<u64> {
     let surface = h.state().surface_state();
+    let below = below.unwrap_or(u64::MAX);
+    let wanted = |s: &u64| *s < below && surface.has_message(*s);
     match limit {
-        None => surface.message_nodes().collect(),
+        None => surface.iter().filter(wanted).collect(),
         Some(n) => {
-            let mut seqs: Vec<u64> = surface
-                .iter_rev()
-                .filter(|s| surface.has_message(*s))
-                .take(n)
-                .collect();
+            let mut seqs: Vec<u64> = surface.iter_rev().filter(wanted).take(n).collect();
             seqs.reverse();
             seqs
         }
@@ -429,7 +428,7 @@ pub(crate) fn pop_item(
     recent: &mut RecentItems,
     now_ms: i64,
 ) -> sessionlog::Result<Option<String>> {
-    let Some(&last) = item_seqs(h, Some(1)).first() else {
+    let Some(&last) = item_seqs(h, Some(1), None).first() else {
         return Ok(None);
     };
     let json = items_json(h, recent, &[last])?;
@@ -447,7 +446,7 @@ pub(crate) fn pop_item(
 
 /// Shadows the whole surface with one replacement; does nothing when no item is current.
 pub(crate) fn clear_items(h: &mut SessionHandle, now_ms: i64) -> sessionlog::Result<()> {
-    if item_seqs(h, Some(1)).is_empty() {
+    if item_seqs(h, Some(1), None).is_empty() {
         return Ok(());
     }
     let nodes = h.state().surface();

@@ -984,11 +984,17 @@ impl SessionHandle {
     }
 
     /// The current items (the newest `limit` when given), oldest first, as the text of one
-    /// JSON array.
-    #[pyo3(signature = (limit = None))]
-    fn agents_items_json(&self, py: Python<'_>, limit: Option<usize>) -> PyResult<String> {
+    /// JSON array; only items with seqs below `below` when given (the durable ones, when
+    /// appends after it still wait for a flush).
+    #[pyo3(signature = (limit = None, below = None))]
+    fn agents_items_json(
+        &self,
+        py: Python<'_>,
+        limit: Option<usize>,
+        below: Option<u64>,
+    ) -> PyResult<String> {
         self.with(py, |h| {
-            let seqs = agents::item_seqs(h, limit);
+            let seqs = agents::item_seqs(h, limit, below);
             agents::items_json(h, &mut self.recent_items.lock(), &seqs).map_err(py_err)
         })
     }
@@ -997,11 +1003,17 @@ impl SessionHandle {
     /// items in memory without waiting: None when a write holds the session or an item
     /// must be read from the log. Keeps the GIL (it takes microseconds), so an event loop
     /// can call it without a thread hop.
-    #[pyo3(signature = (limit = None, max_items = 1024))]
-    fn agents_items_json_now(&self, limit: Option<usize>, max_items: usize) -> Option<String> {
+    #[pyo3(signature = (limit = None, max_items = 1024, below = None))]
+    fn agents_items_json_now(
+        &self,
+        limit: Option<usize>,
+        max_items: usize,
+        below: Option<u64>,
+    ) -> Option<String> {
         let guard = self.inner.try_lock()?;
         let h = guard.as_ref()?;
-        let seqs = agents::item_seqs(h, Some(limit.unwrap_or(usize::MAX).min(max_items + 1)));
+        let most = limit.unwrap_or(usize::MAX).min(max_items + 1);
+        let seqs = agents::item_seqs(h, Some(most), below);
         if seqs.len() > max_items {
             return None;
         }

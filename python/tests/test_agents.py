@@ -344,3 +344,36 @@ def test_concurrent_adds_wait_for_a_flush_that_covers_them_and_share_it(tmp_path
             s.close()
 
     asyncio.run(main())
+
+
+def test_a_read_during_a_flush_shows_only_durable_items(tmp_path):
+    async def main():
+        s = SmallSession("durable", tmp_path / "agents")
+        await s.add_items([user("old")])
+        flusher = s._entry.flusher
+        store = flusher._store
+        release = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        class HeldFlush:
+            """The store, with a flush that waits until the test lets it go."""
+
+            def flush(self):
+                asyncio.run_coroutine_threadsafe(release.wait(), loop).result()
+                store.flush()
+
+        flusher._store = HeldFlush()
+        adding = asyncio.ensure_future(s.add_items([user("new")]))
+        while not s._conversation.unflushed:
+            await asyncio.sleep(0.001)
+        # appended but not durable: reads, from memory or from the log, do not show it
+        assert await s.get_items() == [user("old")]
+        assert await s.get_items(limit=5) == [user("old")]
+        assert await asyncio.to_thread(s._conversation.read, None) == [user("old")]
+        release.set()
+        await adding
+        assert await s.get_items() == [user("old"), user("new")]
+        flusher._store = store
+        s.close()
+
+    asyncio.run(main())
