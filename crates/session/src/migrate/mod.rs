@@ -308,7 +308,7 @@ pub fn to_latest(
     for stage in stages.iter().skip(usize::from(from.number())) {
         stream = stage(&facts, stream).map_err(|r| refused(r.0))?;
     }
-    v3_v4::check_attempts(from, &mut stream).map_err(|r| refused(r.0))?;
+    v3_v4::check_lifecycle(from, &mut stream).map_err(|r| refused(r.0))?;
     let out = stream
         .iter_mut()
         .map(|ev| {

@@ -512,32 +512,61 @@ fn migrate_chunk(chunk: &mut Val<'_>, subject: &str) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// DSH's check of the migrated artifact that its stages leave to the V4 reader: an
-/// `assistant/attempt` inside the open turn and step it names.
-pub(super) fn check_attempts(from: DshFormat, events: &mut [Ev<'_>]) -> Result<(), Refusal> {
+/// The checks of DSH's V4 reader on the migrated artifact that the corpus meets (the
+/// reader's turn, step and compaction ownership rules; its other relationship rules are not
+/// repeated here): an `assistant/attempt` inside the open turn and step it names, and a
+/// compaction owned by the turn open when it runs (`null` between turns).
+pub(super) fn check_lifecycle(from: DshFormat, events: &mut [Ev<'_>]) -> Result<(), Refusal> {
+    let refuse = |what: &str| {
+        Err(Refusal(format!(
+            "Session migration from {from} to v4 refuses the transformed artifact: {what}"
+        )))
+    };
     let (mut turn, mut step): (Option<String>, Option<String>) = (None, None);
-    let raw = |v: Option<&mut Val<'_>>| Some(text_of(v));
+    // The open compaction's owner turn (its text, `null` between turns).
+    let mut compaction: Option<String> = None;
+    let open_turn = |turn: &Option<String>| turn.clone().unwrap_or_else(|| "null".to_owned());
     for ev in events.iter_mut() {
         match ev.ty.as_ref() {
             "turn/start" => {
-                turn = raw(ev.field("turn"));
+                turn = Some(text_of(ev.field("turn")));
                 step = None;
             }
             "turn/end" => {
                 turn = None;
                 step = None;
             }
-            "step/start" => step = raw(ev.field("step")),
+            "step/start" => step = Some(text_of(ev.field("step"))),
             "step/end" => step = None,
+            "session/end-seed" => compaction = None,
             "assistant/attempt" => {
-                let matches = turn.is_some()
-                    && step.is_some()
-                    && raw(ev.field("turn")) == turn
-                    && raw(ev.field("step")) == step;
-                if !matches {
-                    return Err(super::Refusal(format!(
-                        "Session migration from {from} to v4 refuses the transformed artifact: assistant/attempt does not match an open turn and step"
-                    )));
+                let here = (
+                    Some(text_of(ev.field("turn"))),
+                    Some(text_of(ev.field("step"))),
+                );
+                if turn.is_none() || step.is_none() || here != (turn.clone(), step.clone()) {
+                    return refuse("assistant/attempt does not match an open turn and step");
+                }
+            }
+            "compaction/start" => {
+                if compaction.is_some() {
+                    return refuse("compaction/start overlaps an open compaction");
+                }
+                let owner = text_of(ev.field("turn"));
+                if owner != open_turn(&turn) {
+                    return refuse("compaction/start does not match the open turn");
+                }
+                compaction = Some(owner);
+            }
+            ty @ ("compaction/summary" | "compaction/end") => {
+                if compaction
+                    .as_ref()
+                    .is_some_and(|owner| *owner != open_turn(&turn))
+                {
+                    return refuse(&format!("{ty} does not match the open turn"));
+                }
+                if ty == "compaction/end" {
+                    compaction = None;
                 }
             }
             _ => {}
