@@ -378,7 +378,9 @@ impl Workload {
 
     /// A summary compaction of the current `surface` (all but the last `keep_tail_nodes`
     /// nodes), as the four events DeepSeek Harness writes; `first_seq` is the seq the first
-    /// will get. None when the surface is too short to compact.
+    /// will get. None when the surface is too short to compact. It runs between turns, so it
+    /// is owned by no turn (`"turn":null`): DSH's reader refuses a compaction naming a turn
+    /// that is not open.
     pub fn compaction(
         &mut self,
         surface: &[u64],
@@ -399,7 +401,7 @@ impl Workload {
             EventInput::new(
                 "compaction/start",
                 time,
-                format!(r#"{{"compactionId":"{id}","turn":{}}}"#, self.turn),
+                format!(r#"{{"compactionId":"{id}","turn":null}}"#),
             ),
             EventInput::new(
                 "compaction/summary",
@@ -422,7 +424,7 @@ impl Workload {
         out.push(EventInput::new(
             "compaction/end",
             time,
-            format!(r#"{{"compactionId":"{id}","turn":{}}}"#, self.turn),
+            format!(r#"{{"compactionId":"{id}","turn":null}}"#),
         ));
         Some(out)
     }
