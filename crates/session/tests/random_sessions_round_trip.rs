@@ -6,8 +6,9 @@ mod common;
 
 use proptest::prelude::*;
 use sessionlog_session::{
-    decode_event, decode_header, encode_event, encode_header, export_jsonl, import_jsonl,
-    EventInput, FormatVersion, ImportOptions, Session, SurfaceOp,
+    decode_event, decode_header, encode_event, encode_header, export_dsh, export_jsonl,
+    import_jsonl, DshFormat, EventInput, ExportOptions, FormatVersion, ImportOptions, Session,
+    SurfaceOp,
 };
 
 /// Interprets `choices` against the evolving session so every generated event is valid.
@@ -221,6 +222,26 @@ proptest! {
     fn random_valid_sessions_round_trip(choices in prop::collection::vec((any::<u8>(), any::<u16>()), 0..120)) {
         let session = build(&choices);
         round_trip(&session);
+    }
+
+    #[test]
+    fn random_valid_sessions_migrate_to_v4_or_are_refused_without_panicking(
+        choices in prop::collection::vec((any::<u8>(), any::<u16>()), 0..120),
+    ) {
+        let session = build(&choices);
+        let options = ExportOptions::default().with_format(Some(DshFormat::V4));
+        match export_dsh(&session, &options) {
+            Ok(v4) => {
+                // What the migration writes is a V4 file sessionlog reads back and exports
+                // as it was (plus the closers import adds to an open last turn).
+                let back = import_jsonl(&v4, &ImportOptions::default()).expect("V4 imports");
+                prop_assert_eq!(back.session.header().format(), DshFormat::V4);
+                let again =
+                    export_dsh(&back.session, &ExportOptions::default()).expect("V4 export");
+                prop_assert!(again.starts_with(&v4));
+            }
+            Err(error) => prop_assert!(error.to_string().contains("DSH's own migration"), "{}", error),
+        }
     }
 
     #[test]
