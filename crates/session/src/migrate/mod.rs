@@ -215,6 +215,11 @@ impl<'a> Ev<'a> {
         get(&mut self.env, key)
     }
 
+    /// An envelope member, read only.
+    pub(crate) fn val(&self, key: &str) -> Option<&Val<'a>> {
+        self.env.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
     pub(crate) fn has(&self, key: &str) -> bool {
         value::has(&self.env, key)
     }
@@ -282,7 +287,7 @@ type Stage = for<'a> fn(&HeaderFacts, Vec<Ev<'a>>) -> Result<Vec<Ev<'a>>, Refusa
 pub fn to_latest(
     header: &SessionHeader,
     events: &[Event],
-) -> Result<(SessionHeader, Vec<Event>), Error> {
+) -> Result<(SessionHeader, Vec<String>), Error> {
     let from = header.format();
     let refused = |reason: String| Error::Export {
         format: DshFormat::LATEST,
@@ -309,13 +314,7 @@ pub fn to_latest(
         stream = stage(&facts, stream).map_err(|r| refused(r.0))?;
     }
     v3_v4::check_lifecycle(from, &mut stream).map_err(|r| refused(r.0))?;
-    let out = stream
-        .iter_mut()
-        .map(|ev| {
-            let seq = ev.seq;
-            Event::parse_stored(&ev.write_latest(), seq)
-        })
-        .collect::<Result<Vec<Event>, Error>>()?;
+    let out: Vec<String> = stream.iter_mut().map(Ev::write_latest).collect();
     Ok((latest, out))
 }
 
@@ -328,12 +327,12 @@ pub fn export_latest(
 ) -> Result<Vec<u8>, Error> {
     let (latest, migrated) = to_latest(header, events)?;
     let mut out = String::with_capacity(
-        latest.raw().len() + 1 + migrated.iter().map(|e| e.raw().len() + 1).sum::<usize>(),
+        latest.raw().len() + 1 + migrated.iter().map(|line| line.len() + 1).sum::<usize>(),
     );
     out.push_str(latest.raw());
     out.push('\n');
-    for event in &migrated {
-        out.push_str(event.raw());
+    for line in &migrated {
+        out.push_str(line);
         out.push('\n');
     }
     if zstd {

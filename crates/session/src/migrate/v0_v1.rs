@@ -37,7 +37,7 @@ pub(super) fn migrate<'a>(
         if ev.ty != "assistant/chunk" {
             check_payload(&mut ev)?;
         }
-        if let Some(id) = message_id(&mut ev) {
+        if let Some(id) = message_id(&ev) {
             state.message_ids.insert(ev.seq, id);
         }
         out.push(ev);
@@ -237,8 +237,36 @@ fn compaction(ev: &mut Ev<'_>, sid: &str, state: &mut State) {
 
 fn legacy_message<'a>(ev: &mut Ev<'a>, sid: &str, state: &State) -> Result<(), Refusal> {
     let seq = ev.seq;
-    let replaced_start = replacement_start(ev);
     let ty = ev.ty.clone();
+    // Only older shapes are reshaped; tell them apart without opening the payload up.
+    let Some(payload) = ev.val("data") else {
+        return Ok(());
+    };
+    let older = match ty.as_ref() {
+        "user/message" => {
+            !["id", "role", "message"]
+                .iter()
+                .any(|k| payload.peek_has(k))
+                && payload.peek_has("content")
+                && payload.peek_has("source")
+        }
+        "assistant/message" => {
+            !payload.peek_has("message")
+                && payload.peek_has("content")
+                && payload.peek_has("provenance")
+        }
+        "tool/result" => {
+            !payload.peek_has("message")
+                && ["callId", "content", "isError"]
+                    .iter()
+                    .all(|k| payload.peek_has(k))
+        }
+        _ => false,
+    };
+    if !older {
+        return Ok(());
+    }
+    let replaced_start = replacement_start(ev);
     let Some(data) = ev.data() else {
         return Ok(());
     };
@@ -333,13 +361,14 @@ fn replacement_start(ev: &mut Ev<'_>) -> Option<u64> {
 }
 
 /// The message id an event carries (V0's `eventMessageId`).
-fn message_id(ev: &mut Ev<'_>) -> Option<String> {
-    let message = if ev.ty == "user/message" {
-        ev.get("data")?
+fn message_id(ev: &Ev<'_>) -> Option<String> {
+    let data = ev.val("data")?;
+    let id = if ev.ty == "user/message" {
+        data.peek_str("id")
     } else {
-        ev.field("message")?
+        data.peek("message")?.peek("id")?.as_str()
     };
-    Some(message.get("id")?.as_str()?.into_owned())
+    Some(id?.into_owned())
 }
 
 /// The payload rules of DSH's V0 reader that refuse logs sessionlog's lenient V0 import

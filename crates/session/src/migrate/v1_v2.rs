@@ -141,16 +141,13 @@ impl<'a> Group<'a> {
 
     /// Adds one chunk as DSH's stream accumulator does: deltas continuing the previous
     /// record of their kind and block join it, everything else is a record of its own.
-    fn push(&mut self, time: i64, mut chunk: Val<'a>) {
-        let kind = chunk
-            .get("type")
-            .and_then(|t| t.as_str())
-            .map(|t| t.into_owned());
-        let index = text_of(chunk.get("index"));
+    fn push(&mut self, time: i64, chunk: Val<'a>) {
+        let kind = chunk.peek_str("type").map(|t| t.into_owned());
+        let index = text_of(chunk.member("index").as_mut());
         match kind.as_deref() {
             Some(k @ ("text-delta" | "reasoning-delta")) => {
                 let reasoning = k == "reasoning-delta";
-                let text = chunk.get("text").cloned().unwrap_or(Val::literal("\"\""));
+                let text = chunk.member("text").unwrap_or(Val::literal("\"\""));
                 if let Some(Rec::Text {
                     reasoning: r,
                     index: i,
@@ -177,8 +174,8 @@ impl<'a> Group<'a> {
                 });
             }
             Some("tool-call-delta") => {
-                let id = chunk.get("id").cloned().unwrap_or(Val::literal("\"\""));
-                let name = chunk.get("name").cloned();
+                let id = chunk.member("id").unwrap_or(Val::literal("\"\""));
+                let name = chunk.member("name");
                 let empty_id = id.as_str().is_none_or(|s| s.is_empty());
                 let empty_name = name
                     .as_ref()
@@ -188,8 +185,7 @@ impl<'a> Group<'a> {
                     return;
                 }
                 let args = chunk
-                    .get("argumentsDelta")
-                    .cloned()
+                    .member("argumentsDelta")
                     .unwrap_or(Val::literal("\"\""));
                 if let Some(Rec::Tool {
                     index: i,
@@ -413,10 +409,7 @@ impl<'a> Stage<'a> {
                 self.source_cut
             )));
         }
-        let finish = {
-            let mut c = chunk.clone();
-            c.get("type").and_then(|t| t.as_str()).as_deref() == Some("finish")
-        };
+        let finish = chunk.peek_str("type").as_deref() == Some("finish");
         pending.group.push(time, chunk);
         pending.group.record_span(ev.seq, time);
         if finish {
@@ -662,6 +655,10 @@ fn with_stream<'a>(mut ev: Ev<'a>, group: &Group<'a>) -> Ev<'a> {
 /// change becomes its own `goal/change` event before the message.
 fn split_goal_change<'a>(ev: &mut Ev<'a>) -> Option<(Ev<'a>, Ev<'a>)> {
     if ev.ty != "user/message" {
+        return None;
+    }
+    let kind = ev.val("data")?.peek("source")?.peek("kind")?.as_str();
+    if kind.as_deref() != Some("goal") {
         return None;
     }
     let source = ev.field("source")?;

@@ -234,6 +234,13 @@ fn canonicalize(ev: &mut Ev<'_>) -> Result<(), Refusal> {
 }
 
 fn rename_message_source(message: &mut Val<'_>) {
+    let plugin = message
+        .peek("source")
+        .and_then(|s| s.peek("plugin"))
+        .and_then(|p| p.as_str());
+    if plugin.as_deref() != Some("tools-code-mode") {
+        return;
+    }
     let Some(source) = message.get("source").and_then(Val::obj) else {
         return;
     };

@@ -6,7 +6,7 @@
 
 use std::borrow::Cow;
 
-use super::value::{get, has, remove, set, text_of, Obj, Val};
+use super::value::{get, has, remove, set, text_of, Obj, Peek, Val};
 use super::{malformed_in, queues_next_turn, unsupported, Ev, HeaderFacts, Refusal, SeqMap};
 use crate::version::DshFormat;
 
@@ -128,7 +128,11 @@ pub(super) fn migrate<'a>(
 
 impl Stage {
     fn observe_restart(&mut self, ev: &mut Ev<'_>) -> Option<u64> {
-        let turn_field = ev.field("turn").and_then(|t| t.as_u64());
+        let turn_field = if ev.ty == "turn/start" {
+            ev.field("turn").and_then(|t| t.as_u64())
+        } else {
+            None
+        };
         let interrupted = match (ev.ty.as_ref(), self.turn) {
             ("turn/start", Some(open))
                 if !self.step_open && self.next_turn_spliced && turn_field == Some(open + 1) =>
@@ -229,6 +233,14 @@ fn producer_kind(plugin: &str, role: Option<&str>) -> String {
 
 /// DSH's `rewriteV3MessageSource`: a plugin source names its producer kind instead.
 fn rewrite_source(message: &mut Val<'_>, seq: u64) -> Result<(), Refusal> {
+    // Most sources name their kind already; only a plugin source is opened up and rewritten.
+    let kind = message
+        .peek("source")
+        .and_then(|s| s.peek("kind"))
+        .and_then(|k| k.as_str());
+    if kind.is_some_and(|k| !k.is_empty() && k != "plugin") {
+        return Ok(());
+    }
     let role = message
         .get("role")
         .and_then(|r| r.as_str())
@@ -291,7 +303,7 @@ fn lift_tool_result(ev: &mut Ev<'_>) -> Result<(), Refusal> {
     let Some(message) = ev.field("message") else {
         return Ok(());
     };
-    if message.get("role").and_then(|r| r.as_str()).as_deref() != Some("user") {
+    if message.peek_str("role").as_deref() != Some("user") {
         return Ok(());
     }
     let Some(members) = message.obj() else {
@@ -395,6 +407,25 @@ fn migrate_block(block: &mut Val<'_>, subject: &str) -> Result<(), Refusal> {
     Ok(())
 }
 
+/// Whether every block of a content array has a tag of V3's set (read without opening it up).
+fn content_is_v3(content: Option<Peek<'_>>) -> bool {
+    let known = |tag: Option<std::borrow::Cow<'_, str>>| {
+        tag.is_some_and(|t| BLOCK_TYPES.contains(&t.as_ref()))
+    };
+    match content {
+        Some(Peek::Json(json)) => {
+            json.is_array()
+                && json
+                    .elements()
+                    .all(|block| known(block.get("type").and_then(|t| t.as_str())))
+        }
+        Some(Peek::Val(Val::Arr(blocks))) => {
+            blocks.iter().all(|block| known(block.peek_str("type")))
+        }
+        _ => false,
+    }
+}
+
 fn migrate_content_array(content: Option<&mut Val<'_>>, subject: &str) -> Result<(), Refusal> {
     let Some(blocks) = content.and_then(Val::arr) else {
         return Err(malformed_in(
@@ -422,6 +453,9 @@ fn needs_namespace(block: &mut Val<'_>) -> bool {
 fn migrate_content(ev: &mut Ev<'_>) -> Result<(), Refusal> {
     let subject = format!("format v3 {} at seq {}", ev.ty, ev.seq);
     for_each_message(ev, &mut |message| {
+        if content_is_v3(message.peek("content")) {
+            return Ok(());
+        }
         migrate_content_array(message.get("content"), &subject)
     })?;
     let ty = ev.ty.clone();
@@ -473,6 +507,18 @@ fn migrate_content(ev: &mut Ev<'_>) -> Result<(), Refusal> {
 }
 
 fn migrate_chunk(chunk: &mut Val<'_>, subject: &str) -> Result<(), Refusal> {
+    let tag = chunk.peek_str("type");
+    let block_tag = match tag.as_deref() {
+        Some("block-end") => chunk
+            .peek("block")
+            .and_then(|b| b.peek("type"))
+            .and_then(|t| t.as_str()),
+        Some("block-start") => chunk.peek_str("blockType"),
+        _ => return Ok(()),
+    };
+    if block_tag.is_some_and(|t| BLOCK_TYPES.contains(&t.as_ref())) {
+        return Ok(());
+    }
     match chunk
         .get("type")
         .and_then(|t| t.as_str())

@@ -16,6 +16,30 @@ pub(crate) enum Val<'a> {
     Arr(Vec<Val<'a>>),
 }
 
+/// A member read without opening its container: stored text, or a value opened before.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Peek<'v> {
+    Json(JsonRef<'v>),
+    Val(&'v Val<'v>),
+}
+
+impl<'v> Peek<'v> {
+    /// Member `key` of this member.
+    pub(crate) fn peek(self, key: &str) -> Option<Peek<'v>> {
+        match self {
+            Peek::Json(json) => json.get(key).map(Peek::Json),
+            Peek::Val(val) => val.peek(key),
+        }
+    }
+
+    pub(crate) fn as_str(self) -> Option<Cow<'v, str>> {
+        match self {
+            Peek::Json(json) => json.as_str(),
+            Peek::Val(_) => None,
+        }
+    }
+}
+
 /// An object's members in order.
 pub(crate) type Obj<'a> = Vec<(Cow<'a, str>, Val<'a>)>;
 
@@ -69,6 +93,54 @@ impl<'a> Val<'a> {
             Val::Arr(_) => false,
             _ => self.json().is_some_and(|j| j.kind() == JsonKind::Object),
         }
+    }
+
+    /// Member `key` of an object value as a value of its own, without opening this one up
+    /// (stored text stays borrowed).
+    pub(crate) fn member(&self, key: &str) -> Option<Val<'a>> {
+        match self {
+            Val::Raw(text) => {
+                let text: &'a str = text;
+                JsonRef::new(text).get(key).map(|j| Val::Raw(j.raw()))
+            }
+            Val::Text(text) => JsonRef::new(text)
+                .get(key)
+                .map(|j| Val::Text(j.raw().to_owned())),
+            Val::Obj(members) => members
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.clone()),
+            Val::Arr(_) => None,
+        }
+    }
+
+    /// Member `key` of an object value, read without opening stored text up.
+    pub(crate) fn peek(&self, key: &str) -> Option<Peek<'_>> {
+        match self {
+            Val::Obj(members) => members
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| match v {
+                    Val::Raw(text) => Peek::Json(JsonRef::new(text)),
+                    Val::Text(text) => Peek::Json(JsonRef::new(text)),
+                    other => Peek::Val(other),
+                }),
+            Val::Arr(_) => None,
+            _ => self.json()?.get(key).map(Peek::Json),
+        }
+    }
+
+    /// The string member `key`, read without opening anything up.
+    pub(crate) fn peek_str(&self, key: &str) -> Option<Cow<'_, str>> {
+        match self.peek(key)? {
+            Peek::Json(json) => json.as_str(),
+            Peek::Val(_) => None,
+        }
+    }
+
+    /// Whether member `key` is present, read without opening anything up.
+    pub(crate) fn peek_has(&self, key: &str) -> bool {
+        self.peek(key).is_some()
     }
 
     /// The object's members, opening stored text up; None for a non-object.
