@@ -652,6 +652,17 @@ impl Store {
         Ok(self.inner.log.reclaim_with_progress(progress)?)
     }
 
+    /// Runs [`reclaim`](Self::reclaim) on a thread of its own, once now and then every
+    /// `interval`, until the returned handle is stopped or dropped or the store is closed
+    /// ([`sessionlog_log::Log::start_background_reclaim`]). Stop it before closing the store
+    /// to reopen the directory at once: the thread keeps the store locked until it ends.
+    pub fn start_background_reclaim(
+        &self,
+        interval: std::time::Duration,
+    ) -> Result<sessionlog_log::BackgroundReclaim> {
+        Ok(self.inner.log.start_background_reclaim(interval)?)
+    }
+
     /// Up to `limit` sessions in name order after `after`, optionally only names starting
     /// with `prefix`. Reads the log's name index, never event data.
     pub fn list_sessions(
