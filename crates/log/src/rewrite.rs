@@ -22,7 +22,7 @@ use sessionlog_format::{
 
 use crate::error::{corrupted, io_err, Result};
 use crate::ids::SegmentId;
-use crate::index::{ActiveStreamIndex, SealedExtent};
+use crate::index::SealedExtent;
 use crate::log::Inner;
 use crate::segment::{note_record, segment_path, ScanOutcome, SealedSegment};
 use crate::state::State;
@@ -310,10 +310,14 @@ fn rewritten_image(seg: &SealedSegment, dropped: &[u64], interval: u32) -> Resul
         // Everything before this batch is durable by the time the file is renamed in.
         let offset = out.len() as u64;
         let mut enc = BatchEncoder::begin(&mut out, id.0, offset, offset);
-        let mut placed = Vec::with_capacity(kept.len());
         for r in &kept {
             let payload = batch.payload(r);
-            let prev_offset = last_offset(&scan, &placed, r.header.stream_id);
+            // The scan learns each record's new offset as it is placed, so it also holds the
+            // previous record of the stream when that one is in this batch.
+            let prev_offset = scan
+                .streams
+                .get(&r.header.stream_id)
+                .map_or(0, |ix| ix.last_offset);
             let new_offset = enc.push(
                 RecordHeader {
                     prev_offset,
@@ -321,32 +325,13 @@ fn rewritten_image(seg: &SealedSegment, dropped: &[u64], interval: u32) -> Resul
                 },
                 payload,
             );
-            placed.push((r.header, new_offset));
+            copied += (RECORD_HEADER_LEN + sessionlog_format::padded_len(payload.len())) as u64;
+            note_record(&mut scan, &r.header, new_offset, payload, interval);
         }
         enc.finish();
-        for (r, (h, offset)) in kept.iter().zip(placed) {
-            let payload = batch.payload(r);
-            copied += (RECORD_HEADER_LEN + sessionlog_format::padded_len(payload.len())) as u64;
-            note_record(&mut scan, &h, offset, payload, interval);
-        }
     }
     scan.data_end = out.len() as u64;
     let footer = scan.footer(id);
     out.extend_from_slice(&footer);
     Ok((out, copied))
-}
-
-/// The offset of the latest record of `stream` placed so far: in this batch, else before it.
-fn last_offset(scan: &ScanOutcome, placed: &[(RecordHeader, u64)], stream: u64) -> u32 {
-    placed
-        .iter()
-        .rev()
-        .find(|(h, _)| h.stream_id == stream)
-        .map(|(_, o)| *o as u32)
-        .or_else(|| {
-            scan.streams
-                .get(&stream)
-                .map(|ix: &ActiveStreamIndex| ix.last_offset)
-        })
-        .unwrap_or(0)
 }
