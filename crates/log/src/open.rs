@@ -211,7 +211,12 @@ pub(crate) fn open(
                     let data_end = usize::try_from(scan.data_end).unwrap_or(usize::MAX);
                     let mut image = bytes.get(..data_end).unwrap_or(&bytes).to_vec();
                     image.extend_from_slice(&footer);
-                    sealed_segment(id, scan.data_end, Bytes::from(image))?
+                    sealed_segment(
+                        id,
+                        scan.data_end,
+                        Bytes::from(image),
+                        "rebuilt footer does not verify",
+                    )?
                 } else {
                     drop(bytes);
                     rewrite_footer(&*storage, &path, id, scan.data_end, &footer)?
@@ -602,10 +607,16 @@ fn attach_extents(catalog: &mut Catalog, seg: &Arc<SealedSegment>) {
     }
 }
 
-/// A sealed segment over `bytes`, whose footer must verify.
-fn sealed_segment(id: SegmentId, data_end: u64, bytes: Bytes) -> Result<Arc<SealedSegment>> {
-    let view = FooterView::decode(&bytes, id.0)
-        .map_err(|e| corrupted(id, data_end, "rebuilt footer does not verify", Some(e)))?;
+/// A sealed segment over `bytes`, whose footer must verify; when it does not, the error names
+/// `offset` and says `what`.
+pub(crate) fn sealed_segment(
+    id: SegmentId,
+    offset: u64,
+    bytes: Bytes,
+    what: &str,
+) -> Result<Arc<SealedSegment>> {
+    let view =
+        FooterView::decode(&bytes, id.0).map_err(|e| corrupted(id, offset, what, Some(e)))?;
     Ok(Arc::new(SealedSegment {
         id,
         bytes,
@@ -630,7 +641,7 @@ fn rewrite_footer(
         .map_err(io_err("truncating", path))?;
     file.sync_all().map_err(io_err("syncing", path))?;
     let bytes = file.map_readonly().map_err(io_err("mapping", path))?;
-    sealed_segment(id, data_end, bytes)
+    sealed_segment(id, data_end, bytes, "rebuilt footer does not verify")
 }
 
 /// Zeroes everything from `offset` on, durably, so no byte of the cut tail (in particular no

@@ -16,14 +16,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sessionlog_format::{
-    verify_batch, BatchEncoder, FooterView, RecordHeader, CATALOG_STREAM, RECORD_HEADER_LEN,
-    SEGMENT_HEADER_LEN,
+    verify_batch, BatchEncoder, RecordHeader, CATALOG_STREAM, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
 
 use crate::error::{corrupted, io_err, Result};
 use crate::ids::SegmentId;
 use crate::index::SealedExtent;
 use crate::log::Inner;
+use crate::open::sealed_segment;
 use crate::segment::{note_record, segment_path, ScanOutcome, SealedSegment};
 use crate::state::State;
 use crate::storage::{OpenMode, Storage, StorageFile};
@@ -253,9 +253,7 @@ fn map_sealed(storage: &dyn Storage, path: &Path, id: SegmentId) -> Result<Arc<S
         .open_file(path, OpenMode::ReadOnly)
         .map_err(io_err("opening", path))?;
     let bytes = file.map_readonly().map_err(io_err("mapping", path))?;
-    let footer = FooterView::decode(&bytes, id.0)
-        .map_err(|e| corrupted(id, 0, "rewritten footer does not verify", Some(e)))?;
-    Ok(Arc::new(SealedSegment { id, bytes, footer }))
+    sealed_segment(id, 0, bytes, "rewritten footer does not verify")
 }
 
 /// Puts the rewritten segment in the table and points the streams' extents at its footer;

@@ -12,17 +12,17 @@ use std::sync::Arc;
 use parking_lot::MutexGuard;
 use sessionlog_format::{
     encode_footer, encoded_batch_len, segment_file_name, BatchEncoder, CatalogEntry, CatalogOp,
-    FooterView, IndexEntry, RecordHeader, SegmentHeader, StreamSummary, CATALOG_STREAM,
-    FIRST_RESERVED_KIND, KIND_CATALOG_CHECKPOINT, KIND_CATALOG_CREATE, KIND_CATALOG_DELETE,
-    KIND_CATALOG_RENAME, MAX_BATCH_LEN, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
+    IndexEntry, RecordHeader, SegmentHeader, StreamSummary, CATALOG_STREAM, FIRST_RESERVED_KIND,
+    KIND_CATALOG_CHECKPOINT, KIND_CATALOG_CREATE, KIND_CATALOG_DELETE, KIND_CATALOG_RENAME,
+    MAX_BATCH_LEN, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
 
 use crate::error::{io_err, Error, Result};
 use crate::ids::{Lsn, SegmentId, Seq, StreamId};
 use crate::index::{ActiveStreamIndex, SealedExtent};
 use crate::log::{Inner, Receipt};
+use crate::open::sealed_segment;
 use crate::options::Durability;
-use crate::segment::SealedSegment;
 use crate::state::{ActiveSegment, State};
 use crate::storage::{OpenMode, Storage, StorageFile};
 use crate::Append;
@@ -278,16 +278,9 @@ impl Inner {
             .map_err(io_err("truncating", &path))?;
         file.sync_all().map_err(io_err("syncing", &path))?;
         let bytes = file.map_readonly().map_err(io_err("mapping", &path))?;
-        let view = FooterView::decode(&bytes, id.0).map_err(|e| {
-            crate::error::corrupted(id, st.end, "footer just written does not verify", Some(e))
-        })?;
-        let sealed = Arc::new(SealedSegment {
-            id,
-            bytes,
-            footer: view,
-        });
-        for i in 0..view.stream_count {
-            let Some(summary) = view.stream(&sealed.bytes, i) else {
+        let sealed = sealed_segment(id, st.end, bytes, "footer just written does not verify")?;
+        for i in 0..sealed.footer.stream_count {
+            let Some(summary) = sealed.footer.stream(&sealed.bytes, i) else {
                 continue;
             };
             if let Some(s) = st.catalog.streams.get_mut(&summary.stream_id) {
