@@ -125,12 +125,7 @@ fn removable(st: &State, seg: &SealedSegment) -> std::result::Result<(), &'stati
         if s.stream_id == CATALOG_STREAM {
             continue;
         }
-        let deleted = st
-            .catalog
-            .streams
-            .get(&s.stream_id)
-            .is_some_and(|s| s.deleted);
-        if !deleted {
+        if !is_deleted(st, s.stream_id) {
             return Err("it holds records of a live stream");
         }
     }
@@ -166,8 +161,25 @@ pub(crate) fn next_starts_with_checkpoint(st: &State, id: SegmentId) -> bool {
 /// Drops a removed segment from the table, and the extents deleted streams had in it.
 fn take_out(st: &mut State, id: SegmentId) {
     st.sealed.remove(&id);
-    for s in st.catalog.streams.values_mut() {
-        if s.deleted {
+    let deleted: Vec<u64> = st
+        .catalog
+        .streams
+        .iter()
+        .filter(|(_, s)| s.deleted)
+        .map(|(&stream, _)| stream)
+        .collect();
+    drop_extents(st, id, &deleted);
+}
+
+/// Whether `stream` is a deleted stream (the catalog stream never is).
+pub(crate) fn is_deleted(st: &State, stream: u64) -> bool {
+    stream != CATALOG_STREAM && st.catalog.streams.get(&stream).is_some_and(|s| s.deleted)
+}
+
+/// Drops the extents `streams` have in segment `id`.
+pub(crate) fn drop_extents(st: &mut State, id: SegmentId, streams: &[u64]) {
+    for stream in streams {
+        if let Some(s) = st.catalog.streams.get_mut(stream) {
             s.sealed.retain(|e| u64::from(e.segment) != id.0);
         }
     }

@@ -16,12 +16,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sessionlog_format::{
-    verify_batch, BatchEncoder, RecordHeader, CATALOG_STREAM, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
+    verify_batch, BatchEncoder, RecordHeader, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
 
 use crate::error::{corrupted, io_err, Result};
 use crate::ids::SegmentId;
-use crate::index::SealedExtent;
 use crate::log::Inner;
 use crate::open::sealed_segment;
 use crate::segment::{note_record, segment_path, ScanOutcome, SealedSegment};
@@ -211,13 +210,7 @@ impl Inner {
         for i in 0..segment.footer.stream_count {
             let s = segment.footer.stream(&segment.bytes, i)?;
             total += s.data_bytes;
-            let deleted = s.stream_id != CATALOG_STREAM
-                && st
-                    .catalog
-                    .streams
-                    .get(&s.stream_id)
-                    .is_some_and(|x| x.deleted);
-            if deleted {
+            if crate::reclaim::is_deleted(st, s.stream_id) {
                 dropped.push(s.stream_id);
             } else {
                 live += s.data_bytes;
@@ -270,12 +263,7 @@ fn swap_in(st: &mut State, new: &Arc<SealedSegment>, dropped: &[u64]) {
             }
         }
     }
-    for stream in dropped {
-        if let Some(s) = st.catalog.streams.get_mut(stream) {
-            s.sealed
-                .retain(|e: &SealedExtent| u64::from(e.segment) != id.0);
-        }
-    }
+    crate::reclaim::drop_extents(st, id, dropped);
     st.sealed.insert(id, new.clone());
 }
 
