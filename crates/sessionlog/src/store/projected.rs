@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use sessionlog_log::{Seq as LogSeq, StreamId};
-use sessionlog_session::{decode_event, upgrade_event, Event, FormatVersion, SessionHeader};
+use sessionlog_session::{decode_stored_event, upgrade_event, Event, FormatVersion, SessionHeader};
 
 use super::{CacheUse, LogPast, Store};
 use crate::cache::{self, CacheMiss, Section};
@@ -160,7 +160,7 @@ impl Store {
             if !slot.projection.wants(record.kind) {
                 continue;
             }
-            let mut event = decode_event(&record.payload).map_err(|e| Error::BadRecord {
+            let mut event = decode_stored_event(&record.payload).map_err(|e| Error::BadRecord {
                 session: session.to_owned(),
                 seq: record.seq.0,
                 detail: e.to_string(),
