@@ -167,9 +167,13 @@ impl SessionTranscript {
             }
         }
         if event.event_type() == "tool/call" {
-            let data = json(event);
-            if let (Some(id), Some(name)) = (data["callId"].as_str(), data["name"].as_str()) {
-                self.tool_names.insert(id.to_owned(), name.to_owned());
+            // Read in place: no JSON tree is built per appended call.
+            let [id, name] = event.data().fields(["callId", "name"]);
+            if let (Some(id), Some(name)) = (
+                id.and_then(|v| v.as_str()),
+                name.and_then(|v| v.as_str()),
+            ) {
+                self.tool_names.insert(id.into_owned(), name.into_owned());
             }
         }
         let surface_type = e.version.surface_type(event.event_type()).is_some();
