@@ -1025,9 +1025,10 @@ impl SessionHandle {
         let stream = self.stream;
         let past = &self.past;
         let folded = &mut self.folded;
-        let mut sizes: Vec<(u8, u64)> = Vec::new();
         let fed = !self.views.is_empty();
         if let [event] = events {
+            // The one record's kind and size, kept in place: nothing allocated per append.
+            let mut size: Option<(u8, u64)> = None;
             // One event: checked, written, then folded; nothing to take back if the log
             // refuses it, so no savepoint (a copy of the turn tracker) per append.
             folded.state.append_then(event, rules, past, || {
@@ -1037,14 +1038,20 @@ impl SessionHandle {
                 append.expected_seq = Some(LogSeq(event.seq().get() + 1));
                 log.commit(std::slice::from_ref(&append), Durability::Buffered)?;
                 if fed {
-                    sizes.push((kind, payload.len() as u64));
+                    size = Some((kind, payload.len() as u64));
                 }
                 Ok::<_, Error>(())
             })?;
             folded.locks.observe(event);
-            projected::feed_all(&mut self.views, folded.state.version(), events, &sizes);
+            projected::feed_all(
+                &mut self.views,
+                folded.state.version(),
+                events,
+                size.as_slice(),
+            );
             return Ok(());
         }
+        let mut sizes: Vec<(u8, u64)> = Vec::new();
         folded.state.atomically(|state| {
             let mut records: Vec<(u8, Vec<u8>)> = Vec::with_capacity(events.len());
             for (i, event) in events.iter().enumerate() {
