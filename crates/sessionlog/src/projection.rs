@@ -175,6 +175,13 @@ fn typed<P: Projection>(state: &AnyState) -> Result<&P::State, ProjectionError> 
         .ok_or_else(|| ProjectionError::Undecodable("a state of another type".into()))
 }
 
+/// [`typed`], mutably.
+fn typed_mut<P: Projection>(state: &mut AnyState) -> Result<&mut P::State, ProjectionError> {
+    state
+        .downcast_mut::<P::State>()
+        .ok_or_else(|| ProjectionError::Undecodable("a state of another type".into()))
+}
+
 impl<P: Projection> Registered for P {
     fn name(&self) -> &str {
         Projection::name(self)
@@ -202,9 +209,7 @@ impl<P: Projection> Registered for P {
     }
 
     fn apply(&self, state: &mut AnyState, event: &StoredEvent<'_>) -> Result<(), ProjectionError> {
-        let state = state
-            .downcast_mut::<P::State>()
-            .ok_or_else(|| ProjectionError::Undecodable("a state of another type".into()))?;
+        let state = typed_mut::<P>(state)?;
         guarded("apply", || Projection::apply(self, state, event))
     }
 

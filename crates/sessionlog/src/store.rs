@@ -964,14 +964,7 @@ impl SessionHandle {
             .iter()
             .find(|s| s.projection.name() == name)
             .ok_or_else(|| Error::NoSuchProjection(name.to_owned()))?;
-        let state = slot.state.as_ref().map_err(|e| Error::Projection {
-            projection: name.to_owned(),
-            session: self.name.clone(),
-            source: e.clone(),
-        })?;
-        state
-            .downcast_ref::<P::State>()
-            .ok_or_else(|| Error::NoSuchProjection(format!("{name} (of the type asked for)")))
+        slot.state_as::<P>(&self.name)
     }
 
     /// Whether restart repair would append closers now: the last turn, or a compaction, is

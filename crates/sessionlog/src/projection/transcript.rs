@@ -169,10 +169,9 @@ impl SessionTranscript {
         if event.event_type() == "tool/call" {
             // Read in place: no JSON tree is built per appended call.
             let [id, name] = event.data().fields(["callId", "name"]);
-            if let (Some(id), Some(name)) = (
-                id.and_then(|v| v.as_str()),
-                name.and_then(|v| v.as_str()),
-            ) {
+            if let (Some(id), Some(name)) =
+                (id.and_then(|v| v.as_str()), name.and_then(|v| v.as_str()))
+            {
                 self.tool_names.insert(id.into_owned(), name.into_owned());
             }
         }

@@ -44,6 +44,29 @@ impl Slot {
         self.events.saturating_sub(self.checkpointed) >= every
     }
 
+    /// The state as projection type `P`'s, for session `session`: a failed fold is
+    /// [`Error::Projection`], a state of another type [`Error::NoSuchProjection`].
+    pub(crate) fn state_as<P: Projection>(&self, session: &str) -> Result<&P::State> {
+        let name = self.projection.name();
+        let state = self
+            .state
+            .as_ref()
+            .map_err(|e| failed(name, session, e.clone()))?;
+        state
+            .downcast_ref::<P::State>()
+            .ok_or_else(|| wrong_type(name))
+    }
+
+    /// [`Slot::state_as`], handing the state over.
+    pub(crate) fn into_state_as<P: Projection>(self, session: &str) -> Result<P::State> {
+        let name = self.projection.name();
+        let state = self.state.map_err(|e| failed(name, session, e))?;
+        state
+            .downcast::<P::State>()
+            .map(|state| *state)
+            .map_err(|_| wrong_type(name))
+    }
+
     /// Folds one stored event in, unless the projection skips its kind or has failed.
     pub(crate) fn feed(&mut self, event: &StoredEvent<'_>) {
         if let Ok(state) = &mut self.state {
@@ -54,6 +77,20 @@ impl Slot {
             }
         }
     }
+}
+
+/// A projection's fold failed on `session`.
+fn failed(name: &str, session: &str, source: ProjectionError) -> Error {
+    Error::Projection {
+        projection: name.to_owned(),
+        session: session.to_owned(),
+        source,
+    }
+}
+
+/// A projection's state is not of the type asked for.
+fn wrong_type(name: &str) -> Error {
+    Error::NoSuchProjection(format!("{name} (of the type asked for)"))
 }
 
 impl Store {
@@ -81,18 +118,10 @@ impl Store {
         let stream = self.stream(session)?;
         let header = self.read_header(session, stream)?;
         let (slot, cache) = self.resume_projection(registered, session, stream, &header)?;
-        let failed = |source| Error::Projection {
-            projection: name.to_owned(),
-            session: session.to_owned(),
-            source,
-        };
-        let state = slot.state.map_err(failed)?;
-        let state = state
-            .downcast::<P::State>()
-            .map_err(|_| Error::NoSuchProjection(format!("{name} (of the type asked for)")))?;
+        let events = slot.events;
         Ok(Projected {
-            state: *state,
-            events: slot.events,
+            state: slot.into_state_as::<P>(session)?,
+            events,
             cache,
         })
     }
