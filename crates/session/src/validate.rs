@@ -19,7 +19,12 @@ fn non_empty_string(value: Option<JsonRef<'_>>) -> bool {
 /// The message carried by a surface event of `version`, if the type is a surface type.
 pub(crate) fn message_of<'a>(version: &FormatVersion, event: &'a Event) -> Option<JsonRef<'a>> {
     let surface = version.surface_type(event.event_type())?;
-    match surface.message {
+    message_at(surface.message, event)
+}
+
+/// The message of an event whose message lives at `location`.
+fn message_at(location: MessageLocation, event: &Event) -> Option<JsonRef<'_>> {
+    match location {
         MessageLocation::Data => Some(event.data()),
         MessageLocation::DataMessage => {
             let [message] = event.data_fields(["message"]);
@@ -54,7 +59,7 @@ pub(crate) fn check_message(version: &FormatVersion, event: &Event) -> Result<()
             detail,
         ))
     };
-    if !message_of(version, event).is_some_and(|m| m.is_object()) {
+    if !message_at(surface.message, event).is_some_and(|m| m.is_object()) {
         return fail("the message must be an object");
     }
     let [id, role, content, source, tool_call_id] = message_fields(
@@ -327,7 +332,6 @@ fn number(event: &Event, value: Option<JsonRef<'_>>, key: &str) -> Result<u64, E
     }
 }
 
-/// The turn and step numbers of an event that belongs to the open step, checked against it.
 /// The `turn` and `step` numbers of `event`'s payload, read in one lookup.
 fn turn_and_step(event: &Event) -> Result<(u64, u64), Error> {
     let [turn, step] = event.data_fields(["turn", "step"]);
@@ -339,6 +343,7 @@ fn names(open: &str, n: u64) -> bool {
     open.parse::<u64>() == Ok(n)
 }
 
+/// The turn and step numbers of an event that belongs to the open step, checked against it.
 fn check_in_open_step(tracker: &TurnTracker, event: &Event) -> Result<(), Error> {
     let (turn, step) = turn_and_step(event)?;
     let fail = |detail: String| {
