@@ -200,7 +200,8 @@ impl Usage {
         self.prompt_tokens().saturating_add(self.output)
     }
 
-    fn add(&mut self, other: &Usage) {
+    /// Adds `other` in, field by field, saturating.
+    pub fn add(&mut self, other: &Usage) {
         self.input = self.input.saturating_add(other.input);
         self.output = self.output.saturating_add(other.output);
         self.cache_read = self.cache_read.saturating_add(other.cache_read);

@@ -116,11 +116,7 @@ impl SessionStats {
             Some((u, _)) => {
                 let t = &mut self.usage;
                 t.requests += 1;
-                t.usage.input += u.input;
-                t.usage.output += u.output;
-                t.usage.cache_read += u.cache_read;
-                t.usage.cache_write += u.cache_write;
-                t.usage.reasoning += u.reasoning;
+                t.usage.add(&u);
             }
             None => self.usage.unreadable += 1,
         }
