@@ -27,7 +27,7 @@ use std::sync::Arc;
 pub use counter::TokenizerCounter;
 pub use counter::{HeuristicCounter, TokenCounter};
 pub use projection::{ContextPressure, TokenProjection, TokenView};
-pub use text::{visible_text, write_visible_text};
+pub use text::{estimate_message, visible_text, write_visible_text};
 pub use usage::{
     CumulativeUsage, RequestKind, RequestUsage, UnreadableUsage, Usage, UsageLedger, UsageShape,
     LEDGER_RECENT, USAGE_LEDGER_STATE_VERSION,

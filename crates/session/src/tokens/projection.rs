@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use super::text::{write_content_text, write_visible_text};
+use super::text::{count_with_overhead, estimate_message, write_content_text};
 use super::usage::{CumulativeUsage, LedgerMark, RequestKind, RequestUsage, UsageLedger};
 use super::{Label, TokenCounter, TokenFigure};
 use crate::error::{Error, Rule};
@@ -276,15 +276,7 @@ impl TokenTally {
     /// The estimate of one model-visible message: its visible text counted, plus the
     /// counter's per-message overhead.
     pub(crate) fn estimate_message(&self, message: JsonRef<'_>) -> u32 {
-        let mut text = String::new();
-        write_visible_text(message, &mut text);
-        self.count_with_overhead(&text)
-    }
-
-    fn count_with_overhead(&self, text: &str) -> u32 {
-        self.counter
-            .count(text)
-            .saturating_add(self.counter.message_overhead())
+        estimate_message(self.counter.as_ref(), message, &mut String::new())
     }
 
     // The fold reuses one buffer so an append allocates nothing once warmed up.
@@ -292,7 +284,7 @@ impl TokenTally {
         let mut text = std::mem::take(&mut self.scratch);
         text.clear();
         write_content_text(content, &mut text);
-        let tokens = self.count_with_overhead(&text);
+        let tokens = count_with_overhead(self.counter.as_ref(), &text);
         self.scratch = text;
         tokens
     }

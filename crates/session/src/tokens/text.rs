@@ -7,7 +7,28 @@
 //! placeholder `[image]` (no local counter can price an image); a block type this crate
 //! does not know counts as its raw JSON, which over-estimates rather than hides it.
 
+use super::TokenCounter;
 use crate::json::JsonRef;
+
+/// The estimate of one model-visible message under `counter`: its visible text counted,
+/// plus the counter's per-message overhead. `scratch` is cleared and holds the text after.
+pub fn estimate_message(
+    counter: &dyn TokenCounter,
+    message: JsonRef<'_>,
+    scratch: &mut String,
+) -> u32 {
+    scratch.clear();
+    write_visible_text(message, scratch);
+    count_with_overhead(counter, scratch)
+}
+
+/// Tokens of one message whose visible text is `text`: counted, plus the counter's
+/// per-message overhead.
+pub(crate) fn count_with_overhead(counter: &dyn TokenCounter, text: &str) -> u32 {
+    counter
+        .count(text)
+        .saturating_add(counter.message_overhead())
+}
 
 /// Appends the model-visible text of `message` (an object with a `content` array) to
 /// `out`, pieces separated by `\n`.

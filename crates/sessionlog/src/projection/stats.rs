@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use sessionlog_session::json::JsonRef;
-use sessionlog_session::tokens::{write_visible_text, HeuristicCounter, TokenCounter, Usage};
+use sessionlog_session::tokens::{estimate_message, HeuristicCounter, Usage};
 use sessionlog_session::typed::EventView;
 use sessionlog_session::{derive_message, SessionHeader};
 
@@ -182,14 +182,14 @@ impl Projection for Stats {
         if let Some(message) = derive_message(e.version, event) {
             // One scratch buffer per thread: the fold runs once per appended event.
             thread_local!(static TEXT: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) });
-            let counter = HeuristicCounter;
             let tokens = TEXT.with(|text| {
-                let mut text = text.borrow_mut();
-                text.clear();
-                write_visible_text(JsonRef::new(message), &mut text);
-                counter.count(&text)
+                estimate_message(
+                    &HeuristicCounter,
+                    JsonRef::new(message),
+                    &mut text.borrow_mut(),
+                )
             });
-            s.estimated_tokens += u64::from(tokens) + u64::from(counter.message_overhead());
+            s.estimated_tokens += u64::from(tokens);
         }
         // Kinds the counts below do not read are not parsed; turns and steps are counted
         // by their kind alone.
