@@ -93,6 +93,13 @@ fn wrong_type(name: &str) -> Error {
     Error::NoSuchProjection(format!("{name} (of the type asked for)"))
 }
 
+/// A projection's slot being resumed: the records from `start` on are still to fold.
+struct Resumed {
+    slot: Slot,
+    start: u64,
+    cache: CacheUse,
+}
+
 impl Store {
     /// The state of projection `name` (registered in
     /// [`StoreOptions::with_projection`](crate::StoreOptions::with_projection), of type `P`)
@@ -126,22 +133,28 @@ impl Store {
         })
     }
 
-    /// Every registered projection of a session, resumed for its writer.
+    /// Every registered projection of a session, resumed for its writer: each from its
+    /// checkpoint, all folded in one pass over the records after the oldest of them.
     pub(super) fn resume_projections(
         &self,
         session: &str,
         stream: StreamId,
         header: &SessionHeader,
     ) -> Result<Vec<Slot>> {
-        let registered = self.inner.options.projections.0.clone();
-        let mut slots = Vec::with_capacity(registered.len());
-        for projection in registered {
-            slots.push(
-                self.resume_projection(projection, session, stream, header)?
-                    .0,
-            );
-        }
-        Ok(slots)
+        let next = self.next_record(stream);
+        let mut resumed: Vec<Resumed> = self
+            .inner
+            .options
+            .projections
+            .0
+            .iter()
+            .map(|projection| self.load_slot(projection.clone(), stream, header, next))
+            .collect();
+        self.fold_slots(&mut resumed, session, stream, header, next)?;
+        Ok(resumed
+            .into_iter()
+            .map(|r| self.finish_slot(stream, r, next).0)
+            .collect())
     }
 
     /// One projection of one session over all its records, and how it was built; its
@@ -155,14 +168,36 @@ impl Store {
         stream: StreamId,
         header: &SessionHeader,
     ) -> Result<(Slot, CacheUse)> {
-        let log = &self.inner.log;
-        let next = log.stream_info(stream).map_or(0, |i| i.next_seq.0);
+        let next = self.next_record(stream);
+        let mut resumed = [self.load_slot(projection, stream, header, next)];
+        self.fold_slots(&mut resumed, session, stream, header, next)?;
+        let [resumed] = resumed;
+        Ok(self.finish_slot(stream, resumed, next))
+    }
+
+    /// The seq of the record after the last of `stream`.
+    fn next_record(&self, stream: StreamId) -> u64 {
+        self.inner
+            .log
+            .stream_info(stream)
+            .map_or(0, |i| i.next_seq.0)
+    }
+
+    /// A projection's slot from its checkpoint, or from its initial state when no
+    /// checkpoint can be used; the records from the returned start on are still to fold.
+    fn load_slot(
+        &self,
+        projection: Arc<dyn Registered>,
+        stream: StreamId,
+        header: &SessionHeader,
+        next: u64,
+    ) -> Resumed {
         let loaded = if self.inner.options.projection_cache {
             self.load_projection(projection.as_ref(), stream, next)
         } else {
             Err(CacheMiss::Missing)
         };
-        let (state, start, mut cache) = match loaded {
+        let (state, start, cache) = match loaded {
             Ok((state, watermark)) => (Ok(state), watermark, CacheUse::Hit { folded: 0 }),
             Err(miss) => {
                 let cache = if self.inner.options.projection_cache {
@@ -173,35 +208,73 @@ impl Store {
                 (projection.init(header), 1, cache)
             }
         };
-        let mut slot = Slot {
-            projection,
-            state,
-            events: next.saturating_sub(1),
-            checkpointed: start.saturating_sub(1),
+        Resumed {
+            slot: Slot {
+                projection,
+                state,
+                events: next.saturating_sub(1),
+                checkpointed: start.saturating_sub(1),
+            },
+            start,
+            cache,
+        }
+    }
+
+    /// Folds the records of `stream` after each slot's start, up to `next`, into the
+    /// slots in one pass: a record is decoded once, and only when a slot still folding
+    /// from it wants its kind.
+    fn fold_slots(
+        &self,
+        resumed: &mut [Resumed],
+        session: &str,
+        stream: StreamId,
+        header: &SessionHeader,
+        next: u64,
+    ) -> Result<()> {
+        let Some(from) = resumed.iter().map(|r| r.start).min() else {
+            return Ok(());
         };
+        let log = &self.inner.log;
         let past = LogPast::new(log.clone(), stream, header.id());
         let version = FormatVersion::for_header(&self.inner.options.version, header);
-        for record in log.iter(stream, LogSeq(start), LogSeq(next)) {
-            if slot.state.is_err() {
+        let folds = |r: &Resumed, seq: u64| r.slot.state.is_ok() && r.start <= seq;
+        for record in log.iter(stream, LogSeq(from), LogSeq(next)) {
+            if resumed.iter().all(|r| r.slot.state.is_err()) {
                 break;
             }
             let record = record?;
-            if !slot.projection.wants(record.kind) {
+            let seq = record.seq.0;
+            let wanted = |r: &Resumed| folds(r, seq) && r.slot.projection.wants(record.kind);
+            if !resumed.iter().any(wanted) {
                 continue;
             }
             let mut event = decode_stored_event(&record.payload).map_err(|e| Error::BadRecord {
                 session: session.to_owned(),
-                seq: record.seq.0,
+                seq,
                 detail: e.to_string(),
             })?;
             upgrade_event(&mut event, &past, header.id())?;
-            slot.feed(&StoredEvent {
+            let stored = StoredEvent {
                 kind: record.kind,
                 record_bytes: record.payload.len() as u64,
                 event: &event,
                 version: &version,
-            });
+            };
+            for r in resumed.iter_mut().filter(|r| folds(r, seq)) {
+                r.slot.feed(&stored);
+            }
         }
+        Ok(())
+    }
+
+    /// A folded slot and how it was built; its checkpoint is rewritten when it was rebuilt
+    /// or many events were folded past it.
+    fn finish_slot(&self, stream: StreamId, resumed: Resumed, next: u64) -> (Slot, CacheUse) {
+        let Resumed {
+            mut slot,
+            start,
+            mut cache,
+        } = resumed;
         if let CacheUse::Hit { folded } = &mut cache {
             *folded = next.saturating_sub(start);
         }
@@ -213,7 +286,7 @@ impl Store {
         if refresh {
             self.write_projection(stream, &mut slot);
         }
-        Ok((slot, cache))
+        (slot, cache)
     }
 
     /// The checkpoint of `projection` of `stream` and its watermark, if the file proves it
