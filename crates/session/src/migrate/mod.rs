@@ -127,6 +127,27 @@ impl SeqMap {
         Ok(())
     }
 
+    /// The references an event's envelope makes to earlier events, renumbered in place:
+    /// its `sourceEventSeqs`, and a `surfaceOp` other than `append` as a range with ends
+    /// `op_keys` (V2 -> V3 and V3 -> V4 both renumber them after the payload's).
+    pub(crate) fn envelope(
+        &self,
+        ev: &mut Ev<'_>,
+        seq: u64,
+        op_keys: (&'static str, &'static str),
+    ) -> Result<(), Refusal> {
+        if ev.has("sourceEventSeqs") {
+            let list = self.list(ev.get("sourceEventSeqs"), seq)?;
+            set(&mut ev.env, "sourceEventSeqs", list);
+        }
+        if let Some(op) = ev.get("surfaceOp") {
+            if op.as_str().as_deref() != Some("append") {
+                self.range(op, seq, op_keys)?;
+            }
+        }
+        Ok(())
+    }
+
     /// A list of cited seqs renumbered.
     pub(crate) fn list<'a>(
         &self,

@@ -171,18 +171,7 @@ impl<'a> Stage<'_, 'a> {
             ev.set_seq(self.target_seq);
         }
         self.mapping.payload(ev, seq)?;
-        if ev.has("sourceEventSeqs") {
-            let list = self.mapping.list(ev.get("sourceEventSeqs"), seq)?;
-            set(&mut ev.env, "sourceEventSeqs", list);
-        }
-        if let Some(op) = ev.get("surfaceOp") {
-            if op.as_str().as_deref() != Some("append") {
-                let mut op = op.clone();
-                self.mapping.range(&mut op, seq, ("start", "end"))?;
-                set(&mut ev.env, "surfaceOp", op);
-            }
-        }
-        Ok(())
+        self.mapping.envelope(ev, seq, ("start", "end"))
     }
 }
 

@@ -173,16 +173,7 @@ impl Stage {
             ev.set_field("targets", Val::Arr(targets));
         }
         ev.set_seq(target);
-        if ev.has("sourceEventSeqs") {
-            let list = self.mapping.list(ev.get("sourceEventSeqs"), seq)?;
-            set(&mut ev.env, "sourceEventSeqs", list);
-        }
-        if let Some(op) = ev.get("surfaceOp") {
-            if op.as_str().as_deref() != Some("append") {
-                self.mapping.range(op, seq, ("startSeq", "endSeq"))?;
-            }
-        }
-        Ok(())
+        self.mapping.envelope(ev, seq, ("startSeq", "endSeq"))
     }
 }
 
