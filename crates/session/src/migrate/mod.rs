@@ -183,6 +183,19 @@ pub(crate) fn queues_next_turn(ev: &mut Ev<'_>) -> bool {
     target.as_deref() == Some("next-turn") && inserted > 0
 }
 
+/// The `turn/end` DSH adds for turn `turn` when it was interrupted (see
+/// [`queues_next_turn`]): `{turn, reason: {kind: "interrupted"}}` at `seq` and `time`.
+pub(crate) fn interrupted_turn_end<'a>(seq: u64, time: Val<'a>, turn: Val<'a>) -> Ev<'a> {
+    let data = Val::Obj(vec![
+        ("turn".into(), turn),
+        (
+            "reason".into(),
+            Val::Obj(vec![("kind".into(), Val::literal("\"interrupted\""))]),
+        ),
+    ]);
+    Ev::new("turn/end", seq, time, data)
+}
+
 /// The facts of the header the stages read.
 #[derive(Debug, Clone)]
 pub(crate) struct HeaderFacts {

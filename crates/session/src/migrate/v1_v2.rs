@@ -6,7 +6,7 @@
 //! the `turn/end` it lacked; a goal-change message is split in two.
 
 use super::value::{get, seq_array, set, text_of, Obj, Val};
-use super::{queues_next_turn, unsupported, Ev, HeaderFacts, Refusal};
+use super::{interrupted_turn_end, queues_next_turn, unsupported, Ev, HeaderFacts, Refusal};
 use crate::version::DshFormat;
 
 /// One record of a compact stream.
@@ -358,14 +358,11 @@ impl<'a> Stage<'a> {
         if ev.field("turn").and_then(|t| t.as_u64()) != Some(open_number + 1) {
             return None;
         }
-        let data = Val::Obj(vec![
-            ("turn".into(), Val::Text(open.clone())),
-            (
-                "reason".into(),
-                Val::Obj(vec![("kind".into(), Val::literal("\"interrupted\""))]),
-            ),
-        ]);
-        Some(Ev::new("turn/end", ev.seq, ev.time(), data))
+        Some(interrupted_turn_end(
+            ev.seq,
+            ev.time(),
+            Val::Text(open.clone()),
+        ))
     }
 
     fn observe_turn(&mut self, ev: &mut Ev<'a>) {

@@ -7,7 +7,10 @@
 use std::borrow::Cow;
 
 use super::value::{get, has, remove, set, text_of, Obj, Peek, Val};
-use super::{malformed_in, queues_next_turn, unsupported, Ev, HeaderFacts, Refusal, SeqMap};
+use super::{
+    interrupted_turn_end, malformed_in, queues_next_turn, unsupported, Ev, HeaderFacts, Refusal,
+    SeqMap,
+};
 use crate::version::DshFormat;
 
 const BLOCK_TYPES: [&str; 6] = [
@@ -82,14 +85,11 @@ pub(super) fn migrate<'a>(
     let mut out = Vec::with_capacity(events.len());
     for mut ev in events {
         if let Some(turn) = stage.observe_restart(&mut ev) {
-            let data = Val::Obj(vec![
-                ("turn".into(), Val::int(turn)),
-                (
-                    "reason".into(),
-                    Val::Obj(vec![("kind".into(), Val::literal("\"interrupted\""))]),
-                ),
-            ]);
-            out.push(Ev::new("turn/end", stage.next_seq, ev.time(), data));
+            out.push(interrupted_turn_end(
+                stage.next_seq,
+                ev.time(),
+                Val::int(turn),
+            ));
             stage.next_seq += 1;
         }
         let target = stage.next_seq;
