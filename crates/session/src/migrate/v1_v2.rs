@@ -197,8 +197,9 @@ impl<'a> Group<'a> {
                     ..
                 }) = self.stream.last_mut()
                 {
-                    let same_name = raw_opt(pname.as_ref()) == raw_opt(name.as_ref());
-                    if *i == index && raw_opt(Some(pid)) == raw_opt(Some(&id)) && same_name {
+                    let same_name =
+                        pname.as_ref().map(Val::to_text) == name.as_ref().map(Val::to_text);
+                    if *i == index && pid.to_text() == id.to_text() && same_name {
                         dt.push(time.saturating_sub(*last));
                         pargs.push(args);
                         *last = time;
@@ -222,14 +223,6 @@ impl<'a> Group<'a> {
     fn stream_val(&self) -> Val<'a> {
         Val::Arr(self.stream.iter().map(Rec::to_val).collect())
     }
-}
-
-fn raw_opt(value: Option<&Val<'_>>) -> Option<String> {
-    value.map(|v| {
-        let mut out = String::new();
-        v.write(&mut out);
-        out
-    })
 }
 
 fn time_of(ev: &mut Ev<'_>) -> i64 {

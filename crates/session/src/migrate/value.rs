@@ -205,6 +205,13 @@ impl<'a> Val<'a> {
         self.arr()?.iter().map(Val::as_u64).collect()
     }
 
+    /// The value's JSON text.
+    pub(crate) fn to_text(&self) -> String {
+        let mut out = String::new();
+        self.write(&mut out);
+        out
+    }
+
     pub(crate) fn write(&self, out: &mut String) {
         match self {
             Val::Raw(text) => out.push_str(text),
@@ -227,11 +234,7 @@ impl<'a> Val<'a> {
 /// The JSON text of a value (empty for an absent one), for comparing values as DSH's
 /// strict equality compares numbers and strings.
 pub(crate) fn text_of(value: Option<&mut Val<'_>>) -> String {
-    let mut out = String::new();
-    if let Some(value) = value {
-        value.write(&mut out);
-    }
-    out
+    value.map_or_else(String::new, |value| value.to_text())
 }
 
 pub(crate) fn write_obj(members: &Obj<'_>, out: &mut String) {
