@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use sessionlog_session::Seq;
+use sessionlog_log::Seq as LogSeq;
 
 use super::Store;
 use crate::error::{Error, Result};
@@ -105,9 +105,12 @@ impl Store {
             .stream_info(stream)
             .map_or(0, |info| info.next_seq.0);
         if records > 1 {
-            // Record n + 1 holds event n.
-            let last = Seq(records - 2);
-            if let Some(event) = self.events(name, last)?.next() {
+            // Record n + 1 holds event n: the last record holds the last event.
+            let last = LogSeq(records - 1);
+            if let Some(event) = self
+                .stored_events(name, stream, last, LogSeq(records))
+                .next()
+            {
                 return Ok(event?.time());
             }
         }
