@@ -293,7 +293,8 @@ const DENSE_EVENTS_PER_ITEM: u64 = 8;
 /// The events of `seqs`. The newest dense run (the usual `get_items(limit=N)`, and a whole
 /// session with few replacements) is read with one sequential pass over the log from its
 /// first seq to the session's end; a read by seq walks from the nearest index entry, so
-/// reading N events one by one would cost N walks. Other seqs are read by seq.
+/// reading N events one by one would cost N walks. Other seqs are read by seq. The seqs are
+/// distinct (surface nodes), so each event of the run is moved out, not copied.
 fn events_at(h: &SessionHandle, seqs: &[u64]) -> sessionlog::Result<Vec<Event>> {
     let mut sorted = seqs.to_vec();
     sorted.sort_unstable();
@@ -306,8 +307,8 @@ fn events_at(h: &SessionHandle, seqs: &[u64]) -> sessionlog::Result<Vec<Event>> 
         }
         run_start -= 1;
     }
-    let run: Vec<Event> = match sorted.get(run_start) {
-        Some(&first) => h.events_from(Seq(first))?,
+    let mut run: Vec<Option<Event>> = match sorted.get(run_start) {
+        Some(&first) => h.events_from(Seq(first))?.into_iter().map(Some).collect(),
         None => Vec::new(),
     };
     let run_first = sorted.get(run_start).copied().unwrap_or(end);
@@ -321,7 +322,9 @@ fn events_at(h: &SessionHandle, seqs: &[u64]) -> sessionlog::Result<Vec<Event>> 
         .map(|&seq| {
             if seq >= run_first {
                 let at = usize::try_from(seq - run_first).unwrap_or(usize::MAX);
-                run.get(at).cloned().ok_or_else(|| missing(seq))
+                run.get_mut(at)
+                    .and_then(Option::take)
+                    .ok_or_else(|| missing(seq))
             } else {
                 source
                     .event_at(Seq(seq))?
@@ -333,7 +336,7 @@ fn events_at(h: &SessionHandle, seqs: &[u64]) -> sessionlog::Result<Vec<Event>> 
 }
 
 /// The items of `seqs` as the text of one JSON array: from `recent` where it has them, the
-/// others read from the log (and remembered).
+/// others read from the log in one pass (and remembered once the array is built).
 pub(crate) fn items_json(
     h: &SessionHandle,
     recent: &mut RecentItems,
@@ -344,30 +347,32 @@ pub(crate) fn items_json(
         .copied()
         .filter(|s| recent.get(*s).is_none())
         .collect();
+    let mut read = Vec::with_capacity(missing.len());
     if !missing.is_empty() {
         let version = h.state().version();
-        for (seq, event) in missing.iter().zip(events_at(h, &missing)?) {
+        for event in events_at(h, &missing)? {
             let mut text = String::new();
             push_item(version, &event, &mut text);
-            recent.insert(*seq, text);
+            read.push(text);
         }
     }
-    // Everything is remembered now unless `seqs` alone overflow the bounds; read the rest.
-    match cached_items_json(recent, seqs) {
-        Some(json) => Ok(json),
-        None => {
-            let version = h.state().version();
-            let mut out = String::from("[");
-            for (i, event) in events_at(h, seqs)?.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                push_item(version, event, &mut out);
-            }
-            out.push(']');
-            Ok(out)
+    // `missing` keeps the order of `seqs`, so the texts read come up in turn.
+    let mut out = String::from("[");
+    let mut next_read = read.iter();
+    for (i, seq) in seqs.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        match recent.get(*seq) {
+            Some(text) => out.push_str(text),
+            None => out.push_str(next_read.next().map_or("null", String::as_str)),
         }
     }
+    out.push(']');
+    for (seq, text) in missing.into_iter().zip(read) {
+        recent.insert(seq, text);
+    }
+    Ok(out)
 }
 
 /// The items of `seqs` as one JSON array when `recent` has every one of them.
