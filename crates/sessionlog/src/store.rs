@@ -1200,6 +1200,18 @@ impl SessionHandle {
     /// itself, and a checkpoint that cannot be written is left for later).
     pub fn commit(&mut self) -> Result<()> {
         self.store.inner.log.flush()?;
+        self.refresh_checkpoints();
+        Ok(())
+    }
+
+    /// What [`commit`](Self::commit) does once the log is flushed, for a writer whose appends
+    /// were made durable by [`Store::flush`]: writes the checkpoints that are due. Does
+    /// nothing while an append of this session is not durable yet (it never syncs), so the
+    /// checkpoint stays due for a later call.
+    pub fn refresh_checkpoints(&mut self) {
+        if !self.store.inner.log.is_stream_durable(self.stream) {
+            return;
+        }
         let next = self.folded.state.next_seq().get();
         let refresh = self.store.inner.options.cache_refresh_events;
         if next.saturating_sub(self.checkpointed) >= refresh {
@@ -1211,7 +1223,6 @@ impl SessionHandle {
                 self.store.write_projection(self.stream, slot);
             }
         }
-        Ok(())
     }
 }
 
