@@ -56,10 +56,6 @@ _READ_NOW_ALL = 1024
 #: The newest items read into memory when a process opens a conversation.
 _PREFETCH_ITEMS = 64
 
-#: Events a writer appends through the flusher before it commits itself once, which
-#: refreshes its state checkpoint (sessionlog's ``cache_refresh_events``).
-_CHECKPOINT_EVENTS = 1024
-
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
@@ -126,8 +122,8 @@ class _Flusher:
                 for conversation, mark in zip(conversations, marks):
                     conversation.durable_through(mark)
                 for conversation in conversations:
-                    try:
-                        conversation.checkpoint_if_due()
+                    try:  # what a commit would write, the appends being durable now
+                        conversation.native.refresh_checkpoints()
                     except Exception:  # a disposable cache, left for a later commit
                         pass
             by_loop: dict = {}
@@ -169,19 +165,17 @@ class _Conversation:
             handle = store.create_session(name)
         self.handle: Any = handle
         self.native: Any = handle._native
-        self.committed_at = self.native.next_seq()
         #: Appends waiting for a flush, and the seq below which every event is durable
         #: (both changed under the flusher's lock; the seq also after each commit).
         self.unflushed = 0
-        self.durable_below = self.committed_at
+        self.durable_below = self.native.next_seq()
         self.durable_lock = threading.Lock()
         # the newest items in memory, so the first small get_items needs no read of the log
         self.native.agents_items_json(_PREFETCH_ITEMS)
 
     def committed(self) -> None:
         """Notes a commit: every event appended so far is durable."""
-        self.committed_at = self.native.next_seq()
-        self.durable_through(self.committed_at)
+        self.durable_through(self.native.next_seq())
 
     def durable_through(self, next_seq: int) -> None:
         """Notes that every event with a seq below ``next_seq`` is durable."""
@@ -200,13 +194,6 @@ class _Conversation:
     def append_now(self, items_json: str) -> bool:
         """Appends the items (not yet durable) if no other call holds the session."""
         return self.native.agents_append_items_now(items_json) is not None
-
-    def checkpoint_if_due(self) -> None:
-        """Commits once enough events were appended without a commit (the appends are
-        durable already; a commit also refreshes the session's state checkpoint)."""
-        if self.native.next_seq() - self.committed_at >= _CHECKPOINT_EVENTS:
-            self.native.commit()
-            self.committed()
 
     def read(self, limit: Optional[int]) -> list:
         return json.loads(self.native.agents_items_json(limit, self.visible_below()))
