@@ -193,15 +193,25 @@ impl TurnTracker {
     }
 
     /// The closer envelopes (as JSON text) for a log whose last event has `last_seq` and
-    /// `last_time`; empty when no turn is open.
-    pub(crate) fn closers(&self, last_seq: u64, last_time: i64) -> Vec<(u64, String)> {
+    /// `last_time`; empty when no turn is open. `tool_messages` shapes the tool results as
+    /// DSH V4 does (a `role: "tool"` message naming its call) instead of a user message
+    /// wrapping one `tool-result` block.
+    pub(crate) fn closers(
+        &self,
+        last_seq: u64,
+        last_time: i64,
+        tool_messages: bool,
+    ) -> Vec<(u64, String)> {
         let Some(turn) = &self.open_turn else {
             return Vec::new();
         };
         let mut seq = last_seq + 1;
         let mut out = Vec::new();
         for call in self.pending.iter().flatten() {
-            out.push((seq, tool_result_closer(turn, call, seq, last_time)));
+            out.push((
+                seq,
+                tool_result_closer(turn, call, seq, last_time, tool_messages),
+            ));
             seq += 1;
         }
         if let Some(step) = &self.open_step {
@@ -231,7 +241,16 @@ fn envelope(event_type: &str, seq: u64, time: i64, data: &str) -> String {
         .finish()
 }
 
-fn tool_result_closer(turn: &str, call: &PendingCall, seq: u64, time: i64) -> String {
+/// A result for a call the log left pending. At V4 it is the message DSH's V3 -> V4
+/// migration makes of the older shape: `role: "tool"`, the call named by `toolCallId`, the
+/// block's content and `isError` lifted onto the message.
+fn tool_result_closer(
+    turn: &str,
+    call: &PendingCall,
+    seq: u64,
+    time: i64,
+    tool_message: bool,
+) -> String {
     let ((name, code), text) = match call.call_seq {
         Some(_) => (TOOL_OUTCOME_UNKNOWN, OUTCOME_UNKNOWN_TEXT),
         None => (TOOL_NOT_STARTED, NOT_STARTED_TEXT),
@@ -240,25 +259,34 @@ fn tool_result_closer(turn: &str, call: &PendingCall, seq: u64, time: i64) -> St
         .string("type", "text")
         .string("text", text)
         .finish();
-    let block = ObjectWriter::new()
-        .string("type", "tool-result")
-        .string("toolCallId", &call.call_id)
-        .raw("isError", "true")
-        .raw("content", &format!("[{text_block}]"))
-        .finish();
     let source = ObjectWriter::new()
         .string("kind", "tool")
         .string("callId", &call.call_id)
         .finish();
-    let message = ObjectWriter::new()
-        .string(
-            "id",
-            &format!("interrupted-tool-result-{}-{seq}", call.call_id),
-        )
-        .string("role", "user")
-        .raw("source", &source)
-        .raw("content", &format!("[{block}]"))
-        .finish();
+    let id = format!("interrupted-tool-result-{}-{seq}", call.call_id);
+    let message = if tool_message {
+        ObjectWriter::new()
+            .string("role", "tool")
+            .raw("source", &source)
+            .string("toolCallId", &call.call_id)
+            .raw("content", &format!("[{text_block}]"))
+            .raw("isError", "true")
+            .string("id", &id)
+            .finish()
+    } else {
+        let block = ObjectWriter::new()
+            .string("type", "tool-result")
+            .string("toolCallId", &call.call_id)
+            .raw("isError", "true")
+            .raw("content", &format!("[{text_block}]"))
+            .finish();
+        ObjectWriter::new()
+            .string("id", &id)
+            .string("role", "user")
+            .raw("source", &source)
+            .raw("content", &format!("[{block}]"))
+            .finish()
+    };
     let error = ObjectWriter::new()
         .string("name", name)
         .string("code", code)

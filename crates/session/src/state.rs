@@ -297,6 +297,13 @@ impl SessionState {
         }
     }
 
+    /// Whether this session's format writes tool results as `role: "tool"` messages (DSH V4).
+    fn tool_results_are_messages(&self) -> bool {
+        self.version
+            .surface_type("tool/result")
+            .is_some_and(|s| s.rule == crate::version::MessageRule::ToolMessage)
+    }
+
     /// The closing events restart repair would append now (spec §8), without appending
     /// them: tool results for pending calls, then `step/end` if a step is open, then
     /// `turn/end {kind: interrupted}`. Empty when the last turn is closed.
@@ -305,7 +312,11 @@ impl SessionState {
             return Ok(Vec::new());
         };
         self.tracker
-            .closers(self.next_seq - 1, last.time)
+            .closers(
+                self.next_seq - 1,
+                last.time,
+                self.tool_results_are_messages(),
+            )
             .into_iter()
             .map(|(seq, raw)| Event::parse(&raw, seq))
             .collect()

@@ -261,3 +261,63 @@ proptest! {
         }
     }
 }
+
+/// Sessions whose V4 migration ends in a step with a tool call still pending: the result
+/// import adds for that call must be a V4 tool message, or the migrated file does not read
+/// back (cases proptest found).
+#[test]
+fn a_migrated_session_with_a_pending_call_reads_back_with_a_v4_closer() {
+    let cases: [&[(u8, u16)]; 2] = [
+        &[(36, 0), (181, 0), (51, 2335)],
+        &[(132, 0), (169, 0), (0, 0), (0, 0), (231, 349)],
+    ];
+    for choices in cases {
+        let session = build(choices);
+        let options = ExportOptions::default().with_format(Some(DshFormat::V4));
+        let v4 = export_dsh(&session, &options).expect("migrates");
+        let back = import_jsonl(&v4, &ImportOptions::default()).expect("V4 imports");
+        assert_eq!(
+            back.closers.len(),
+            3,
+            "a result, step/end and turn/end close it"
+        );
+        let closer = back
+            .session
+            .events()
+            .iter()
+            .find(|e| e.event_type() == "tool/result");
+        let closer = closer.expect("the pending call gets a result");
+        let message = closer.data().get("message").expect("a message");
+        assert_eq!(
+            message.get("role").and_then(|r| r.as_str()).as_deref(),
+            Some("tool")
+        );
+        let again = export_dsh(&back.session, &ExportOptions::default()).expect("V4 export");
+        assert!(again.starts_with(&v4));
+    }
+}
+
+/// A pruned tool result migrated to V4 replaces a `role: "tool"` message whose content is
+/// the result itself; the migrated file must read back (a case proptest found).
+#[test]
+fn a_migrated_pruned_tool_result_reads_back_at_v4() {
+    let choices = [
+        (60, 0),
+        (157, 0),
+        (12, 0),
+        (60, 0),
+        (0, 0),
+        (111, 7021),
+        (12, 0),
+        (65, 0),
+        (175, 0),
+    ];
+    let session = build(&choices);
+    let options = ExportOptions::default().with_format(Some(DshFormat::V4));
+    let v4 = export_dsh(&session, &options).expect("migrates");
+    let text = String::from_utf8_lossy(&v4);
+    assert!(text.contains(r#""role":"tool""#) && text.contains(r#""startSeq""#));
+    let back = import_jsonl(&v4, &ImportOptions::default()).expect("V4 imports");
+    let again = export_dsh(&back.session, &ExportOptions::default()).expect("V4 export");
+    assert!(again.starts_with(&v4));
+}
