@@ -275,8 +275,8 @@ pub(crate) fn check_native(version: &FormatVersion, event: &Event) -> Result<(),
     Ok(())
 }
 
-/// Whether a tool-result replacement changes only `message.content[0].content`
-/// (key order ignored), as DSH's pruner guarantees.
+/// Whether a tool-result replacement changes only `message.content[0].content` (for a V4
+/// `role: "tool"` message, `message.content`), key order ignored, as DSH's pruner guarantees.
 pub(crate) fn only_tool_content_differs(original: JsonRef<'_>, replacement: JsonRef<'_>) -> bool {
     fn same_except(
         a: JsonRef<'_>,
@@ -301,7 +301,16 @@ pub(crate) fn only_tool_content_differs(original: JsonRef<'_>, replacement: Json
             _ => false,
         }
     };
-    let message = |a: JsonRef<'_>, b: JsonRef<'_>| same_except(a, b, "content", &content);
+    // A V4 tool message holds the result's content itself; an older one wraps it in one
+    // `tool-result` block.
+    let message = |a: JsonRef<'_>, b: JsonRef<'_>| {
+        let tool_message = a.get("role").and_then(|r| r.as_str()).as_deref() == Some("tool");
+        if tool_message {
+            same_except(a, b, "content", &|_, _| true)
+        } else {
+            same_except(a, b, "content", &content)
+        }
+    };
     same_except(original, replacement, "message", &message)
 }
 
