@@ -275,6 +275,18 @@ impl SessionState {
         }
         if outermost {
             self.journal = None;
+            if !failed {
+                self.trim_ledger();
+            }
+        }
+    }
+
+    /// Drops the usage records the bounded ledger no longer keeps, once nothing folded
+    /// can be taken back (a rewind truncates to a mark, so it must find every record
+    /// folded since).
+    fn trim_ledger(&mut self) {
+        if let Some(tokens) = self.tokens.as_mut() {
+            tokens.trim_ledger();
         }
     }
 
@@ -554,8 +566,9 @@ impl SessionState {
             "request/context" => self.requests.context = Some(seq),
             _ => {}
         }
-        if let Some(journal) = self.journal.as_mut() {
-            journal.push(undo);
+        match self.journal.as_mut() {
+            Some(journal) => journal.push(undo),
+            None => self.trim_ledger(),
         }
         self.tracker.apply(event);
         self.last = Some(LastEvent {

@@ -191,7 +191,7 @@ impl TokenTally {
     pub(crate) fn fold_structural(&mut self, event: &Event) {
         // Auxiliary requests (the summarizer's) are accounted but never anchor pressure:
         // their prompt is not the conversation's.
-        self.ledger.apply(event);
+        self.ledger.fold(event);
         self.fold_request(event);
     }
 
@@ -206,7 +206,7 @@ impl TokenTally {
         surface: &Surface,
     ) -> u32 {
         // A settlement's request saw the surface as it was before the settlement itself.
-        if let Some(request) = self.ledger.apply(event) {
+        if let Some(request) = self.ledger.fold(event) {
             if request.kind == RequestKind::Settlement && request.usage.prompt_tokens() > 0 {
                 self.anchor = Some(Anchor {
                     seq: request.seq,
@@ -305,6 +305,12 @@ impl TokenTally {
         self.envelope = mark.envelope;
         self.context_window = mark.context_window;
         self.anchor = mark.anchor;
+    }
+
+    /// Drops the usage records a bounded ledger no longer keeps (see
+    /// [`UsageLedger::trim`]); the state calls it when no change can be taken back.
+    pub(crate) fn trim_ledger(&mut self) {
+        self.ledger.trim();
     }
 
     pub(crate) fn ledger(&self) -> &UsageLedger {

@@ -332,23 +332,34 @@ pub struct UsageLedger {
     bounded: bool,
 }
 
-/// Where a [`UsageLedger`] stood; see [`UsageLedger::mark`]. A bounded ledger drops its
-/// oldest records as new ones come, so its mark is a whole copy (of at most
-/// [`LEDGER_RECENT`] records of each kind); an unbounded one only appends, so its mark
-/// copies everything but the record lists and keeps their lengths.
+/// Where a [`UsageLedger`] stood; see [`UsageLedger::mark`]. Between a mark and its
+/// rewind the ledger only appends (the state trims it when a change is kept), so the
+/// lengths of its record lists and its totals are all a mark needs.
 #[derive(Debug, Clone)]
 pub(crate) struct LedgerMark {
-    ledger: Box<UsageLedger>,
     requests: usize,
     unreadable: usize,
+    settlements: CumulativeUsage,
+    auxiliary: CumulativeUsage,
+    last_settlement: Option<RequestUsage>,
+    unreadable_total: u64,
 }
 
-/// Appends `record`; a bounded list then drops its oldest beyond [`LEDGER_RECENT`] (a shift
-/// of at most that many records, once per request).
-fn keep<T>(records: &mut Vec<T>, record: T, bounded: bool) {
-    records.push(record);
+/// The newest [`LEDGER_RECENT`] of `records` when `bounded`, else all of them.
+fn kept<T>(records: &[T], bounded: bool) -> &[T] {
+    if bounded {
+        records
+            .get(records.len().saturating_sub(LEDGER_RECENT)..)
+            .unwrap_or_default()
+    } else {
+        records
+    }
+}
+
+/// Drops the records of a bounded list beyond the newest [`LEDGER_RECENT`].
+fn trim_records<T>(records: &mut Vec<T>, bounded: bool) {
     if bounded && records.len() > LEDGER_RECENT {
-        records.remove(0);
+        records.drain(..records.len() - LEDGER_RECENT);
     }
 }
 
@@ -385,6 +396,18 @@ impl UsageLedger {
     /// change nothing; usage in no known [`UsageShape`] is kept in
     /// [`UsageLedger::unreadable`] and counted in no total.
     pub fn apply(&mut self, event: &Event) -> Option<&RequestUsage> {
+        let recorded = self.fold(event).is_some();
+        self.trim();
+        if recorded {
+            self.requests.last()
+        } else {
+            None
+        }
+    }
+
+    /// [`UsageLedger::apply`] without dropping the oldest records of a bounded ledger, so
+    /// that a change can be taken back by truncating; [`UsageLedger::trim`] drops them.
+    pub(crate) fn fold(&mut self, event: &Event) -> Option<&RequestUsage> {
         let (kind, usage, provider, model, turn, step) = match event.event_type() {
             "assistant/message" => {
                 let [usage, turn, step] = event.data_fields(["usage", "turn", "step"]);
@@ -411,15 +434,11 @@ impl UsageLedger {
         let Some((usage_read, shape)) = Usage::read(usage) else {
             let keys = usage.members().map(|(k, _)| k.into_owned()).collect();
             self.unreadable_total += 1;
-            keep(
-                &mut self.unreadable,
-                UnreadableUsage {
-                    seq: event.seq(),
-                    kind,
-                    keys,
-                },
-                self.bounded,
-            );
+            self.unreadable.push(UnreadableUsage {
+                seq: event.seq(),
+                kind,
+                keys,
+            });
             return None;
         };
         let usage = usage_read;
@@ -441,8 +460,14 @@ impl UsageLedger {
             }
             RequestKind::CompactionSummary => self.auxiliary.add(&request),
         }
-        keep(&mut self.requests, request, self.bounded);
+        self.requests.push(request);
         self.requests.last()
+    }
+
+    /// Drops a bounded ledger's records beyond the newest [`LEDGER_RECENT`] of each list.
+    pub(crate) fn trim(&mut self) {
+        trim_records(&mut self.requests, self.bounded);
+        trim_records(&mut self.unreadable, self.bounded);
     }
 
     /// A bounded ledger restored from its parts (a checkpoint): the kept records in log
@@ -468,44 +493,31 @@ impl UsageLedger {
 
     /// Where the ledger stands, for [`UsageLedger::rewind`].
     pub(crate) fn mark(&self) -> LedgerMark {
-        let ledger = if self.bounded {
-            self.clone()
-        } else {
-            UsageLedger {
-                requests: Vec::new(),
-                unreadable: Vec::new(),
-                settlements: self.settlements.clone(),
-                auxiliary: self.auxiliary.clone(),
-                last_settlement: self.last_settlement.clone(),
-                unreadable_total: self.unreadable_total,
-                bounded: false,
-            }
-        };
         LedgerMark {
-            ledger: Box::new(ledger),
             requests: self.requests.len(),
             unreadable: self.unreadable.len(),
+            settlements: self.settlements.clone(),
+            auxiliary: self.auxiliary.clone(),
+            last_settlement: self.last_settlement.clone(),
+            unreadable_total: self.unreadable_total,
         }
     }
 
-    /// Takes back everything folded since `mark` was taken: a bounded ledger returns to
-    /// its copy; an unbounded one only appended, so truncating and restoring the totals is
-    /// exact.
+    /// Takes back everything folded since `mark` was taken: the ledger only appended
+    /// since, so truncating and restoring the totals is exact.
     pub(crate) fn rewind(&mut self, mark: LedgerMark) {
-        let mut ledger = *mark.ledger;
-        if !self.bounded {
-            self.requests.truncate(mark.requests);
-            self.unreadable.truncate(mark.unreadable);
-            ledger.requests = std::mem::take(&mut self.requests);
-            ledger.unreadable = std::mem::take(&mut self.unreadable);
-        }
-        *self = ledger;
+        self.requests.truncate(mark.requests);
+        self.unreadable.truncate(mark.unreadable);
+        self.settlements = mark.settlements;
+        self.auxiliary = mark.auxiliary;
+        self.last_settlement = mark.last_settlement;
+        self.unreadable_total = mark.unreadable_total;
     }
 
     /// Usage objects found in no known shape, in log order: all of them, or the newest
     /// [`LEDGER_RECENT`] in a bounded ledger (see [`UsageLedger::unreadable_count`]).
     pub fn unreadable(&self) -> &[UnreadableUsage] {
-        &self.unreadable
+        kept(&self.unreadable, self.bounded)
     }
 
     /// How many usage objects were found in no known shape, kept or not.
@@ -516,7 +528,7 @@ impl UsageLedger {
     /// The requests, in log order: every one, or the newest [`LEDGER_RECENT`] in a bounded
     /// ledger (the totals count them all).
     pub fn requests(&self) -> &[RequestUsage] {
-        &self.requests
+        kept(&self.requests, self.bounded)
     }
 
     /// The newest conversation request (the anchor for context pressure).
