@@ -11,6 +11,7 @@ use std::ops::Range;
 
 use crate::error::{Error, Rule};
 use crate::json::{self, decode_string, write_js_string, JsonKind, JsonRef, MemberSpan};
+use crate::version::DshFormat;
 
 /// A per-session event sequence number: 0, 1, 2, … with no gaps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -74,12 +75,22 @@ impl SurfaceOp {
         Some((op, seq_spelling))
     }
 
-    fn write(&self, out: &mut String) {
+    /// Writes the operation as `format` spells it: a replacement is `{op, start, end}` up
+    /// to V2 and `{op, startSeq, endSeq}` from V3 on.
+    fn write(&self, out: &mut String, format: DshFormat) {
         match self {
             SurfaceOp::Append => out.push_str("\"append\""),
-            SurfaceOp::Replace { start, end } => out.push_str(&format!(
-                "{{\"op\":\"replace\",\"start\":{start},\"end\":{end}}}"
-            )),
+            SurfaceOp::Replace { start, end } => {
+                let (start_key, end_key) = if format.replace_spells_seq() {
+                    ("startSeq", "endSeq")
+                } else {
+                    ("start", "end")
+                };
+                let _ = write!(
+                    out,
+                    "{{\"op\":\"replace\",\"{start_key}\":{start},\"{end_key}\":{end}}}"
+                );
+            }
         }
     }
 }
@@ -530,8 +541,15 @@ impl EventInput {
 
     /// Renders the envelope as DSH's writer does, with the given seq, and parses it.
     /// `data` must be exactly one JSON value: text such as `{},"ignorable":true` would
-    /// otherwise add envelope keys, so it is refused.
+    /// otherwise add envelope keys, so it is refused. A replacement is spelled as format
+    /// V0 spells it; [`EventInput::into_event_for`] spells it as a session's format does.
     pub fn into_event(self, seq: u64) -> Result<Event, Error> {
+        self.into_event_for(seq, DshFormat::V0)
+    }
+
+    /// [`EventInput::into_event`] for a session of DSH format `format`, whose replacements
+    /// are spelled `{op, startSeq, endSeq}` from V3 on.
+    pub fn into_event_for(self, seq: u64, format: DshFormat) -> Result<Event, Error> {
         let mut out = String::with_capacity(self.data.len() + self.event_type.len() + 96);
         out.push_str("{\"type\":");
         write_js_string(&mut out, &self.event_type);
@@ -551,7 +569,7 @@ impl EventInput {
         }
         if let Some(op) = &self.surface_op {
             out.push_str(",\"surfaceOp\":");
-            op.write(&mut out);
+            op.write(&mut out, format);
         }
         if self.ignorable {
             out.push_str(",\"ignorable\":true");

@@ -138,7 +138,7 @@ impl Session {
                 });
             }
         }
-        let event = input.into_event(next)?;
+        let event = input.into_event_for(next, self.header().format())?;
         self.append_checked(event, rules)
     }
 

@@ -257,8 +257,7 @@ pub fn append_validated(
         .atomically(|session| {
             events.iter().try_for_each(|new| {
                 let next = session.next_seq().get();
-                let (event, rules) =
-                    new_event(new, next, &session.events(), session.header().id())?;
+                let (event, rules) = new_event(new, next, &session.events(), session.header())?;
                 session.append_checked(event, rules).map(drop)
             })
         })
@@ -283,7 +282,7 @@ pub fn append_validated_to_state(
             for new in events {
                 let next = state.next_seq().get();
                 let seen = WithPending::new(past, &appended);
-                let (event, rules) = new_event(new, next, &seen, state.header().id())?;
+                let (event, rules) = new_event(new, next, &seen, state.header())?;
                 state.append(&event, rules, &seen)?;
                 appended.push(event);
             }
@@ -309,8 +308,9 @@ fn new_event(
     new: &NewEvent<'_>,
     next: u64,
     past: &dyn LookBack,
-    session_id: &str,
+    header: &SessionHeader,
 ) -> Result<(Event, RuleSet), Error> {
+    let session_id = header.id();
     // Inputs are new events and get every native rule; raw envelopes are stored events
     // copied from elsewhere (a migration, a replica) and get the rules their source, a DSH
     // log or a store that imported one, was loaded under.
@@ -322,7 +322,10 @@ fn new_event(
                     got: seq,
                 });
             }
-            ((*input).clone().into_event(next)?, RuleSet::Native)
+            (
+                (*input).clone().into_event_for(next, header.format())?,
+                RuleSet::Native,
+            )
         }
         NewEvent::Raw(bytes) => {
             let text = std::str::from_utf8(bytes).map_err(|e| Error::Decode {

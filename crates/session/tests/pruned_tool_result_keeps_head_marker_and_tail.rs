@@ -83,3 +83,57 @@ fn pruned_tool_result_keeps_head_marker_and_tail() {
         .expect("plans")
         .is_empty());
 }
+
+/// In a V4 session (here the same session migrated to V4 and read back) a tool result is a
+/// `role: "tool"` message holding its blocks itself; the pruner shortens those.
+#[test]
+fn a_v4_tool_message_is_pruned_too() {
+    use sessionlog_session::{export_dsh, import_jsonl, DshFormat, ExportOptions, ImportOptions};
+    let mut session = session_in_step();
+    push(&mut session, user("u0", "run it"));
+    push(&mut session, assistant("a0", "running", &["c0"]));
+    let body = format!("HEAD{}TAIL", "middle ".repeat(5000));
+    push(&mut session, tool_result("r0", "c0", &body));
+    push(
+        &mut session,
+        EventInput::new("step/end", 1, r#"{"turn":1,"step":1}"#),
+    );
+    push(
+        &mut session,
+        EventInput::new("turn/end", 1, r#"{"turn":1,"reason":{"kind":"completed"}}"#),
+    );
+    let v4 = export_dsh(
+        &session,
+        &ExportOptions::default().with_format(Some(DshFormat::V4)),
+    )
+    .expect("migrates");
+    let mut session = import_jsonl(&v4, &ImportOptions::default())
+        .expect("reads back")
+        .session;
+    assert_eq!(session.header().format(), DshFormat::V4);
+    let mut projection =
+        TokenProjection::from_session(&session, Arc::new(HeuristicCounter)).expect("folds");
+    let before = projection.surface_tokens();
+    let options = PruneOptions::default()
+        .with_threshold_bytes(4096)
+        .with_head_bytes(200)
+        .with_tail_bytes(100);
+    let events = prune_tool_results(&session, &projection, &options, 9).expect("plans");
+    assert_eq!(events.len(), 2, "the V4 tool result is pruned");
+    for input in events {
+        let event = session
+            .try_append(input)
+            .expect("the V4 replacement rule accepts it")
+            .clone();
+        projection.apply(&event).expect("folds");
+    }
+    assert!(projection.surface_tokens() < before / 4);
+    let messages = session.derive_messages();
+    let pruned = messages
+        .iter()
+        .map(|m| JsonRef::new(m))
+        .find(|m| m.get("role").and_then(|r| r.as_str()).as_deref() == Some("tool"))
+        .expect("the tool message");
+    let text = visible_text(pruned);
+    assert!(text.starts_with("HEAD") && text.ends_with("TAIL") && text.len() < 4096);
+}

@@ -1002,7 +1002,8 @@ impl SessionHandle {
                 .into());
             }
         }
-        let event = input.into_event(seq)?;
+        let format = self.folded.state.header().format();
+        let event = input.into_event_for(seq, format)?;
         self.write(std::slice::from_ref(&event), RuleSet::Native)?;
         Ok(self.last.insert(event))
     }
@@ -1084,10 +1085,11 @@ impl SessionHandle {
     /// [`SessionHandle::append_atomic`], returning the events appended.
     fn append_batch(&mut self, inputs: Vec<EventInput>) -> Result<Vec<Event>> {
         let first = self.folded.state.next_seq().get();
+        let format = self.folded.state.header().format();
         let events = inputs
             .into_iter()
             .enumerate()
-            .map(|(i, input)| input.into_event(first + i as u64))
+            .map(|(i, input)| input.into_event_for(first + i as u64, format))
             .collect::<std::result::Result<Vec<Event>, _>>()?;
         self.write(&events, RuleSet::Native)?;
         Ok(events)

@@ -94,12 +94,7 @@ pub fn prune_tool_results(
             continue;
         }
         let data = event.data();
-        let Some(inner) = data
-            .get("message")
-            .and_then(|m| m.get("content"))
-            .and_then(|c| c.elements().next())
-            .and_then(|b| b.get("content"))
-        else {
+        let Some(inner) = data.get("message").and_then(result_content) else {
             continue;
         };
         let text = inner_text(inner);
@@ -135,6 +130,16 @@ pub fn prune_tool_results(
         out.push(replacement);
     }
     Ok(out)
+}
+
+/// The blocks of a tool result's message: a V4 `role: "tool"` message holds them as its
+/// content; an older one wraps them in its one `tool-result` block.
+fn result_content(message: JsonRef<'_>) -> Option<JsonRef<'_>> {
+    let content = message.get("content")?;
+    if message.get("role").and_then(|r| r.as_str()).as_deref() == Some("tool") {
+        return Some(content);
+    }
+    content.elements().next()?.get("content")
 }
 
 fn inner_text(inner: JsonRef<'_>) -> String {
