@@ -489,10 +489,17 @@ fn scan_copy(
 /// Removes every clean-close file, durably: one describes the active segment only until
 /// something is appended, so none may survive an open for writing.
 fn remove_clean_files(storage: &dyn Storage, dir: &Path, names: &[String]) -> Result<()> {
-    let stale: Vec<&String> = names
-        .iter()
-        .filter(|n| crate::clean::is_clean_file(n))
-        .collect();
+    remove_files_durably(storage, dir, names, crate::clean::is_clean_file)
+}
+
+/// Removes every file of `names` that `is` picks, then syncs the directory once if any went.
+pub(crate) fn remove_files_durably(
+    storage: &dyn Storage,
+    dir: &Path,
+    names: &[String],
+    is: fn(&str) -> bool,
+) -> Result<()> {
+    let stale: Vec<&String> = names.iter().filter(|n| is(n)).collect();
     for name in &stale {
         let path = dir.join(name);
         storage

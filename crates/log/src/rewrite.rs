@@ -44,19 +44,7 @@ fn is_rewrite_file(name: &str) -> bool {
 /// Removes every rewrite a crash left behind (the segment it was meant to replace is intact),
 /// durably. Called by an open for writing.
 pub(crate) fn remove_stale(storage: &dyn Storage, dir: &Path, names: &[String]) -> Result<()> {
-    let stale: Vec<&String> = names.iter().filter(|n| is_rewrite_file(n)).collect();
-    for name in &stale {
-        let path = dir.join(name);
-        storage
-            .remove_file(&path)
-            .map_err(io_err("removing", &path))?;
-    }
-    if !stale.is_empty() {
-        storage
-            .sync_dir(dir)
-            .map_err(io_err("syncing directory", dir))?;
-    }
-    Ok(())
+    crate::open::remove_files_durably(storage, dir, names, is_rewrite_file)
 }
 
 /// What one rewrite did.

@@ -10,10 +10,11 @@ use common::{assistant, push, session_in_step, tool_result, user};
 use sessionlog_session::compaction::{history_view, prune_tool_results, HistoryMark, PruneOptions};
 use sessionlog_session::json::JsonRef;
 use sessionlog_session::tokens::{visible_text, HeuristicCounter, TokenProjection};
-use sessionlog_session::{EventInput, Seq};
+use sessionlog_session::{EventInput, Seq, Session};
 
-#[test]
-fn pruned_tool_result_keeps_head_marker_and_tail() {
+/// A session whose one turn ran a tool with a 35 KB result and ended (the active turn's
+/// newest tool result is never pruned), and the seq of that result.
+fn finished_turn_with_a_long_tool_result() -> (Session, u64) {
     let mut session = session_in_step();
     push(&mut session, user("u0", "run it"));
     push(&mut session, assistant("a0", "running", &["c0"]));
@@ -28,6 +29,12 @@ fn pruned_tool_result_keeps_head_marker_and_tail() {
         &mut session,
         EventInput::new("turn/end", 1, r#"{"turn":1,"reason":{"kind":"completed"}}"#),
     );
+    (session, original)
+}
+
+#[test]
+fn pruned_tool_result_keeps_head_marker_and_tail() {
+    let (mut session, original) = finished_turn_with_a_long_tool_result();
     let mut projection =
         TokenProjection::from_session(&session, Arc::new(HeuristicCounter)).expect("folds");
     let before = projection.surface_tokens();
@@ -89,19 +96,7 @@ fn pruned_tool_result_keeps_head_marker_and_tail() {
 #[test]
 fn a_v4_tool_message_is_pruned_too() {
     use sessionlog_session::{export_dsh, import_jsonl, DshFormat, ExportOptions, ImportOptions};
-    let mut session = session_in_step();
-    push(&mut session, user("u0", "run it"));
-    push(&mut session, assistant("a0", "running", &["c0"]));
-    let body = format!("HEAD{}TAIL", "middle ".repeat(5000));
-    push(&mut session, tool_result("r0", "c0", &body));
-    push(
-        &mut session,
-        EventInput::new("step/end", 1, r#"{"turn":1,"step":1}"#),
-    );
-    push(
-        &mut session,
-        EventInput::new("turn/end", 1, r#"{"turn":1,"reason":{"kind":"completed"}}"#),
-    );
+    let (session, _) = finished_turn_with_a_long_tool_result();
     let v4 = export_dsh(
         &session,
         &ExportOptions::default().with_format(Some(DshFormat::V4)),
