@@ -104,6 +104,43 @@ impl Rng {
             chunk.copy_from_slice(&v[..chunk.len()]);
         }
     }
+
+    /// Shuffles `items` in place (Fisher-Yates).
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            items.swap(i, (self.next_u64() % (i as u64 + 1)) as usize);
+        }
+    }
+}
+
+/// Creates `sessions` streams named `session-NNNNNN` and gives each `records` records of
+/// `data`, `concurrent` sessions at a time interleaved record by record (as concurrent
+/// agents write), all buffered; returns the streams in creation order. The caller flushes.
+pub fn fill_interleaved_sessions(
+    log: &sessionlog_log::Log,
+    sessions: usize,
+    records: usize,
+    concurrent: usize,
+    data: &[u8],
+) -> Vec<sessionlog_log::StreamId> {
+    use sessionlog_log::{Append, Durability};
+    let mut ids = Vec::with_capacity(sessions);
+    for group in (0..sessions).step_by(concurrent) {
+        let members: Vec<_> = (group..(group + concurrent).min(sessions))
+            .map(|i| {
+                log.create_stream(&format!("session-{i:06}"))
+                    .expect("create")
+            })
+            .collect();
+        for _ in 0..records {
+            for s in &members {
+                log.commit(&[Append::new(*s, 1, data)], Durability::Buffered)
+                    .expect("commit");
+            }
+        }
+        ids.extend(members);
+    }
+    ids
 }
 
 /// `len` bytes of seeded payload: printable text with some repetition, like the JSON events

@@ -12,8 +12,8 @@
 use std::time::Instant;
 
 use serde_json::json;
-use sessionlog_benches::{fresh_dir, payload, probe, write_json, Rng};
-use sessionlog_log::{Append, Durability, Log, LogOptions, StreamId};
+use sessionlog_benches::{fill_interleaved_sessions, fresh_dir, payload, probe, write_json, Rng};
+use sessionlog_log::{Durability, Log, LogOptions, StreamId};
 
 const RECORD_BYTES: usize = 1024;
 const RECORDS_PER_SESSION: usize = 100;
@@ -42,22 +42,13 @@ fn segment_file_bytes(dir: &std::path::Path) -> u64 {
 /// Fills a store; returns the sessions in creation order.
 fn fill(log: &Log, sessions: usize) -> Vec<StreamId> {
     let data = payload(3, RECORD_BYTES);
-    let mut ids = Vec::with_capacity(sessions);
-    for group in (0..sessions).step_by(CONCURRENT_SESSIONS) {
-        let members: Vec<StreamId> = (group..(group + CONCURRENT_SESSIONS).min(sessions))
-            .map(|i| {
-                log.create_stream(&format!("session-{i:06}"))
-                    .expect("create")
-            })
-            .collect();
-        for _ in 0..RECORDS_PER_SESSION {
-            for s in &members {
-                log.commit(&[Append::new(*s, 1, &data)], Durability::Buffered)
-                    .expect("commit");
-            }
-        }
-        ids.extend(members);
-    }
+    let ids = fill_interleaved_sessions(
+        log,
+        sessions,
+        RECORDS_PER_SESSION,
+        CONCURRENT_SESSIONS,
+        &data,
+    );
     log.flush().expect("flush");
     ids
 }
@@ -120,12 +111,9 @@ fn main() {
         ids[..ids.len() * 9 / 10].to_vec()
     });
     let random = scenario("random_90_percent", |ids| {
-        let mut rng = Rng::new(0x5EED);
         let mut picked: Vec<StreamId> = ids.to_vec();
-        // Fisher-Yates with the bench's seeded generator, then keep 90%.
-        for i in (1..picked.len()).rev() {
-            picked.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
-        }
+        // Shuffled with the bench's seeded generator, then 90% kept.
+        Rng::new(0x5EED).shuffle(&mut picked);
         picked.truncate(ids.len() * 9 / 10);
         picked
     });

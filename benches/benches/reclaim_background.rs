@@ -13,7 +13,10 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use sessionlog_benches::{fresh_dir, human_ns, ns, payload, probe, write_json, Percentiles, Rng};
+use sessionlog_benches::{
+    fill_interleaved_sessions, fresh_dir, human_ns, ns, payload, probe, write_json, Percentiles,
+    Rng,
+};
 use sessionlog_log::{Append, Durability, Log, LogOptions, StreamId};
 
 const RECORD_BYTES: usize = 1024;
@@ -36,26 +39,14 @@ fn prepare(name: &str) -> (std::path::PathBuf, Log) {
     let log = Log::open(&dir, options).expect("open");
     let data = payload(3, RECORD_BYTES);
     let sessions = (store_mib() << 20) as usize / (RECORD_BYTES * RECORDS_PER_SESSION);
-    let mut ids: Vec<StreamId> = Vec::with_capacity(sessions);
-    for group in (0..sessions).step_by(CONCURRENT_SESSIONS) {
-        let members: Vec<StreamId> = (group..(group + CONCURRENT_SESSIONS).min(sessions))
-            .map(|i| {
-                log.create_stream(&format!("session-{i:06}"))
-                    .expect("create")
-            })
-            .collect();
-        for _ in 0..RECORDS_PER_SESSION {
-            for s in &members {
-                log.commit(&[Append::new(*s, 1, &data)], Durability::Buffered)
-                    .expect("commit");
-            }
-        }
-        ids.extend(members);
-    }
-    let mut rng = Rng::new(0x5EED);
-    for i in (1..ids.len()).rev() {
-        ids.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
-    }
+    let mut ids = fill_interleaved_sessions(
+        &log,
+        sessions,
+        RECORDS_PER_SESSION,
+        CONCURRENT_SESSIONS,
+        &data,
+    );
+    Rng::new(0x5EED).shuffle(&mut ids);
     for s in &ids[..ids.len() * 9 / 10] {
         log.delete_stream(*s, Durability::Buffered).expect("delete");
     }
