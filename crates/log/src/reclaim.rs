@@ -161,14 +161,9 @@ pub(crate) fn next_starts_with_checkpoint(st: &State, id: SegmentId) -> bool {
 /// Drops a removed segment from the table, and the extents deleted streams had in it.
 fn take_out(st: &mut State, id: SegmentId) {
     st.sealed.remove(&id);
-    let deleted: Vec<u64> = st
-        .catalog
-        .streams
-        .iter()
-        .filter(|(_, s)| s.deleted)
-        .map(|(&stream, _)| stream)
-        .collect();
-    drop_extents(st, id, &deleted);
+    for s in st.catalog.streams.values_mut().filter(|s| s.deleted) {
+        s.sealed.retain(|e| u64::from(e.segment) != id.0);
+    }
 }
 
 /// Whether `stream` is a deleted stream (the catalog stream never is).
