@@ -409,11 +409,19 @@ impl Store {
 
     /// A token projection of a session by `counter`, folded from its records streamed from
     /// the log (for a counter other than the one the store maintains).
+    /// The seq of the record after the last of `stream` (0 for a stream the log lacks).
+    fn next_record(&self, stream: StreamId) -> u64 {
+        self.inner
+            .log
+            .stream_info(stream)
+            .map_or(0, |i| i.next_seq.0)
+    }
+
     fn fold_tokens(&self, name: &str, counter: Arc<dyn TokenCounter>) -> Result<TokenProjection> {
         let stream = self.stream(name)?;
         let header = self.read_header(name, stream)?;
         let log = &self.inner.log;
-        let next = log.stream_info(stream).map_or(0, |i| i.next_seq.0);
+        let next = self.next_record(stream);
         let past = LogPast::new(log.clone(), stream, header.id());
         let mut tokens = TokenProjection::new(
             counter,
@@ -784,11 +792,7 @@ impl Store {
         };
         for name in self.session_names() {
             let stream = self.stream(&name)?;
-            let next = self
-                .inner
-                .log
-                .stream_info(stream)
-                .map_or(0, |i| i.next_seq.0);
+            let next = self.next_record(stream);
             let version = FormatVersion::for_header(
                 &self.inner.options.version,
                 &self.read_header(&name, stream)?,

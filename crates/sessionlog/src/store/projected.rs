@@ -175,14 +175,6 @@ impl Store {
         Ok(self.finish_slot(stream, resumed, next))
     }
 
-    /// The seq of the record after the last of `stream`.
-    fn next_record(&self, stream: StreamId) -> u64 {
-        self.inner
-            .log
-            .stream_info(stream)
-            .map_or(0, |i| i.next_seq.0)
-    }
-
     /// A projection's slot from its checkpoint, or from its initial state when no
     /// checkpoint can be used; the records from the returned start on are still to fold.
     fn load_slot(

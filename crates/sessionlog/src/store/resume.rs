@@ -34,7 +34,7 @@ impl Store {
     pub(super) fn resume(&self, name: &str, stream: StreamId) -> Result<(Folded, CacheUse)> {
         let header = self.read_header(name, stream)?;
         let log = &self.inner.log;
-        let next = log.stream_info(stream).map_or(0, |i| i.next_seq.0);
+        let next = self.next_record(stream);
         // A session declaring DSH V1 or later is read with its own format's rules.
         let version = FormatVersion::for_header(&self.inner.options.version, &header);
         let (mut folded, start, mut cache) = if self.inner.options.projection_cache {
@@ -196,7 +196,7 @@ impl Store {
         if !self.inner.options.projection_cache
             || log.is_read_only()
             || !log.is_stream_durable(stream)
-            || log.stream_info(stream).map_or(0, |i| i.next_seq.0) != watermark
+            || self.next_record(stream) != watermark
         {
             return None;
         }

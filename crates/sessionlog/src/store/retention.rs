@@ -99,11 +99,7 @@ impl Store {
     /// Unix epoch. Reads one record, folds nothing.
     pub fn last_activity_unix_ms(&self, name: &str) -> Result<i64> {
         let stream = self.stream(name)?;
-        let records = self
-            .inner
-            .log
-            .stream_info(stream)
-            .map_or(0, |info| info.next_seq.0);
+        let records = self.next_record(stream);
         if records > 1 {
             // Record n + 1 holds event n: the last record holds the last event.
             let last = LogSeq(records - 1);
