@@ -171,9 +171,7 @@ impl SessionState {
         rules: RuleSet,
         past: &dyn LookBack,
     ) -> Result<(), Error> {
-        self.check_vocabulary(event)?;
-        self.check_declared_format(event)?;
-        self.fold(event, rules, past)
+        self.append_then(event, rules, past, || Ok::<(), Error>(()))
     }
 
     /// [`SessionState::append`] with `write` run between the checks and the fold: `event` is
