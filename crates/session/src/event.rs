@@ -63,11 +63,7 @@ impl SurfaceOp {
         if value.get("op")?.as_str().as_deref() != Some("replace") {
             return None;
         }
-        let (start, end) = if seq_spelling {
-            ("startSeq", "endSeq")
-        } else {
-            ("start", "end")
-        };
+        let (start, end) = replace_keys(seq_spelling);
         let op = SurfaceOp::Replace {
             start: value.get(start)?.as_seq()?,
             end: value.get(end)?.as_seq()?,
@@ -81,17 +77,23 @@ impl SurfaceOp {
         match self {
             SurfaceOp::Append => out.push_str("\"append\""),
             SurfaceOp::Replace { start, end } => {
-                let (start_key, end_key) = if format.replace_spells_seq() {
-                    ("startSeq", "endSeq")
-                } else {
-                    ("start", "end")
-                };
+                let (start_key, end_key) = replace_keys(format.replace_spells_seq());
                 let _ = write!(
                     out,
                     "{{\"op\":\"replace\",\"{start_key}\":{start},\"{end_key}\":{end}}}"
                 );
             }
         }
+    }
+}
+
+/// The keys of a replacement's range: `startSeq`/`endSeq` (DSH V3 and later) or
+/// `start`/`end`.
+fn replace_keys(seq_spelling: bool) -> (&'static str, &'static str) {
+    if seq_spelling {
+        ("startSeq", "endSeq")
+    } else {
+        ("start", "end")
     }
 }
 

@@ -275,6 +275,12 @@ pub(crate) fn check_native(version: &FormatVersion, event: &Event) -> Result<(),
     Ok(())
 }
 
+/// Whether `message` is a DSH V4 tool message (`role: "tool"`), which holds a tool result's
+/// blocks as its own content instead of wrapping them in one `tool-result` block.
+pub(crate) fn is_tool_message(message: JsonRef<'_>) -> bool {
+    message.get("role").and_then(|r| r.as_str()).as_deref() == Some("tool")
+}
+
 /// Whether a tool-result replacement changes only `message.content[0].content` (for a V4
 /// `role: "tool"` message, `message.content`), key order ignored, as DSH's pruner guarantees.
 pub(crate) fn only_tool_content_differs(original: JsonRef<'_>, replacement: JsonRef<'_>) -> bool {
@@ -304,8 +310,7 @@ pub(crate) fn only_tool_content_differs(original: JsonRef<'_>, replacement: Json
     // A V4 tool message holds the result's content itself; an older one wraps it in one
     // `tool-result` block.
     let message = |a: JsonRef<'_>, b: JsonRef<'_>| {
-        let tool_message = a.get("role").and_then(|r| r.as_str()).as_deref() == Some("tool");
-        if tool_message {
+        if is_tool_message(a) {
             same_except(a, b, "content", &|_, _| true)
         } else {
             same_except(a, b, "content", &content)

@@ -136,7 +136,7 @@ pub fn prune_tool_results(
 /// content; an older one wraps them in its one `tool-result` block.
 fn result_content(message: JsonRef<'_>) -> Option<JsonRef<'_>> {
     let content = message.get("content")?;
-    if message.get("role").and_then(|r| r.as_str()).as_deref() == Some("tool") {
+    if crate::validate::is_tool_message(message) {
         return Some(content);
     }
     content.elements().next()?.get("content")
