@@ -409,7 +409,8 @@ enum LogCommand {
 
 #[derive(Subcommand, Debug)]
 enum CacheCommand {
-    /// Compare every session's cache with a fold of its log; exit 1 if any is unusable or wrong.
+    /// Compare every session's cache, every session projection's checkpoint and every
+    /// store-wide projection's with a fold of the log; exit 1 if any is unusable or wrong.
     Verify {
         /// The store directory.
         #[arg(long)]
@@ -651,6 +652,7 @@ pub(crate) fn store_options() -> sessionlog::StoreOptions {
         .with_projection(sessionlog::projection::Stats)
         .with_projection(sessionlog::projection::ToolAudit)
         .with_projection(sessionlog::projection::Transcript)
+        .with_store_projection(sessionlog::projection::Totals)
 }
 
 /// One stderr line per thing the open cut, rebuilt or removed (or, read-only, left out).
@@ -847,6 +849,7 @@ fn stats(store: &std::path::Path, json: bool) -> Result<u8, Failure> {
     // The store tells sessions and raw streams apart (staged imports are neither).
     let sessions = store.session_names().len();
     let raw_streams = store.raw_stream_names().len();
+    let (totals_json, totals_text) = views::store_totals(&store)?;
     let stdout = io::stdout();
     let mut w = stdout.lock();
     if json {
@@ -855,6 +858,7 @@ fn stats(store: &std::path::Path, json: bool) -> Result<u8, Failure> {
             "records": s.records, "bytes": s.bytes,
             "indexMemoryBytes": s.index_memory_bytes, "indexMemoryPercent": pct,
             "recovery": recovery_json(log.recovery_report()),
+            "totals": totals_json,
         });
         out(&mut w, format!("{v}\n").as_bytes())?;
     } else {
@@ -863,6 +867,7 @@ fn stats(store: &std::path::Path, json: bool) -> Result<u8, Failure> {
             s.segments, s.records, s.bytes, s.index_memory_bytes
         );
         out(&mut w, text.as_bytes())?;
+        out(&mut w, totals_text.as_bytes())?;
     }
     store.close()?;
     Ok(0)

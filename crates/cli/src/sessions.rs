@@ -357,6 +357,21 @@ pub(crate) fn cache_verify(dir: &Path) -> Result<u8, Failure> {
         };
         out(&mut w, line.as_bytes())?;
     }
+    for c in store.cache_verify_projections()? {
+        let whose = c.session.as_deref().unwrap_or("(store)");
+        let line = match c.check {
+            CacheCheck::Ok => format!("{whose}: projection {}: ok\n", c.projection),
+            CacheCheck::Missing => format!(
+                "{whose}: projection {}: no checkpoint (the next read writes one)\n",
+                c.projection
+            ),
+            CacheCheck::Unusable(why) => {
+                bad += 1;
+                format!("{whose}: projection {}: {why}\n", c.projection)
+            }
+        };
+        out(&mut w, line.as_bytes())?;
+    }
     Ok(if bad == 0 { 0 } else { 1 })
 }
 

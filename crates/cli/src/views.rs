@@ -6,8 +6,9 @@ use std::io::{self, Write};
 use std::path::Path;
 
 use serde_json::{json, Value};
-use sessionlog::projection::{SessionStats, Stats, ToolAudit, ToolCalls};
-use sessionlog::{Access, CacheUse, Projected};
+use sessionlog::projection::{SessionStats, Stats, StoreTotals, ToolAudit, ToolCalls, Totals};
+use sessionlog::session::tokens::Usage;
+use sessionlog::{Access, CacheUse, Projected, Store, StoreProjected};
 
 use crate::{open_store, out, Failure};
 
@@ -53,16 +54,7 @@ pub(crate) fn stats(dir: &Path, name: &str, json_out: bool) -> Result<u8, Failur
             "replacements": s.replacements,
             "tools": tools,
             "openToolCalls": s.open_calls.len(),
-            "usage": {
-                "label": "exact",
-                "requests": u.requests,
-                "input": u.usage.input,
-                "output": u.usage.output,
-                "cacheRead": u.usage.cache_read,
-                "cacheWrite": u.usage.cache_write,
-                "reasoning": u.usage.reasoning,
-                "unreadable": u.unreadable,
-            },
+            "usage": usage_json(u.requests, &u.usage, u.unreadable),
             "estimatedTokens": {
                 "tokens": s.estimated_tokens,
                 "label": format!("estimated ({})", s.estimate_counter()),
@@ -110,15 +102,9 @@ pub(crate) fn stats(dir: &Path, name: &str, json_out: bool) -> Result<u8, Failur
     }
     let u = &s.usage;
     text.push_str(&format!(
-        "usage (exact, {} requests): input {}, output {}, cache read {}, cache write {}, reasoning {}\n",
-        u.requests, u.usage.input, u.usage.output, u.usage.cache_read, u.usage.cache_write, u.usage.reasoning
+        "usage {}\n",
+        usage_text(u.requests, &u.usage, u.unreadable)
     ));
-    if u.unreadable > 0 {
-        text.push_str(&format!(
-            "usage objects in no known shape (not counted): {}\n",
-            u.unreadable
-        ));
-    }
     text.push_str(&format!(
         "surface messages appended: {} tokens (estimated, {})\n",
         s.estimated_tokens,
@@ -127,6 +113,65 @@ pub(crate) fn stats(dir: &Path, name: &str, json_out: bool) -> Result<u8, Failur
     out(&mut w, text.as_bytes())?;
     w.flush()?;
     Ok(0)
+}
+
+/// Exact provider usage as `--json` shows it.
+fn usage_json(requests: u64, u: &Usage, unreadable: u64) -> Value {
+    json!({
+        "label": "exact",
+        "requests": requests,
+        "input": u.input,
+        "output": u.output,
+        "cacheRead": u.cache_read,
+        "cacheWrite": u.cache_write,
+        "reasoning": u.reasoning,
+        "unreadable": unreadable,
+    })
+}
+
+/// Exact provider usage as text.
+fn usage_text(requests: u64, u: &Usage, unreadable: u64) -> String {
+    let mut text = format!(
+        "(exact, {requests} requests): input {}, output {}, cache read {}, cache write {}, reasoning {}",
+        u.input, u.output, u.cache_read, u.cache_write, u.reasoning
+    );
+    if unreadable > 0 {
+        text.push_str(&format!(
+            "; usage objects in no known shape (not counted): {unreadable}"
+        ));
+    }
+    text
+}
+
+/// The store-wide `totals` projection, as `stats` without `--session` adds it to the log's
+/// figures: for `--json`, and as text.
+pub(crate) fn store_totals(store: &Store) -> Result<(Value, String), Failure> {
+    let p: StoreProjected<StoreTotals> = store.store_projection::<Totals>(Totals::NAME)?;
+    let c = &p.total.counts;
+    let models: serde_json::Map<String, Value> = c
+        .models
+        .iter()
+        .map(|(m, u)| (m.clone(), usage_json(u.requests, &u.usage, u.unreadable)))
+        .collect();
+    let v = json!({
+        "sessions": p.total.sessions,
+        "events": c.events,
+        "bytes": c.bytes,
+        "turns": c.turns,
+        "usageByModel": models,
+        "cache": cache_json(&p.cache),
+    });
+    let mut text = format!(
+        "totals: {} sessions, {} events, {} record bytes, {} turns\n",
+        p.total.sessions, c.events, c.bytes, c.turns
+    );
+    for (m, u) in &c.models {
+        text.push_str(&format!(
+            "  usage of {m} {}\n",
+            usage_text(u.requests, &u.usage, u.unreadable)
+        ));
+    }
+    Ok((v, text))
 }
 
 pub(crate) fn tools(dir: &Path, name: &str, json_out: bool) -> Result<u8, Failure> {

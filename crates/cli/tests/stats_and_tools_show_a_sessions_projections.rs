@@ -103,9 +103,22 @@ fn stats_and_tools_show_what_the_session_holds() {
         shown.stdout
     );
 
-    // Without --session, stats is the store's as before.
+    // Without --session, stats is the store's, with the store-wide `totals` projection:
+    // written by `cache rebuild` above, so read from its checkpoint.
     let store_stats = json(&run(&["stats", "--store", s, "--json"], "").stdout);
     assert_eq!(store_stats["sessions"], 1);
+    let totals = &store_stats["totals"];
+    assert_eq!(totals["sessions"], 1, "{store_stats}");
+    assert_eq!(totals["events"], 11, "{store_stats}");
+    assert_eq!(totals["turns"], again["turns"], "{store_stats}");
+    assert_eq!(totals["bytes"], again["bytes"], "{store_stats}");
+    assert_eq!(totals["cache"]["checkpoint"], true, "{store_stats}");
+    let text = run(&["stats", "--store", s], "");
+    assert_eq!(text.code, 0, "{text:?}");
+    assert!(
+        text.stdout.contains("totals: 1 sessions, 11 events"),
+        "{text:?}"
+    );
 
     for args in [
         vec!["stats", "--store", s, "--session", "nope"],

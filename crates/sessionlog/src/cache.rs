@@ -81,6 +81,11 @@ pub(crate) fn projection_path(dir: &Path, stream: StreamId, projection: &str) ->
         .join(format!("{:020}.{projection}.slpv", stream.0))
 }
 
+/// The checkpoint file of store-wide projection `projection`. spec: cache.md#store-wide-projections
+pub(crate) fn store_projection_path(dir: &Path, projection: &str) -> PathBuf {
+    dir.join(CACHE_DIR).join(format!("store.{projection}.slpw"))
+}
+
 fn crc(bytes: &[u8]) -> u32 {
     crc32fast::hash(bytes)
 }

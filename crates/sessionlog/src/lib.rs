@@ -23,7 +23,9 @@ mod view;
 pub mod workload;
 
 pub use error::{Error, Result};
-pub use projection::{Projected, Projection, ProjectionError, StoredEvent};
+pub use projection::{
+    Projected, Projection, ProjectionError, StoreProjected, StoreProjection, StoredEvent,
+};
 pub use raw::{LogReader, RawStream, KIND_RAW_RECORD, RAW_STREAM_PREFIX};
 #[doc(inline)]
 pub use sessionlog_log::{Access, Durability, LogOptions, ReclaimReport, RecoveryMode};
@@ -40,8 +42,8 @@ pub use sessionlog_session::{
 #[doc(inline)]
 pub use sessionlog_session::{ErrorClass, NewEvent, SessionStore, StoreError, StoreResult};
 pub use store::{
-    parse_dsh, CacheCheck, CacheUse, ImportSummary, Retention, RetentionReport, SessionHandle,
-    SessionInfo, SessionView, Store, StoreOptions, KIND_SESSION_HEADER,
+    parse_dsh, CacheCheck, CacheUse, ImportSummary, ProjectionCheck, Retention, RetentionReport,
+    SessionHandle, SessionInfo, SessionView, Store, StoreOptions, KIND_SESSION_HEADER,
 };
 pub use verify::{SessionDamage, SessionsCheck};
 pub use view::{RequestView, SurfaceView};

@@ -22,11 +22,15 @@ use std::sync::Arc;
 use sessionlog_session::{Event, FormatVersion, SessionHeader};
 
 pub mod stats;
+pub mod store_wide;
 pub mod tool_audit;
+pub mod totals;
 pub mod transcript;
 
 pub use stats::{SessionStats, Stats};
+pub use store_wide::{StoreProjected, StoreProjection};
 pub use tool_audit::{ToolAudit, ToolCallRecord, ToolCalls};
+pub use totals::{SessionTotals, StoreTotals, Totals};
 pub use transcript::{SessionTranscript, Transcript};
 
 /// One stored event as a projection sees it: the record's kind tag (so a fold can skip by
@@ -140,6 +144,8 @@ pub(crate) type AnyState = Box<dyn Any + Send>;
 
 /// [`Projection`] with its state type erased, every call into consumer code guarded.
 pub(crate) trait Registered: Send + Sync {
+    /// The projection itself, for a typed caller to find its own type again.
+    fn as_any(&self) -> &dyn Any;
     fn name(&self) -> &str;
     fn version(&self) -> u32;
     fn wants(&self, kind: u8) -> bool;
@@ -151,7 +157,7 @@ pub(crate) trait Registered: Send + Sync {
 }
 
 /// Runs consumer code, turning a panic into [`ProjectionError::Panicked`].
-fn guarded<T>(
+pub(crate) fn guarded<T>(
     during: &'static str,
     f: impl FnOnce() -> Result<T, ProjectionError>,
 ) -> Result<T, ProjectionError> {
@@ -183,6 +189,10 @@ fn typed_mut<P: Projection>(state: &mut AnyState) -> Result<&mut P::State, Proje
 }
 
 impl<P: Projection> Registered for P {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
     fn name(&self) -> &str {
         Projection::name(self)
     }

@@ -25,7 +25,7 @@ use sessionlog_session::Seq;
 
 use crate::cache::{self, CacheMiss};
 use crate::error::{Error, Result};
-use crate::projection::{Projection, Projections};
+use crate::projection::{Projection, Projections, StoreProjection};
 use crate::view::{RequestView, SurfaceView};
 
 mod create;
@@ -33,10 +33,12 @@ mod past;
 mod projected;
 mod resume;
 mod retention;
+mod store_wide;
 
 pub use create::parse_dsh;
 pub(crate) use past::LogPast;
 pub use retention::{Retention, RetentionReport};
+pub use store_wide::ProjectionCheck;
 
 /// Kind tag of the session header record (record 0 of a session's stream).
 /// spec: events.md#session-header-record
@@ -62,6 +64,9 @@ pub struct StoreOptions {
     /// Consumer projections the store keeps for every session (see [`crate::projection`]):
     /// writers fold them, checkpoints keep them, [`Store::projection`] hands them out.
     pub projections: Projections,
+    /// Store-wide projections (see [`crate::projection::store_wide`]): each session's part
+    /// checkpointed in one file, [`Store::store_projection`] hands out their total.
+    pub store_projections: Projections,
 }
 
 impl Default for StoreOptions {
@@ -73,6 +78,7 @@ impl Default for StoreOptions {
             cache_refresh_events: 1024,
             token_counter: Arc::new(HeuristicCounter),
             projections: Projections::default(),
+            store_projections: Projections::default(),
         }
     }
 }
@@ -113,6 +119,14 @@ impl StoreOptions {
     #[must_use]
     pub fn with_projection(mut self, projection: impl Projection) -> Self {
         self.projections.push(projection);
+        self
+    }
+
+    /// Registers `projection` in [`store_projections`](Self::store_projections). Opening
+    /// the store refuses a name that is invalid or registered twice.
+    #[must_use]
+    pub fn with_store_projection(mut self, projection: impl StoreProjection) -> Self {
+        self.store_projections.push(projection);
         self
     }
 
@@ -248,6 +262,10 @@ impl Store {
         access: Access,
     ) -> Result<Store> {
         options.projections.check().map_err(Error::BadProjection)?;
+        options
+            .store_projections
+            .check()
+            .map_err(Error::BadProjection)?;
         let log = Log::open_with_access(storage, dir, options.log.clone(), access)?;
         // A read-only open leaves staged imports alone; they are hidden from every listing.
         let discarded_imports = match access {
@@ -314,16 +332,17 @@ impl Store {
 
     /// Names of all sessions, sorted.
     pub fn session_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self
-            .inner
-            .log
-            .streams()
-            .into_iter()
-            .filter(|s| s.next_seq.0 > 0 && !create::is_reserved(&s.name))
-            .map(|s| s.name)
-            .collect();
+        let mut names: Vec<String> = self.live_sessions().into_iter().map(|s| s.name).collect();
         names.sort();
         names
+    }
+
+    /// The log's streams that are sessions (header written, not a name of the store's own),
+    /// by stream id.
+    fn live_sessions(&self) -> Vec<sessionlog_log::StreamInfo> {
+        let mut streams = self.inner.log.streams();
+        streams.retain(|s| s.next_seq.0 > 0 && !create::is_reserved(&s.name));
+        streams
     }
 
     /// The stream of a session that exists: one whose header record is written, under a name
@@ -838,6 +857,7 @@ impl Store {
             let header = self.read_header(name, stream)?;
             self.resume_projections(name, stream, &header)?;
         }
+        self.rebuild_store_wide()?;
         Ok(names.len())
     }
 

@@ -7,14 +7,17 @@
 use std::path::Path;
 
 use proptest::prelude::*;
-use rand::SeedableRng;
 use sessionlog::cache::CacheMiss;
 use sessionlog::projection::{SessionStats, Stats, ToolAudit, ToolCalls, Transcript};
 use sessionlog::session::codec::kind;
 use sessionlog::session::SessionHeader;
 use sessionlog::workload::{Workload, WorkloadConfig};
+
+mod projecting;
+use projecting::{
+    a_crash_at_every_point_of_a_checkpoint_write, import_every_fixture, write_generated,
+};
 use sessionlog::{CacheUse, Error, Projection, ProjectionError, Store, StoreOptions, StoredEvent};
-use sessionlog_testkit::{CrashPolicy, Fault, OpKind, SimStorage, Survival};
 
 const REFRESH: u64 = 16;
 
@@ -90,40 +93,6 @@ fn assert_equal_to_a_full_fold(store: &Store, full: &Store, name: &str) -> Cache
     s.cache
 }
 
-/// A generated session written by one handle, committed every turn.
-fn write_generated(store: &Store, name: &str, seed: u64, turns: usize) -> u64 {
-    let mut h = store
-        .create_session(name, SessionHeader::new(name, 1, None))
-        .expect("create");
-    let mut w = Workload::new(
-        seed,
-        WorkloadConfig::default().with_compact_every_turns(Some(3)),
-    );
-    for e in w.session_start(1) {
-        h.append(e).expect("start");
-    }
-    for _ in 0..turns {
-        let next = h.next_seq().get();
-        for e in w.turn(next, 2, None) {
-            h.append(e).expect("turn");
-        }
-        if w.wants_compaction() {
-            let surface = h.state().surface();
-            if let Some(events) = w.compaction(&surface, h.next_seq().get(), 2) {
-                h.append_atomic(events).expect("compaction");
-            }
-        }
-        h.commit().expect("commit");
-    }
-    // What the writer maintained is what the log folds to.
-    let kept = h
-        .projection::<Stats>(Stats::NAME)
-        .expect("kept stats")
-        .clone();
-    assert_eq!(kept.events, h.next_seq().get());
-    h.next_seq().get()
-}
-
 #[test]
 fn every_fixture_projects_from_its_checkpoint_as_from_the_whole_log() {
     let Some(root) = sessionlog_testkit::dsh_corpus(
@@ -133,26 +102,7 @@ fn every_fixture_projects_from_its_checkpoint_as_from_the_whole_log() {
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path(), opts()).expect("store");
-    let mut names = Vec::new();
-    let mut stack = vec![root.join("logs")];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("fixtures") {
-            let p = e.expect("entry").path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "jsonl") {
-                let name = format!("f{}", names.len());
-                // Files the store refuses are the refusal tests' business.
-                if store
-                    .import_dsh(&std::fs::read(&p).expect("read"), Some(&name))
-                    .is_ok()
-                {
-                    names.push(name);
-                }
-            }
-        }
-    }
-    assert!(names.len() > 50, "only {} fixtures imported", names.len());
+    let names = import_every_fixture(&store, &root);
     let full = fresh(dir.path());
     let mut calls = 0;
     for name in &names {
@@ -205,68 +155,21 @@ proptest! {
 
 #[test]
 fn a_crash_at_any_point_of_a_projection_checkpoint_write_is_rebuilt_or_used_whole() {
-    let dir = Path::new("/s");
-    let mut outcomes = std::collections::BTreeMap::new();
-    // A process crash keeps every write made before the cut; a power loss keeps a random
-    // subset of the unsynced ones, torn or not.
-    let process_crash = CrashPolicy {
-        file_changes: Survival::KeepAll,
-        dir_changes: Survival::KeepAll,
-        tear_probability: 0.0,
-        zero_fill_probability: 0.0,
-    };
     // Writing the three checkpoints makes only directory changes (remove a stale temporary
-    // file, create it, rename it) and one write each: the power goes out before any one
-    // of them (every later operation fails), or after all of them.
-    let cuts: Vec<Option<Fault>> = (0..10)
-        .map(|k| Some(Fault::on(OpKind::Namespace).after(k).sticky()))
-        .chain((0..3).map(|k| Some(Fault::on(OpKind::Write).after(k).sticky())))
-        .chain([None])
-        .collect();
-    let schedules = cuts
-        .iter()
-        .flat_map(|cut| [(cut, process_crash), (cut, CrashPolicy::default())]);
-    for (run, (cut, policy)) in schedules.enumerate() {
-        let sim = SimStorage::new(run as u64);
-        let store = Store::open_with(
-            sim.as_storage(),
-            dir,
-            opts().with_cache_refresh_events(1 << 30),
-        )
-        .expect("store");
-        write_generated(&store, "c", 4, 6);
-        // The first read folds the whole log and writes both checkpoints.
-        if let Some(fault) = cut {
-            sim.inject(fault.clone());
-        }
-        let _ = store.projection::<Stats>(Stats::NAME, "c");
-        let _ = store.projection::<ToolAudit>(ToolAudit::NAME, "c");
-        drop(store);
-        sim.clear_faults();
-        sim.crash_with(&mut rand::rngs::StdRng::seed_from_u64(run as u64), &policy);
-        let store = Store::open_with(sim.as_storage(), dir, opts()).expect("reopen");
-        let full = Store::open_with_access(
-            sim.as_storage(),
-            dir,
-            opts().with_projection_cache(false),
-            sessionlog::Access::ReadOnly,
-        )
-        .expect("full");
-        let how = assert_equal_to_a_full_fold(&store, &full, "c");
-        *outcomes
-            .entry(match how {
-                CacheUse::Hit { .. } => "used",
-                _ => "rebuilt",
-            })
-            .or_insert(0) += 1;
-        // Whatever the crash left, the next read uses a whole checkpoint.
-        assert_eq!(
-            assert_equal_to_a_full_fold(&store, &full, "c"),
-            CacheUse::Hit { folded: 0 }
-        );
-    }
-    assert!(outcomes.contains_key("rebuilt"), "{outcomes:?}");
-    assert!(outcomes.contains_key("used"), "{outcomes:?}");
+    // file, create it, rename it) and one write each; the first read folds the whole log
+    // and writes them.
+    a_crash_at_every_point_of_a_checkpoint_write(
+        (10, 3),
+        &opts,
+        &|store| {
+            write_generated(store, "c", 4, 6);
+        },
+        &|store| {
+            let _ = store.projection::<Stats>(Stats::NAME, "c");
+            let _ = store.projection::<ToolAudit>(ToolAudit::NAME, "c");
+        },
+        &|store, full| assert_equal_to_a_full_fold(store, full, "c"),
+    );
 }
 
 /// Counts events of the kinds it wants; its version and failure are chosen by the test.
@@ -328,14 +231,11 @@ impl Projection for Count {
     }
 
     fn encode(&self, n: &u64, out: &mut Vec<u8>) {
-        out.extend_from_slice(&n.to_le_bytes());
+        projecting::encode_count(*n, out);
     }
 
     fn decode(&self, bytes: &[u8]) -> Result<u64, ProjectionError> {
-        let b: [u8; 8] = bytes
-            .try_into()
-            .map_err(|_| ProjectionError::Undecodable("not 8 bytes".into()))?;
-        Ok(u64::from_le_bytes(b))
+        projecting::decode_count(bytes)
     }
 }
 

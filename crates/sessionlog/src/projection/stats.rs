@@ -106,20 +106,60 @@ impl SessionStats {
             }
         }
     }
+}
 
-    fn count_usage(&mut self, usage: Option<JsonRef<'_>>) {
+impl UsageTotals {
+    /// Counts a usage object (a settlement's or a summary's), if there is one.
+    pub(crate) fn count(&mut self, usage: Option<JsonRef<'_>>) {
         let Some(usage) = usage.filter(|u| u.kind() != sessionlog_session::json::JsonKind::Null)
         else {
             return;
         };
         match Usage::read(usage) {
             Some((u, _)) => {
-                let t = &mut self.usage;
-                t.requests += 1;
-                t.usage.add(&u);
+                self.requests += 1;
+                self.usage.add(&u);
             }
-            None => self.usage.unreadable += 1,
+            None => self.unreadable += 1,
         }
+    }
+
+    /// Adds `other` in.
+    pub(crate) fn add(&mut self, other: &UsageTotals) {
+        self.requests += other.requests;
+        self.usage.add(&other.usage);
+        self.unreadable += other.unreadable;
+    }
+
+    /// Appends the seven counts. spec: format-spec/cache.md#stats
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
+        let u = &self.usage;
+        for v in [
+            self.requests,
+            u.input,
+            u.output,
+            u.cache_read,
+            u.cache_write,
+            u.reasoning,
+            self.unreadable,
+        ] {
+            put_u64(out, v);
+        }
+    }
+
+    /// Reads what [`UsageTotals::encode`] wrote.
+    pub(crate) fn decode(r: &mut Reader<'_>) -> Result<UsageTotals, ProjectionError> {
+        Ok(UsageTotals {
+            requests: r.u64()?,
+            usage: Usage {
+                input: r.u64()?,
+                output: r.u64()?,
+                cache_read: r.u64()?,
+                cache_write: r.u64()?,
+                reasoning: r.u64()?,
+            },
+            unreadable: r.u64()?,
+        })
     }
 }
 
@@ -249,9 +289,9 @@ impl Projection for Stats {
                     t.errors += u64::from(failed);
                 });
             }
-            EventView::AssistantMessage { usage, .. } => s.count_usage(usage),
+            EventView::AssistantMessage { usage, .. } => s.usage.count(usage),
             EventView::CompactionSummary { .. } => {
-                s.count_usage(event.data().get("usage"));
+                s.usage.count(event.data().get("usage"));
             }
             _ => {}
         }
@@ -287,18 +327,7 @@ impl Projection for Stats {
             put_u64(out, c.results);
             put_u64(out, c.errors);
         }
-        let u = &s.usage;
-        for v in [
-            u.requests,
-            u.usage.input,
-            u.usage.output,
-            u.usage.cache_read,
-            u.usage.cache_write,
-            u.usage.reasoning,
-            u.unreadable,
-        ] {
-            put_u64(out, v);
-        }
+        s.usage.encode(out);
         put_time(out, s.first_time);
         put_time(out, s.last_time);
         put_u64(out, s.open_calls.len() as u64);
@@ -340,17 +369,7 @@ impl Projection for Stats {
             };
             unique(s.tools.insert(name, c))?;
         }
-        s.usage = UsageTotals {
-            requests: r.u64()?,
-            usage: Usage {
-                input: r.u64()?,
-                output: r.u64()?,
-                cache_read: r.u64()?,
-                cache_write: r.u64()?,
-                reasoning: r.u64()?,
-            },
-            unreadable: r.u64()?,
-        };
+        s.usage = UsageTotals::decode(&mut r)?;
         s.first_time = get_time(&mut r)?;
         s.last_time = get_time(&mut r)?;
         for _ in 0..r.count(16)? {

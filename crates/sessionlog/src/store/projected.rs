@@ -80,7 +80,7 @@ impl Slot {
 }
 
 /// A projection's fold failed on `session`.
-fn failed(name: &str, session: &str, source: ProjectionError) -> Error {
+pub(super) fn failed(name: &str, session: &str, source: ProjectionError) -> Error {
     Error::Projection {
         projection: name.to_owned(),
         session: session.to_owned(),
@@ -89,15 +89,15 @@ fn failed(name: &str, session: &str, source: ProjectionError) -> Error {
 }
 
 /// A projection's state is not of the type asked for.
-fn wrong_type(name: &str) -> Error {
+pub(super) fn wrong_type(name: &str) -> Error {
     Error::NoSuchProjection(format!("{name} (of the type asked for)"))
 }
 
 /// A projection's slot being resumed: the records from `start` on are still to fold.
-struct Resumed {
-    slot: Slot,
-    start: u64,
-    cache: CacheUse,
+pub(super) struct Resumed {
+    pub(super) slot: Slot,
+    pub(super) start: u64,
+    pub(super) cache: CacheUse,
 }
 
 impl Store {
@@ -189,6 +189,18 @@ impl Store {
         } else {
             Err(CacheMiss::Missing)
         };
+        self.resumed_from(projection, loaded, header, next)
+    }
+
+    /// A slot from a checkpoint's state and watermark, or from the projection's initial
+    /// state when the checkpoint was `Err(why)`.
+    pub(super) fn resumed_from(
+        &self,
+        projection: Arc<dyn Registered>,
+        loaded: std::result::Result<(AnyState, u64), CacheMiss>,
+        header: &SessionHeader,
+        next: u64,
+    ) -> Resumed {
         let (state, start, cache) = match loaded {
             Ok((state, watermark)) => (Ok(state), watermark, CacheUse::Hit { folded: 0 }),
             Err(miss) => {
@@ -215,7 +227,7 @@ impl Store {
     /// Folds the records of `stream` after each slot's start, up to `next`, into the
     /// slots in one pass: a record is decoded once, and only when a slot still folding
     /// from it wants its kind.
-    fn fold_slots(
+    pub(super) fn fold_slots(
         &self,
         resumed: &mut [Resumed],
         session: &str,
@@ -283,7 +295,7 @@ impl Store {
 
     /// The checkpoint of `projection` of `stream` and its watermark, if the file proves it
     /// matches this log and decodes under the projection's running version.
-    fn load_projection(
+    pub(super) fn load_projection(
         &self,
         projection: &dyn Registered,
         stream: StreamId,

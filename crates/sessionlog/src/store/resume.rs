@@ -166,22 +166,37 @@ impl Store {
                 h.stream_id, stream.0
             )));
         }
-        if h.watermark == 0 || h.watermark > next {
+        self.check_watermark(stream, h.watermark, h.last_record_crc, next)?;
+        Ok((h, parts))
+    }
+
+    /// Checks that a checkpoint folded through record `watermark - 1` of `stream`, whose
+    /// payload had CRC `last_record_crc`, matches the log, where the stream has `next`
+    /// records. spec: cache.md#when-a-file-is-used
+    pub(super) fn check_watermark(
+        &self,
+        stream: StreamId,
+        watermark: u64,
+        last_record_crc: u32,
+        next: u64,
+    ) -> std::result::Result<(), CacheMiss> {
+        if watermark == 0 || watermark > next {
             return Err(CacheMiss::Stale(format!(
-                "watermark {} but the session has {next} records",
-                h.watermark
+                "watermark {watermark} but the session has {next} records"
             )));
         }
-        let last = log
-            .read(stream, LogSeq(h.watermark - 1))
+        let last = self
+            .inner
+            .log
+            .read(stream, LogSeq(watermark - 1))
             .map_err(|e| CacheMiss::Stale(e.to_string()))?;
-        if cache::record_crc(&last.payload) != h.last_record_crc {
+        if cache::record_crc(&last.payload) != last_record_crc {
             return Err(CacheMiss::Stale(format!(
                 "record {} differs from the one folded",
-                h.watermark - 1
+                watermark - 1
             )));
         }
-        Ok((h, parts))
+        Ok(())
     }
 
     /// The header of a cache file of `stream` folded through record `watermark - 1`, when
