@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use sessionlog::{Retention, RetentionReport};
 use sessionlog_log::Access;
 
-use crate::{open_store, out, Failure};
+use crate::{open_store, open_store_with, out, store_options, Failure};
 
 /// Deletes one session: its name is free at once, its events stay on disk until `gc`.
 pub(crate) fn delete(dir: &Path, session: &str) -> Result<u8, Failure> {
@@ -110,9 +110,14 @@ pub(crate) fn gc(
     json: bool,
     older_than: Option<&str>,
     sessions_from: Option<&Path>,
+    rewrite_below: Option<u32>,
 ) -> Result<u8, Failure> {
     let policy = retention(older_than, sessions_from)?;
-    let store = open_store(dir, Access::Existing)?;
+    let mut options = store_options();
+    if let Some(percent) = rewrite_below {
+        options.log = options.log.with_rewrite_below_live_percent(percent);
+    }
+    let store = open_store_with(dir, Access::Existing, options)?;
     let retained = match &policy {
         Some(policy) => {
             let bar = bar(0, "sessions");

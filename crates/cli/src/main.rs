@@ -81,6 +81,11 @@ enum Command {
         /// First delete the sessions named in this file, one per line (`-` reads stdin).
         #[arg(long, value_name = "FILE")]
         sessions_from: Option<PathBuf>,
+        /// Rewrite a sealed segment that still holds live events when they take less than
+        /// this percentage of its record bytes (0 to 100; 0 never rewrites, 100 rewrites
+        /// every segment that holds any deleted session's events). Default 50.
+        #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u32).range(0..=100))]
+        rewrite_below: Option<u32>,
     },
     /// Segments, streams, records, bytes and index memory of a store; with --session, the
     /// `stats` projection of that session (events and bytes by type, turns and end reasons,
@@ -535,11 +540,13 @@ fn run(command: Command) -> Result<u8, Failure> {
             json,
             older_than,
             sessions_from,
+            rewrite_below,
         } => gc::gc(
             &store,
             json,
             older_than.as_deref(),
             sessions_from.as_deref(),
+            rewrite_below,
         ),
         Command::Dump { store, segment } => dump::dump(&store, segment),
         Command::Demo {
@@ -638,8 +645,16 @@ pub(crate) fn open_store(
     dir: &std::path::Path,
     access: Access,
 ) -> Result<sessionlog::Store, Failure> {
-    let store =
-        sessionlog::Store::open_with_access(Arc::new(RealStorage), dir, store_options(), access)?;
+    open_store_with(dir, access, store_options())
+}
+
+/// [`open_store`] with options a command changed from [`store_options`].
+pub(crate) fn open_store_with(
+    dir: &std::path::Path,
+    access: Access,
+    options: sessionlog::StoreOptions,
+) -> Result<sessionlog::Store, Failure> {
+    let store = sessionlog::Store::open_with_access(Arc::new(RealStorage), dir, options, access)?;
     report_recovery(store.log_reader().recovery_report());
     Ok(store)
 }

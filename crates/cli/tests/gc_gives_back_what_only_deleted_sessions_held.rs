@@ -95,3 +95,50 @@ fn gc_removes_what_only_deleted_sessions_held_and_keeps_every_live_event() {
         "{out}"
     );
 }
+
+/// Deletes both doomed sessions of a store `build` made, through the CLI.
+fn delete_doomed(store: &str) {
+    for name in ["doomed-0", "doomed-1"] {
+        let out = sessionlog(&["delete", "--store", store, "--session", name], b"");
+        assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    }
+}
+
+#[test]
+fn gc_rewrite_below_sets_the_live_share_under_which_segments_are_rewritten() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store_dir = dir.path().join("s");
+    build(&store_dir);
+    let store = store_dir.to_str().expect("utf8");
+    delete_doomed(store);
+
+    // 0 rewrites nothing: the mostly dead segment stays as it is.
+    let gc = sessionlog(
+        &["gc", "--store", store, "--json", "--rewrite-below", "0"],
+        b"",
+    );
+    assert_eq!(gc.status.code(), Some(0), "{}", describe(&gc));
+    let report: serde_json::Value = serde_json::from_slice(&gc.stdout).expect("json");
+    assert!(report["segmentsRemoved"].as_u64() >= Some(1), "{report}");
+    assert_eq!(report["segmentsRewritten"].as_u64(), Some(0), "{report}");
+    assert_eq!(report["liveBytesCopied"].as_u64(), Some(0), "{report}");
+
+    // The default (50) then rewrites it.
+    let gc = sessionlog(&["gc", "--store", store, "--json"], b"");
+    assert_eq!(gc.status.code(), Some(0), "{}", describe(&gc));
+    let report: serde_json::Value = serde_json::from_slice(&gc.stdout).expect("json");
+    assert_eq!(report["segmentsRewritten"].as_u64(), Some(1), "{report}");
+
+    let verify = sessionlog(&["verify", "--store", store], b"");
+    assert_eq!(verify.status.code(), Some(0), "{}", describe(&verify));
+}
+
+#[test]
+fn gc_refuses_a_rewrite_threshold_above_100() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store_dir = dir.path().join("s");
+    build(&store_dir);
+    let store = store_dir.to_str().expect("utf8");
+    let gc = sessionlog(&["gc", "--store", store, "--rewrite-below", "101"], b"");
+    assert_eq!(gc.status.code(), Some(2), "{}", describe(&gc));
+}
