@@ -44,6 +44,12 @@ fuzz_target!(|data: &[u8]| {
 });
 
 fn decode_everything(bytes: &[u8], segment_id: u64, offset: u64) {
+    if let Ok(layout) = sessionlog_format::CompressedLayout::decode(bytes, segment_id) {
+        for i in 0..layout.blocks.len().min(64) {
+            let _ = layout.stored(bytes, segment_id, i);
+        }
+        let _ = layout.block_holding(offset);
+    }
     let _ = SegmentHeader::decode(bytes);
     let _ = decode_batch_header(bytes, segment_id, offset);
     let _ = decode_record_header(bytes);

@@ -16,7 +16,7 @@ use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use sessionlog_log::{Append, Durability, Error, Log, LogOptions, Seq, StreamId};
+use sessionlog_log::{Append, Compression, Durability, Error, Log, LogOptions, Seq, StreamId};
 use sessionlog_testkit::adapter::snapshot;
 use sessionlog_testkit::{CrashPolicy, Fault, FaultError, OpKind, SimStorage};
 
@@ -123,6 +123,8 @@ struct Run {
     /// The first failure, when the log must now be poisoned.
     failed: bool,
     ops: usize,
+    /// Opens after the first.
+    restarts: usize,
 }
 
 impl Run {
@@ -382,7 +384,19 @@ impl Run {
     fn restart(&mut self, _power_loss: bool) {
         self.log = None;
         self.sim.clear_faults();
-        let log = Log::open_with(self.sim.as_storage(), Self::dir(), options())
+        // Every other open compresses sealed segments on reclaim, so schedules mix plain and
+        // compressed segments, and rewrite compressed ones with compression off.
+        self.restarts += 1;
+        let compression = if self.restarts % 2 == 1 {
+            Compression::ZSTD
+        } else {
+            Compression::None
+        };
+        let log = Log::open_with(
+            self.sim.as_storage(),
+            Self::dir(),
+            options().with_compression(compression),
+        )
             .unwrap_or_else(|e| panic!("reopening after {} failed: {e:?}", self.ops));
         let snap = snapshot(&log).unwrap_or_else(|e| panic!("recovered log reads back: {e}"));
         for name in snap.streams.keys() {
@@ -464,6 +478,7 @@ fuzz_target!(|ops: Vec<Op>| {
         model: Model::default(),
         failed: false,
         ops: 0,
+        restarts: 0,
     };
     for op in ops.into_iter().take(256) {
         run.apply(op);

@@ -4,12 +4,14 @@
 //! recovery must open and match the model: each live stream holds exactly its records, in
 //! order, once (the old copy or the new, never both and never neither), deleted streams stay
 //! deleted, `verify` finds the store intact, and the store goes on working. Across the cuts,
-//! recoveries must include segments still in their old form and segments rewritten.
+//! recoveries must include segments still in their old form and segments rewritten. The same
+//! schedule runs with compression on, where the rewrite also compresses every sealed segment
+//! (spec: segment.md#compressed-segments): each segment is found whole, plain or compressed.
 
 use std::path::{Path, PathBuf};
 
 use sessionlog_log::verify::verify_store;
-use sessionlog_log::{Append, Durability, Log, LogOptions, Seq, StreamId};
+use sessionlog_log::{Append, Compression, Durability, Log, LogOptions, Seq, StreamId};
 use sessionlog_testkit::{Fault, SimConfig, SimStorage};
 
 const SEGMENT_BYTES: u64 = 64 << 10;
@@ -98,8 +100,21 @@ fn check_model(log: &Log, context: &str) {
     }
 }
 
-/// Returns how many segments were found rewritten after recovery.
-fn run(cut: u64, crash_seed: u64, original: &[(PathBuf, usize)]) -> usize {
+/// Segment files whose header says format version 2 (compressed).
+fn compressed_segments(sim: &SimStorage) -> usize {
+    sim.file_paths()
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
+        .filter(|p| {
+            sim.file_contents(p)
+                .is_some_and(|c| c.get(8..12) == Some(&2u32.to_le_bytes()[..]))
+        })
+        .count()
+}
+
+/// Returns how many segments were found rewritten after recovery (with `options` from the
+/// reclaim on).
+fn run(cut: u64, crash_seed: u64, original: &[(PathBuf, usize)], options: &LogOptions) -> usize {
     let context = format!("cut {cut} crash {crash_seed}");
     let sim = SimStorage::with_config(
         cut.wrapping_mul(7919) ^ crash_seed,
@@ -109,20 +124,26 @@ fn run(cut: u64, crash_seed: u64, original: &[(PathBuf, usize)]) -> usize {
         },
     );
     build(&sim);
-    let log = Log::open_with(sim.as_storage(), dir(), options()).expect("open before reclaim");
+    let log =
+        Log::open_with(sim.as_storage(), dir(), options.clone()).expect("open before reclaim");
     sim.inject(Fault::power_cut_after(cut));
     let _ = log.reclaim();
     sim.crash(crash_seed);
     drop(log);
     sim.clear_faults();
 
-    let log = Log::open_with(sim.as_storage(), dir(), options())
+    let log = Log::open_with(sim.as_storage(), dir(), options.clone())
         .unwrap_or_else(|e| panic!("{context}: recovery failed: {e}"));
     let sizes = segment_sizes(&sim);
-    let rewritten = sizes
-        .iter()
-        .filter(|(p, len)| original.iter().any(|(q, before)| q == p && len < before))
-        .count();
+    let compressing = options.compression != Compression::None;
+    let rewritten = if compressing {
+        compressed_segments(&sim)
+    } else {
+        sizes
+            .iter()
+            .filter(|(p, len)| original.iter().any(|(q, before)| q == p && len < before))
+            .count()
+    };
     check_model(&log, &context);
     assert!(
         sim.file_paths()
@@ -139,7 +160,14 @@ fn run(cut: u64, crash_seed: u64, original: &[(PathBuf, usize)]) -> usize {
         .expect("usable after recovery");
     log.reclaim().expect("reclaim after recovery");
     log.close().expect("close");
-    let log = Log::open_with(sim.as_storage(), dir(), options()).expect("reopen");
+    if compressing {
+        assert_eq!(
+            compressed_segments(&sim) + 1,
+            segment_sizes(&sim).len(),
+            "{context}: the finishing reclaim compressed every sealed segment"
+        );
+    }
+    let log = Log::open_with(sim.as_storage(), dir(), options.clone()).expect("reopen");
     let mut all = expected(KEPT[0]);
     all.push(b"after".to_vec());
     assert_eq!(
@@ -154,13 +182,14 @@ fn run(cut: u64, crash_seed: u64, original: &[(PathBuf, usize)]) -> usize {
     rewritten
 }
 
-#[test]
-fn a_power_cut_at_any_point_of_a_rewrite_keeps_each_live_record_exactly_once() {
+/// Cuts the power after every storage operation of a reclaim with `options`; returns the
+/// recoveries that found every segment in its old form and those that found some rewritten.
+fn cut_everywhere(options: &LogOptions) -> (u64, u64) {
     // How many storage operations the reclaim takes, with no fault.
     let sim = SimStorage::new(5);
     build(&sim);
     let original = segment_sizes(&sim);
-    let log = Log::open_with(sim.as_storage(), dir(), options()).expect("open");
+    let log = Log::open_with(sim.as_storage(), dir(), options.clone()).expect("open");
     let before = sim.stats();
     let report = log.reclaim().expect("reclaim");
     let after = sim.stats();
@@ -183,7 +212,7 @@ fn a_power_cut_at_any_point_of_a_rewrite_keeps_each_live_record_exactly_once() {
     let mut some_rewritten = 0;
     for cut in 0..cuts {
         for seed in 0..CRASH_SEEDS_PER_CUT {
-            if run(cut, seed, &original) == 0 {
+            if run(cut, seed, &original, options) == 0 {
                 untouched += 1;
             } else {
                 some_rewritten += 1;
@@ -194,6 +223,20 @@ fn a_power_cut_at_any_point_of_a_rewrite_keeps_each_live_record_exactly_once() {
         "{cuts} cuts x {CRASH_SEEDS_PER_CUT} crashes: {untouched} recovered with every segment \
          in its old form, {some_rewritten} with rewritten segments"
     );
+    (untouched, some_rewritten)
+}
+
+#[test]
+fn a_power_cut_at_any_point_of_a_rewrite_keeps_each_live_record_exactly_once() {
+    let (untouched, some_rewritten) = cut_everywhere(&options());
     assert!(some_rewritten > 0, "no crash kept a rewrite");
+    assert!(untouched > 0, "no crash kept the old segments");
+}
+
+#[test]
+fn a_power_cut_at_any_point_of_compressing_segments_keeps_each_live_record_exactly_once() {
+    let (untouched, some_rewritten) =
+        cut_everywhere(&options().with_compression(Compression::ZSTD));
+    assert!(some_rewritten > 0, "no crash kept a compressed segment");
     assert!(untouched > 0, "no crash kept the old segments");
 }

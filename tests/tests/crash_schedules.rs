@@ -16,7 +16,9 @@ use std::time::Instant;
 use bytes::Bytes;
 use rand::rngs::StdRng;
 use rand::{Rng, RngCore, SeedableRng};
-use sessionlog_log::{Append, Durability, Error, Log, LogOptions, RecoveryMode, Seq, StreamId};
+use sessionlog_log::{
+    Append, Compression, Durability, Error, Log, LogOptions, RecoveryMode, Seq, StreamId,
+};
 use sessionlog_testkit::adapter::snapshot_sampled;
 use sessionlog_testkit::{
     CrashPolicy, Fault, FaultError, LogSnapshot, ModelAppend, ModelRecord, OpKind, ReferenceModel,
@@ -116,7 +118,14 @@ impl Schedule {
             .with_segment_size_bytes(64 << 10)
             .with_write_buffer_bytes([0, 256, 4096, 1 << 20][rng.gen_range(0..4)])
             .with_index_interval_bytes([64, 512, 4096][rng.gen_range(0..3)])
-            .with_preallocate(rng.gen_bool(0.5));
+            .with_preallocate(rng.gen_bool(0.5))
+            // Half the schedules compress sealed segments when they reclaim; chosen by the
+            // seed's parity, not the generator, so every seed's schedule stays what it was.
+            .with_compression(if seed % 2 == 0 {
+                Compression::None
+            } else {
+                Compression::ZSTD
+            });
         Schedule {
             large_payloads: rng.gen_bool(0.12),
             sim: SimStorage::with_config(

@@ -45,7 +45,24 @@ pub(crate) fn dump(store: &Path, only: Option<u64>) -> Result<u8, Failure> {
         let path = store.join(segment_file_name(id));
         let bytes = std::fs::read(&path)
             .map_err(|e| Failure::new(2, format!("reading {}: {e}", path.display())))?;
-        dump_segment(&mut w, id, &bytes)?;
+        // A compressed segment is shown as the segment it stands for (its logical image),
+        // offsets included. spec: segment.md#compressed-segments
+        match sessionlog_log::logical_image(&bytes, sessionlog_log::SegmentId(id)) {
+            Ok(image) => {
+                if matches!(image, std::borrow::Cow::Owned(_)) {
+                    let line = format!(
+                        "segment {id}: compressed, {} bytes on disk; its uncompressed image:\n",
+                        bytes.len()
+                    );
+                    out(&mut w, line.as_bytes())?;
+                }
+                dump_segment(&mut w, id, &image)?;
+            }
+            Err(e) => {
+                let line = format!("segment {id}: {} bytes, compressed: {e}\n", bytes.len());
+                out(&mut w, line.as_bytes())?;
+            }
+        }
     }
     w.flush()?;
     Ok(0)

@@ -103,6 +103,15 @@ fn bar(len: usize, what: &str) -> ProgressBar {
     bar
 }
 
+/// Which sealed segments `gc` rewrites, beyond removing the dead ones.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rewrites {
+    /// The live share under which a segment is rewritten (the store's default when `None`).
+    pub below_live_percent: Option<u32>,
+    /// Compress every sealed segment not compressed yet.
+    pub compress: bool,
+}
+
 /// Deletes what the retention policy names, then removes the segments nothing live needs and
 /// rewrites the mostly dead ones, with a progress bar while it works.
 pub(crate) fn gc(
@@ -110,12 +119,17 @@ pub(crate) fn gc(
     json: bool,
     older_than: Option<&str>,
     sessions_from: Option<&Path>,
-    rewrite_below: Option<u32>,
+    rewrites: Rewrites,
 ) -> Result<u8, Failure> {
     let policy = retention(older_than, sessions_from)?;
     let mut options = store_options();
-    if let Some(percent) = rewrite_below {
+    if let Some(percent) = rewrites.below_live_percent {
         options.log = options.log.with_rewrite_below_live_percent(percent);
+    }
+    if rewrites.compress {
+        options.log = options
+            .log
+            .with_compression(sessionlog_log::Compression::ZSTD);
     }
     let store = open_store_with(dir, Access::Existing, options)?;
     let retained = match &policy {
@@ -141,6 +155,7 @@ pub(crate) fn gc(
     let bytes_after = segment_bytes(dir)?;
     let removed = report.segments_removed.len();
     let rewritten = report.segments_rewritten.len();
+    let compressed = report.segments_compressed.len();
     let deleted = retained.deleted.len();
     let stdout = io::stdout();
     let mut w = stdout.lock();
@@ -154,6 +169,7 @@ pub(crate) fn gc(
             "sessionsBusy": retained.busy,
             "segmentsRemoved": removed,
             "segmentsRewritten": rewritten,
+            "segmentsCompressed": compressed,
             "liveBytesCopied": report.live_bytes_copied,
             "bytesBefore": bytes_before,
             "bytesAfter": bytes_after,
@@ -172,7 +188,7 @@ pub(crate) fn gc(
             }
         }
         text.push_str(&format!(
-            "segments removed: {removed}\nsegments rewritten: {rewritten}\nbytes before: {bytes_before}\nbytes after: {bytes_after}\n"
+            "segments removed: {removed}\nsegments rewritten: {rewritten}\nsegments compressed: {compressed}\nbytes before: {bytes_before}\nbytes after: {bytes_after}\n"
         ));
         if let Some((id, why)) = report.stopped_at {
             text.push_str(&format!("kept from segment {}: {why}\n", id.0));

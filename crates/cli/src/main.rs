@@ -86,6 +86,10 @@ enum Command {
         /// every segment that holds any deleted session's events). Default 50.
         #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u32).range(0..=100))]
         rewrite_below: Option<u32>,
+        /// Also compress every sealed segment not compressed yet (zstd blocks; reads
+        /// decompress one block). Compressed segments stay compressed.
+        #[arg(long)]
+        compress: bool,
     },
     /// Segments, streams, records, bytes and index memory of a store; with --session, the
     /// `stats` projection of that session (events and bytes by type, turns and end reasons,
@@ -541,12 +545,16 @@ fn run(command: Command) -> Result<u8, Failure> {
             older_than,
             sessions_from,
             rewrite_below,
+            compress,
         } => gc::gc(
             &store,
             json,
             older_than.as_deref(),
             sessions_from.as_deref(),
-            rewrite_below,
+            gc::Rewrites {
+                below_live_percent: rewrite_below,
+                compress,
+            },
         ),
         Command::Dump { store, segment } => dump::dump(&store, segment),
         Command::Demo {

@@ -142,3 +142,52 @@ fn gc_refuses_a_rewrite_threshold_above_100() {
     let gc = sessionlog(&["gc", "--store", store, "--rewrite-below", "101"], b"");
     assert_eq!(gc.status.code(), Some(2), "{}", describe(&gc));
 }
+
+#[test]
+fn gc_compress_compresses_every_sealed_segment_and_every_event_reads_the_same() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store_dir = dir.path().join("s");
+    build(&store_dir);
+    let store = store_dir.to_str().expect("utf8");
+    let events_before = sessionlog(&["events", "--store", store, "--session", "kept"], b"");
+    assert_eq!(
+        events_before.status.code(),
+        Some(0),
+        "{}",
+        describe(&events_before)
+    );
+
+    let gc = sessionlog(&["gc", "--store", store, "--json", "--compress"], b"");
+    assert_eq!(gc.status.code(), Some(0), "{}", describe(&gc));
+    let report: serde_json::Value = serde_json::from_slice(&gc.stdout).expect("json");
+    assert!(report["segmentsCompressed"].as_u64() >= Some(2), "{report}");
+    let before = report["bytesBefore"].as_u64().expect("bytesBefore");
+    let after = report["bytesAfter"].as_u64().expect("bytesAfter");
+    assert!(after * 2 < before, "{report}");
+
+    let events_after = sessionlog(&["events", "--store", store, "--session", "kept"], b"");
+    assert_eq!(
+        events_after.stdout, events_before.stdout,
+        "kept reads as before"
+    );
+    let verify = sessionlog(&["verify", "--store", store], b"");
+    assert_eq!(verify.status.code(), Some(0), "{}", describe(&verify));
+    let dump = sessionlog(&["dump", "--store", store, "--segment", "1"], b"");
+    assert_eq!(dump.status.code(), Some(0), "{}", describe(&dump));
+    assert!(
+        text(&dump.stdout).contains("compressed"),
+        "{}",
+        text(&dump.stdout)
+    );
+    assert!(
+        text(&dump.stdout).contains("batch @64"),
+        "{}",
+        text(&dump.stdout)
+    );
+
+    // A gc without the flag leaves compressed segments as they are.
+    let gc = sessionlog(&["gc", "--store", store, "--json"], b"");
+    assert_eq!(gc.status.code(), Some(0), "{}", describe(&gc));
+    let report: serde_json::Value = serde_json::from_slice(&gc.stdout).expect("json");
+    assert_eq!(report["segmentsRewritten"].as_u64(), Some(0), "{report}");
+}

@@ -20,6 +20,10 @@ pub enum Structure {
     FooterTrailer,
     /// A segment file name.
     FileName,
+    /// The block directory of a compressed segment.
+    BlockDirectory,
+    /// One stored block of a compressed segment.
+    Block,
 }
 
 impl fmt::Display for Structure {
@@ -32,6 +36,8 @@ impl fmt::Display for Structure {
             Structure::Footer => "footer",
             Structure::FooterTrailer => "footer trailer",
             Structure::FileName => "segment file name",
+            Structure::BlockDirectory => "block directory",
+            Structure::Block => "compressed block",
         })
     }
 }
@@ -76,7 +82,7 @@ pub enum FormatError {
         computed: u32,
     },
     /// The format version is not one this build reads.
-    #[error("unsupported format version {found} (this build reads version {supported})")]
+    #[error("unsupported format version {found} (this build reads versions 1 to {supported}): open the store with a newer sessionlog")]
     UnsupportedVersion {
         /// Version on disk.
         found: u32,

@@ -297,6 +297,7 @@ pub struct FooterView {
     index_at: usize,
     catalog_at: usize,
     catalog_len: usize,
+    footer_len: usize,
 }
 
 impl FooterView {
@@ -306,6 +307,28 @@ impl FooterView {
         let footer_at = usize::try_from(trailer.footer_offset)
             .map_err(|_| FormatError::invalid(Structure::Footer, "footer_offset", "too large"))?;
         Self::decode_body(segment_bytes, segment_id, trailer, footer_at)
+    }
+
+    /// Verifies the footer at the end of a compressed segment's file: the trailer is the last
+    /// 32 bytes and the footer the `footer_len` bytes before it, while the trailer's
+    /// `footer_offset` (and the footer's `data_end`) name the end of data in the segment's
+    /// logical image. spec: segment.md#compressed-segments
+    pub fn decode_at_end(file: &[u8], segment_id: u64) -> Result<FooterView, FormatError> {
+        let (trailer, at) = trailer_fields(file, segment_id)?;
+        let footer_at = usize::try_from(trailer.footer_len)
+            .ok()
+            .and_then(|len| at.checked_sub(len))
+            .ok_or(FormatError::invalid(
+                Structure::FooterTrailer,
+                "footer_len",
+                "longer than the file",
+            ))?;
+        Self::decode_body(file, segment_id, trailer, footer_at)
+    }
+
+    /// Bytes of the footer, padding included (the trailer not counted).
+    pub fn footer_len(&self) -> usize {
+        self.footer_len
     }
 
     /// Verifies a footer kept apart from its segment (the clean-close file of the active
@@ -386,6 +409,7 @@ impl FooterView {
             index_at,
             catalog_at,
             catalog_len,
+            footer_len,
         };
         view.check_sections(segment_bytes)?;
         if footer[used..].iter().any(|&b| b != 0) {

@@ -49,7 +49,18 @@ impl SegmentHeader {
         out
     }
 
-    /// Decodes and verifies a header. `buf` may be longer than the header.
+    /// Encodes the header of a compressed segment (format version 2), checksum included.
+    /// spec: segment.md#compressed-segments
+    pub fn encode_compressed(&self) -> [u8; SEGMENT_HEADER_LEN] {
+        let mut out = self.encode();
+        put_u32(&mut out, VERSION_AT, crate::FORMAT_VERSION_COMPRESSED);
+        let crc = segment_crc(self.segment_id, &out[..CRC_AT]);
+        put_u32(&mut out, CRC_AT, crc);
+        out
+    }
+
+    /// Decodes and verifies a header of either version (1, or 2 for a compressed segment;
+    /// [`segment_format_version`] tells which). `buf` may be longer than the header.
     pub fn decode(buf: &[u8]) -> Result<SegmentHeader, FormatError> {
         const S: Structure = Structure::SegmentHeader;
         let magic = array_at::<8>(buf, MAGIC_AT, S)?;
@@ -73,10 +84,10 @@ impl SegmentHeader {
             });
         }
         let version = u32_at(buf, VERSION_AT, S)?;
-        if version != FORMAT_VERSION {
+        if version != FORMAT_VERSION && version != crate::FORMAT_VERSION_COMPRESSED {
             return Err(FormatError::UnsupportedVersion {
                 found: version,
-                supported: FORMAT_VERSION,
+                supported: crate::FORMAT_VERSION_COMPRESSED,
             });
         }
         let reserved = crate::le::slice_at(buf, RESERVED_AT, CRC_AT - RESERVED_AT, S)?;
@@ -97,6 +108,12 @@ impl SegmentHeader {
             created_unix_ms: u64_at(buf, CREATED_AT, S)?,
         })
     }
+}
+
+/// The format version of a segment whose header [`SegmentHeader::decode`] accepted: 1, or 2
+/// for a compressed segment. `None` when `buf` is too short to hold one.
+pub fn segment_format_version(buf: &[u8]) -> Option<u32> {
+    u32_at(buf, VERSION_AT, Structure::SegmentHeader).ok()
 }
 
 /// The file name of segment `id`: twenty decimal digits and `.seg`, so names sort by number.

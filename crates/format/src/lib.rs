@@ -14,6 +14,7 @@ mod batch;
 mod checkpoint;
 mod checksum;
 mod class;
+mod compressed;
 mod error;
 mod footer;
 mod header;
@@ -28,6 +29,10 @@ pub use batch::{
 pub use checkpoint::{CatalogCheckpoint, CheckpointStream};
 pub use checksum::{masked_crc, segment_crc, SegmentCrc};
 pub use class::ErrorClass;
+pub use compressed::{
+    block_crc, encode_block_directory, BlockEntry, CompressedLayout, BLOCK_DIRECTORY_MAGIC,
+    BLOCK_DIRECTORY_TAIL_LEN, BLOCK_ENTRY_LEN, CODEC_ZSTD, FORMAT_VERSION_COMPRESSED,
+};
 pub use error::{FormatError, Structure};
 pub use footer::{
     decode_footer_trailer, encode_footer, CatalogEntry, CatalogOp, FooterTrailer, FooterView,
@@ -35,8 +40,8 @@ pub use footer::{
     FOOTER_TRAILER_LEN, FOOTER_TRAILER_MAGIC, INDEX_ENTRY_LEN, STREAM_SUMMARY_LEN,
 };
 pub use header::{
-    parse_segment_file_name, segment_file_name, SegmentHeader, FORMAT_VERSION, SEGMENT_HEADER_LEN,
-    SEGMENT_MAGIC,
+    parse_segment_file_name, segment_file_name, segment_format_version, SegmentHeader,
+    FORMAT_VERSION, SEGMENT_HEADER_LEN, SEGMENT_MAGIC,
 };
 
 /// Stream id reserved for the log's own catalog records (stream names and tombstones).

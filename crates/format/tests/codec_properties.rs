@@ -90,6 +90,12 @@ proptest! {
         let _ = decode_record_header(&bytes);
         let _ = verify_record(&bytes, seg, offset);
         let _ = decode_footer_trailer(&bytes, seg);
+        if let Ok(layout) = sessionlog_format::CompressedLayout::decode(&bytes, seg) {
+            for i in 0..layout.blocks.len().min(64) {
+                let _ = layout.stored(&bytes, seg, i);
+            }
+            let _ = layout.block_holding(offset);
+        }
         if let Ok(view) = FooterView::decode(&bytes, seg) {
             for i in 0..view.stream_count.min(64) {
                 let _ = view.stream(&bytes, i);

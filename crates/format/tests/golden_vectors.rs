@@ -16,10 +16,11 @@ use std::sync::Once;
 
 use sessionlog_format::{
     decode_batch_header, decode_footer_trailer, encode_footer, masked_crc, padded_len, segment_crc,
-    segment_file_name, verify_batch, verify_record, BatchEncoder, BatchHeader, CatalogCheckpoint,
-    CatalogEntry, CatalogOp, CheckpointStream, FooterView, IndexEntry, RecordHeader, SegmentHeader,
-    StreamSummary, BATCH_HEADER_LEN, CATALOG_STREAM, FOOTER_TRAILER_LEN, KIND_CATALOG_CHECKPOINT,
-    KIND_CATALOG_CREATE, KIND_CATALOG_RENAME, SEGMENT_HEADER_LEN,
+    segment_file_name, segment_format_version, verify_batch, verify_record, BatchEncoder,
+    BatchHeader, CatalogCheckpoint, CatalogEntry, CatalogOp, CheckpointStream, CompressedLayout,
+    FooterView, IndexEntry, RecordHeader, SegmentHeader, StreamSummary, BATCH_HEADER_LEN,
+    CATALOG_STREAM, FOOTER_TRAILER_LEN, KIND_CATALOG_CHECKPOINT, KIND_CATALOG_CREATE,
+    KIND_CATALOG_RENAME, SEGMENT_HEADER_LEN,
 };
 
 const REGENERATE_ENV: &str = "SESSIONLOG_REGENERATE_VECTORS";
@@ -32,6 +33,7 @@ const CHECKPOINT_FILE: &str = "batch_catalog_checkpoint.bin";
 const TINY_SEGMENT_FILE: &str = "tiny_sealed_segment.seg";
 const ENGINE_SEGMENT_FILE: &str = "engine_sealed_segment_00000000000000000001.seg";
 const ENGINE_REWRITTEN_FILE: &str = "engine_rewritten_segment_00000000000000000001.seg";
+const ENGINE_COMPRESSED_FILE: &str = "engine_compressed_segment_00000000000000000001.seg";
 
 /// Store id the engine drew when the engine-made segment was generated.
 const ENGINE_STORE_ID: [u8; 16] = [
@@ -922,6 +924,76 @@ fn engine_rewritten_segment_keeps_exactly_the_live_records_of_the_sealed_one() {
 }
 
 #[test]
+fn engine_compressed_segment_expands_to_a_sealed_segment_with_every_record_of_the_plain_one() {
+    let old = vector(ENGINE_SEGMENT_FILE);
+    let seg = vector(ENGINE_COMPRESSED_FILE);
+    let header = SegmentHeader::decode(&seg).expect("header verifies");
+    assert_eq!(header.segment_id, 1);
+    assert_eq!(
+        segment_format_version(&seg),
+        Some(2),
+        "a compressed segment"
+    );
+    let layout = CompressedLayout::decode(&seg, 1).expect("footer and directory verify");
+    assert!(
+        FooterView::decode(&seg, 1).is_err(),
+        "the footer is at the end, not at the logical data_end"
+    );
+    assert!(!layout.blocks.is_empty());
+    assert!(
+        seg.len() * 2 < old.len(),
+        "{} of {} bytes",
+        seg.len(),
+        old.len()
+    );
+
+    // The logical image: a version-1 header, every block decompressed, the footer and trailer.
+    let mut image = header.encode().to_vec();
+    for (i, b) in layout.blocks.iter().enumerate() {
+        let stored = layout.stored(&seg, 1, i).expect("block checksum");
+        let logical = zstd::bulk::decompress(stored, b.logical_len as usize).expect("zstd");
+        assert_eq!(logical.len(), b.logical_len as usize);
+        assert_eq!(image.len() as u64, u64::from(b.logical_offset));
+        image.extend_from_slice(&logical);
+    }
+    let tail = layout.footer.footer_len() + FOOTER_TRAILER_LEN;
+    image.extend_from_slice(&seg[seg.len() - tail..]);
+    let view = FooterView::decode(&image, 1).expect("the logical image is a sealed segment");
+    assert_eq!(
+        (view.data_end, view.stream_count, view.index_entry_count),
+        (
+            layout.footer.data_end,
+            layout.footer.stream_count,
+            layout.footer.index_entry_count
+        ),
+        "the same footer, found at the end of the compressed file"
+    );
+    assert_eq!(seg.len(), 9_208, "65,912 bytes uncompressed");
+    let (streams, index, catalog) = decode_footer(&image, &view);
+    check_index_points_at_records(&image, 1, &streams, &index);
+
+    // Nothing was deleted: every record of the plain segment, in its order, batch by batch,
+    // each batch attesting its own offset (the file was durable before it became the segment).
+    let old_view = FooterView::decode(&old, 1).expect("old footer");
+    let (_, _, old_catalog) = decode_footer(&old, &old_view);
+    assert_eq!(catalog, old_catalog);
+    let batches = decode_all_batches(&image, 1, view.data_end);
+    let want: Vec<Vec<RecordValue>> = decode_all_batches(&old, 1, old_view.data_end)
+        .iter()
+        .map(record_values)
+        .collect();
+    assert_eq!(batches.iter().map(record_values).collect::<Vec<_>>(), want);
+    assert!(batches.iter().all(|b| b.header.synced_through == b.offset));
+
+    // A flipped stored byte fails its block's checksum before anything is decompressed.
+    let mut bad = seg.clone();
+    bad[SEGMENT_HEADER_LEN + 3] ^= 1;
+    assert!(layout.stored(&bad, 1, 0).is_err());
+    // The directory is keyed with the segment number.
+    assert!(CompressedLayout::decode(&seg, 2).is_err());
+}
+
+#[test]
 fn a_torn_copy_of_every_vector_fails_to_verify() {
     let batch = vector(BATCH_FILE);
     for cut in 0..batch.len() {
@@ -945,7 +1017,7 @@ mod generate {
     //! Writes every vector file. Run once, by setting `SESSIONLOG_REGENERATE_VECTORS=1`.
 
     use super::*;
-    use sessionlog_log::{Append, Durability, Log, LogOptions, StreamId};
+    use sessionlog_log::{Append, Compression, Durability, Log, LogOptions, StreamId};
 
     pub fn all(dir: &Path) {
         std::fs::create_dir_all(dir).expect("vectors directory");
@@ -965,6 +1037,24 @@ mod generate {
         write(TINY_SEGMENT_FILE, &encode_tiny_segment);
         write(ENGINE_SEGMENT_FILE, &engine_segment);
         write(ENGINE_REWRITTEN_FILE, &engine_rewritten_segment);
+        write(ENGINE_COMPRESSED_FILE, &engine_compressed_segment);
+    }
+
+    /// The same workload, then segment 1 compressed by a reclaim with compression on.
+    fn engine_compressed_segment() -> Vec<u8> {
+        let (dir, log) = engine_store("compressed");
+        log.close().expect("close");
+        let options = LogOptions::default()
+            .with_segment_size_bytes(64 << 10)
+            .with_preallocate(false)
+            .with_compression(Compression::ZSTD);
+        let log = Log::open(&dir, options).expect("reopen");
+        let report = log.reclaim().expect("reclaim");
+        assert_eq!(report.segments_compressed.len(), 1, "{report:?}");
+        log.close().expect("close");
+        let bytes = std::fs::read(dir.join(segment_file_name(1))).expect("compressed segment");
+        std::fs::remove_dir_all(&dir).expect("remove temp store");
+        bytes
     }
 
     /// A sealed segment made by the real engine: two streams, single- and two-record batches,

@@ -10,6 +10,7 @@
 
 mod background;
 mod clean;
+mod compress;
 mod error;
 mod ids;
 mod index;
@@ -29,11 +30,12 @@ pub mod verify;
 mod writer;
 
 pub use background::{BackgroundReclaim, BackgroundReport};
+pub use compress::logical_image;
 pub use error::{Error, Result};
 pub use ids::{Lsn, SegmentId, Seq, StreamId};
 pub use log::{Append, Log, Receipt, Record, RecoveryReport, Stats, StreamInfo};
 pub use open::{classify_dir, StoreDir, LOCK_FILE};
-pub use options::{Access, Durability, LogOptions, RecoveryMode};
+pub use options::{Access, Compression, Durability, LogOptions, RecoveryMode};
 pub use read::RecordIter;
 pub use reclaim::ReclaimReport;
 pub use segment::TailCut;

@@ -161,6 +161,14 @@ pub(crate) fn open(
             file.map_readonly().map_err(io_err("mapping", &path))?
         };
         let header = header_fact(&bytes, id, &mut store_id);
+        if header == HeaderFact::Valid && crate::compress::is_compressed(&bytes) {
+            // Written whole and synced before its rename, so never torn and never rebuilt:
+            // damage is corruption wherever it is. spec: segment.md#compressed-segments
+            let seg = sealed_segment(id, 0, bytes, "compressed segment")?;
+            load_sealed(&mut catalog, &seg)?;
+            sealed.insert(id, seg);
+            continue;
+        }
         let footer = FooterView::decode(&bytes, id.0);
         let footer_fact = if footer.is_ok() {
             FooterFact::Valid
@@ -191,6 +199,7 @@ pub(crate) fn open(
                     id,
                     bytes,
                     footer: view,
+                    blocks: None,
                 });
                 load_sealed(&mut catalog, &seg)?;
                 sealed.insert(id, seg);
@@ -622,13 +631,13 @@ pub(crate) fn sealed_segment(
     bytes: Bytes,
     what: &str,
 ) -> Result<Arc<SealedSegment>> {
-    let view =
-        FooterView::decode(&bytes, id.0).map_err(|e| corrupted(id, offset, what, Some(e)))?;
-    Ok(Arc::new(SealedSegment {
-        id,
-        bytes,
-        footer: view,
-    }))
+    match SealedSegment::decode(id, bytes) {
+        Ok(seg) => Ok(Arc::new(seg)),
+        Err(crate::Error::Corrupted { detail, format, .. }) => {
+            Err(corrupted(id, offset, format!("{what}: {detail}"), format))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Writes a rebuilt footer over the damaged one at `data_end`, then maps the segment.

@@ -37,6 +37,36 @@ pub enum Durability {
     Buffered,
 }
 
+/// How sealed segments are stored. spec: segment.md#compressed-segments
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Compression {
+    /// Sealed segments stay as they were written. Segments compressed earlier stay
+    /// compressed (a rewrite of one compresses it again).
+    #[default]
+    None,
+    /// Reclaim rewrites every sealed segment not compressed yet into zstd blocks of about
+    /// 64 KiB at this level (1 to 19; 3 is zstd's default).
+    Zstd {
+        /// The zstd compression level.
+        level: i32,
+    },
+}
+
+impl Compression {
+    /// zstd at its default level, 3.
+    pub const ZSTD: Compression = Compression::Zstd { level: 3 };
+
+    /// The level to compress a rewritten segment at, when it is compressed at all: the
+    /// option's, or the default level for a segment that was compressed before.
+    pub(crate) fn level_for(self, was_compressed: bool) -> Option<i32> {
+        match self {
+            Compression::Zstd { level } => Some(level),
+            Compression::None => was_compressed.then_some(3),
+        }
+    }
+}
+
 /// Options for [`crate::Log::open`].
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -70,6 +100,8 @@ pub struct LogOptions {
     /// and catalog records) take less than this percentage of its record bytes: they are
     /// copied into a smaller file that replaces it. 0 turns rewriting off; at most 100.
     pub rewrite_below_live_percent: u32,
+    /// Whether reclaim compresses sealed segments. Off by default.
+    pub compression: Compression,
 }
 
 impl Default for LogOptions {
@@ -84,6 +116,7 @@ impl Default for LogOptions {
             first_preallocation_bytes: 16 << 10,
             max_concurrent_syncs: 1,
             rewrite_below_live_percent: 50,
+            compression: Compression::None,
         }
     }
 }
@@ -156,6 +189,15 @@ impl LogOptions {
 }
 
 impl LogOptions {
+    /// Sets [`compression`](Self::compression).
+    #[must_use]
+    pub fn with_compression(mut self, compression: Compression) -> Self {
+        self.compression = compression;
+        self
+    }
+}
+
+impl LogOptions {
     pub(crate) fn check(&self) -> Result<(), String> {
         if !(64 << 10..=1 << 30).contains(&self.segment_size_bytes) {
             return Err(format!(
@@ -186,6 +228,11 @@ impl LogOptions {
                 "rewrite_below_live_percent {} is above 100",
                 self.rewrite_below_live_percent
             ));
+        }
+        if let Compression::Zstd { level } = self.compression {
+            if !(1..=19).contains(&level) {
+                return Err(format!("zstd level {level} is outside 1 ..= 19"));
+            }
         }
         if self.index_interval_bytes < 64 {
             return Err(format!(

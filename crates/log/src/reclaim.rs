@@ -36,6 +36,8 @@ pub struct ReclaimReport {
     pub stopped_at: Option<(SegmentId, &'static str)>,
     /// Segments rewritten without the records of deleted streams, in order.
     pub segments_rewritten: Vec<SegmentId>,
+    /// Those of the rewritten segments that were compressed by their rewrite.
+    pub segments_compressed: Vec<SegmentId>,
     /// Bytes the rewrites gave back (file sizes before minus after).
     pub bytes_freed_by_rewrites: u64,
     /// Record bytes the rewrites copied (the live data of the rewritten segments).
@@ -98,13 +100,18 @@ impl Inner {
         report: &mut ReclaimReport,
         progress: &mut dyn FnMut(&ReclaimReport),
     ) -> Result<()> {
-        if self.options.rewrite_below_live_percent == 0 {
+        if self.options.rewrite_below_live_percent == 0
+            && self.options.compression == crate::Compression::None
+        {
             return Ok(());
         }
         let ids: Vec<SegmentId> = self.state.lock().sealed.keys().copied().collect();
         for group in ids.chunks(REWRITE_GROUP_SEGMENTS) {
             for done in self.rewrite_group(group)? {
                 report.segments_rewritten.push(done.id);
+                if done.compressed {
+                    report.segments_compressed.push(done.id);
+                }
                 report.bytes_freed_by_rewrites +=
                     done.bytes_before.saturating_sub(done.bytes_after);
                 report.live_bytes_copied += done.live_bytes;

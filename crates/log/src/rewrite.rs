@@ -23,6 +23,7 @@ use crate::error::{corrupted, io_err, Result};
 use crate::ids::SegmentId;
 use crate::log::Inner;
 use crate::open::sealed_segment;
+use crate::options::Compression;
 use crate::segment::{note_record, segment_path, ScanOutcome, SealedSegment};
 use crate::state::State;
 use crate::storage::{OpenMode, Storage, StorageFile};
@@ -51,6 +52,8 @@ pub(crate) fn remove_stale(storage: &dyn Storage, dir: &Path, names: &[String]) 
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Rewritten {
     pub id: SegmentId,
+    /// Whether the rewrite compressed a segment that was not.
+    pub compressed: bool,
     /// Bytes of the segment file before and after.
     pub bytes_before: u64,
     pub bytes_after: u64,
@@ -128,8 +131,11 @@ impl Inner {
     fn stage_all(&self, plans: Vec<Plan>, staged: &mut Vec<Staged>) -> Result<()> {
         for plan in plans {
             let seg = &plan.segment;
-            let (image, live_bytes) =
+            let (mut image, live_bytes) =
                 rewritten_image(seg, &plan.dropped, self.options.index_interval_bytes)?;
+            if let Some(level) = self.options.compression.level_for(seg.blocks.is_some()) {
+                image = crate::compress::compress_image(&image, seg.id, level)?;
+            }
             let temp = rewrite_path(&self.dir, seg.id);
             let file = self.write_rewrite(&temp, &image)?;
             staged.push(Staged {
@@ -180,6 +186,7 @@ impl Inner {
             swap_in(&mut st, new, &s.plan.dropped);
             done.push(Rewritten {
                 id: new.id,
+                compressed: new.blocks.is_some() && s.plan.segment.blocks.is_none(),
                 bytes_before: s.plan.segment.bytes.len() as u64,
                 bytes_after: new.bytes.len() as u64,
                 live_bytes: s.live_bytes,
@@ -188,10 +195,18 @@ impl Inner {
         Ok(done)
     }
 
+    /// A rewrite of segment `id`: to drop the records of deleted streams when they take most
+    /// of it, or to compress it when the options ask for compression and it is not yet. A
+    /// rewrite drops deleted streams' records only when the next segment starts with a
+    /// durable checkpoint; a rewrite that only compresses drops nothing and needs none.
     fn plan(&self, st: &State, id: SegmentId) -> Option<Plan> {
         let segment = st.sealed.get(&id)?.clone();
+        let compress = self.options.compression != Compression::None && segment.blocks.is_none();
         if !crate::reclaim::next_starts_with_checkpoint(st, id) {
-            return None;
+            return compress.then(|| Plan {
+                segment,
+                dropped: Vec::new(),
+            });
         }
         let (mut live, mut total) = (0u64, 0u64);
         let mut dropped = Vec::new();
@@ -205,7 +220,8 @@ impl Inner {
             }
         }
         let threshold = u64::from(self.options.rewrite_below_live_percent);
-        (!dropped.is_empty() && live * 100 < threshold * total).then_some(Plan { segment, dropped })
+        let mostly_dead = !dropped.is_empty() && live * 100 < threshold * total;
+        (mostly_dead || compress).then_some(Plan { segment, dropped })
     }
 
     /// Writes the rewrite under its temporary name (unsynced) and returns the open file.
@@ -234,7 +250,7 @@ fn map_sealed(storage: &dyn Storage, path: &Path, id: SegmentId) -> Result<Arc<S
         .open_file(path, OpenMode::ReadOnly)
         .map_err(io_err("opening", path))?;
     let bytes = file.map_readonly().map_err(io_err("mapping", path))?;
-    sealed_segment(id, 0, bytes, "rewritten footer does not verify")
+    sealed_segment(id, 0, bytes, "rewritten segment does not verify")
 }
 
 /// Puts the rewritten segment in the table and points the streams' extents at its footer;
@@ -261,7 +277,8 @@ fn swap_in(st: &mut State, new: &Arc<SealedSegment>, dropped: &[u64]) {
 /// the file's bytes and the record bytes copied.
 fn rewritten_image(seg: &SealedSegment, dropped: &[u64], interval: u32) -> Result<(Vec<u8>, u64)> {
     let id = seg.id;
-    let bytes = &seg.bytes[..];
+    let image = seg.logical_image()?;
+    let bytes = &image[..];
     let data_end = usize::try_from(seg.footer.data_end).unwrap_or(usize::MAX);
     let data = bytes
         .get(..data_end)

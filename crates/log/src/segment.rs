@@ -12,6 +12,7 @@ use sessionlog_format::{
     RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
 
+use crate::compress::Blocks;
 use crate::error::{corrupted, Result};
 use crate::ids::SegmentId;
 use crate::index::{anchor_for, ActiveStreamIndex, Anchor};
@@ -23,24 +24,68 @@ pub(crate) fn segment_path(dir: &Path, id: SegmentId) -> PathBuf {
     dir.join(segment_file_name(id.0))
 }
 
-/// A sealed, immutable segment mapped into memory, with its verified footer.
+/// A sealed, immutable segment mapped into memory, with its verified footer. A compressed
+/// segment (spec: segment.md#compressed-segments) also has its blocks; its offsets are those
+/// of its logical image, and records are read from the block that holds them.
 #[derive(Debug)]
 pub(crate) struct SealedSegment {
     pub id: SegmentId,
     pub bytes: Bytes,
     pub footer: FooterView,
+    pub blocks: Option<Blocks>,
 }
 
 impl SealedSegment {
+    /// A sealed segment over the whole file `bytes`, compressed or not, whose footer (and
+    /// block directory) must verify.
+    pub fn decode(id: SegmentId, bytes: Bytes) -> Result<SealedSegment> {
+        if crate::compress::is_compressed(&bytes) {
+            let blocks = Blocks::decode(&bytes, id)?;
+            return Ok(SealedSegment {
+                id,
+                footer: blocks.footer(),
+                bytes,
+                blocks: Some(blocks),
+            });
+        }
+        let footer = FooterView::decode(&bytes, id.0)
+            .map_err(|e| corrupted(id, 0, "footer of a sealed segment", Some(e)))?;
+        Ok(SealedSegment {
+            id,
+            bytes,
+            footer,
+            blocks: None,
+        })
+    }
+
+    /// The bytes holding logical `offset`, and where `offset` is in them: the mapping of an
+    /// uncompressed segment, or the decompressed block of a compressed one.
+    fn holding(&self, offset: u64) -> Result<(Bytes, usize)> {
+        let (bytes, start) = match &self.blocks {
+            None => (self.bytes.clone(), 0),
+            Some(b) => b.holding(&self.bytes, self.id, offset)?,
+        };
+        let at = usize::try_from(offset - start)
+            .ok()
+            .filter(|&at| at < bytes.len())
+            .ok_or_else(|| {
+                corrupted(self.id, offset, "record offset lies past the segment", None)
+            })?;
+        Ok((bytes, at))
+    }
+
+    /// The segment's logical image: the file itself, or a compressed file expanded.
+    pub fn logical_image(&self) -> Result<std::borrow::Cow<'_, [u8]>> {
+        match &self.blocks {
+            None => Ok(std::borrow::Cow::Borrowed(&self.bytes[..])),
+            Some(b) => b.expand(&self.bytes, self.id).map(std::borrow::Cow::Owned),
+        }
+    }
+
     pub fn header_at(&self, offset: u64) -> Result<RecordHeader> {
-        let at = offset as usize;
-        self.bytes
-            .get(at..)
-            .ok_or_else(|| corrupted(self.id, offset, "record offset lies past the segment", None))
-            .and_then(|b| {
-                decode_record_header(b)
-                    .map_err(|e| corrupted(self.id, offset, "bad record header", Some(e)))
-            })
+        let (bytes, at) = self.holding(offset)?;
+        decode_record_header(&bytes[at..])
+            .map_err(|e| corrupted(self.id, offset, "bad record header", Some(e)))
     }
 
     pub fn anchor(&self, summary: &StreamSummary, seq: u64) -> Anchor {
@@ -60,16 +105,15 @@ impl SealedSegment {
         )
     }
 
-    /// The verified record at `offset`, its payload sharing the mapping.
+    /// The verified record at `offset`, its payload sharing the mapping (or the block).
     pub fn record_at(&self, offset: u64) -> Result<Record> {
-        let at = offset as usize;
-        let tail = self.bytes.get(at..).unwrap_or(&[]);
-        let (h, _) = verify_record(tail, self.id.0, offset)
+        let (bytes, at) = self.holding(offset)?;
+        let (h, _) = verify_record(&bytes[at..], self.id.0, offset)
             .map_err(|e| corrupted(self.id, offset, "record fails verification", Some(e)))?;
         let start = at + RECORD_HEADER_LEN;
         Ok(Record::new(
             h,
-            self.bytes.slice(start..start + h.payload_len as usize),
+            bytes.slice(start..start + h.payload_len as usize),
         ))
     }
 }

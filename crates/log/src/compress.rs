@@ -1,0 +1,184 @@
+//! Compressed sealed segments: making one from the image of a sealed segment, reading one
+//! block of it for a point read, and expanding it back to its logical image for scans.
+//! spec: segment.md#compressed-segments
+//!
+//! A compressed segment stands for an uncompressed sealed segment (its logical image): every
+//! offset and every record checksum is that image's, so the index, the record walk and record
+//! verification are the same code for both; only where the bytes come from differs.
+
+use std::borrow::Cow;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use sessionlog_format::{
+    block_crc, decode_batch_header, encode_block_directory, padded_len, segment_format_version,
+    BlockEntry, CompressedLayout, FooterView, SegmentHeader, FOOTER_TRAILER_LEN,
+    FORMAT_VERSION_COMPRESSED, SEGMENT_HEADER_LEN,
+};
+
+use crate::error::{corrupted, io_err, Result};
+use crate::ids::SegmentId;
+
+/// A block is closed once it holds at least this many logical bytes (whole batches). Small
+/// enough that a point read decompresses little, large enough for zstd to find repeats
+/// across records.
+pub(crate) const BLOCK_TARGET_BYTES: usize = 64 << 10;
+
+/// Decompressed blocks a segment keeps, most recent first: a range read walks back from the
+/// anchor after the window it returns, so it alternates between neighbouring blocks.
+const RECENT_BLOCKS: usize = 4;
+
+/// Whether the segment file `bytes` is a compressed one (its header says version 2).
+pub(crate) fn is_compressed(bytes: &[u8]) -> bool {
+    SegmentHeader::decode(bytes).is_ok()
+        && segment_format_version(bytes) == Some(FORMAT_VERSION_COMPRESSED)
+}
+
+/// The compressed file for the sealed segment whose whole (uncompressed, version 1) file is
+/// `image`, its data cut into blocks of whole batches compressed at zstd `level`.
+pub(crate) fn compress_image(image: &[u8], id: SegmentId, level: i32) -> Result<Vec<u8>> {
+    let header = SegmentHeader::decode(image)
+        .map_err(|e| corrupted(id, 0, "header of a segment to compress", Some(e)))?;
+    let footer = FooterView::decode(image, id.0)
+        .map_err(|e| corrupted(id, 0, "footer of a segment to compress", Some(e)))?;
+    let data_end = usize::try_from(footer.data_end).unwrap_or(usize::MAX);
+    let data = image
+        .get(..data_end)
+        .ok_or_else(|| corrupted(id, footer.data_end, "footer lies past the file", None))?;
+    let mut out = header.encode_compressed().to_vec();
+    let mut blocks: Vec<BlockEntry> = Vec::new();
+    let mut at = SEGMENT_HEADER_LEN;
+    while at < data_end {
+        let start = at;
+        while at < data_end && at - start < BLOCK_TARGET_BYTES {
+            let h = decode_batch_header(&data[at..], id.0, at as u64)
+                .map_err(|e| corrupted(id, at as u64, "batch of a segment to compress", Some(e)))?;
+            at += h.batch_len as usize;
+        }
+        let logical = data
+            .get(start..at)
+            .ok_or_else(|| corrupted(id, start as u64, "batch runs past the data", None))?;
+        let stored = zstd::bulk::compress(logical, level)
+            .map_err(io_err("compressing", format!("segment {id}")))?;
+        let stored_offset = out.len() as u64;
+        blocks.push(BlockEntry {
+            logical_offset: start as u32,
+            logical_len: logical.len() as u32,
+            stored_offset: stored_offset as u32,
+            stored_len: stored.len() as u32,
+            block_crc: block_crc(id.0, stored_offset, &stored),
+        });
+        out.extend_from_slice(&stored);
+        out.resize(out.len() - stored.len() + padded_len(stored.len()), 0);
+    }
+    encode_block_directory(&mut out, id.0, &blocks);
+    out.extend_from_slice(&image[data_end..]);
+    Ok(out)
+}
+
+/// The blocks of a mapped compressed segment, with the last few decompressed.
+#[derive(Debug)]
+pub(crate) struct Blocks {
+    layout: CompressedLayout,
+    recent: Mutex<Vec<(usize, Bytes)>>,
+}
+
+impl Blocks {
+    /// Verifies the footer and the block directory of the compressed file `file`.
+    pub fn decode(file: &[u8], id: SegmentId) -> Result<Blocks> {
+        let layout = CompressedLayout::decode(file, id.0).map_err(|e| {
+            corrupted(
+                id,
+                file.len() as u64,
+                "footer or block directory of a compressed segment",
+                Some(e),
+            )
+        })?;
+        Ok(Blocks {
+            layout,
+            recent: Mutex::new(Vec::with_capacity(RECENT_BLOCKS)),
+        })
+    }
+
+    pub fn footer(&self) -> FooterView {
+        self.layout.footer
+    }
+
+    /// The decompressed block holding logical `offset`, and the logical offset it starts at.
+    pub fn holding(&self, file: &[u8], id: SegmentId, offset: u64) -> Result<(Bytes, u64)> {
+        let i = self
+            .layout
+            .block_holding(offset)
+            .ok_or_else(|| corrupted(id, offset, "offset lies in no compressed block", None))?;
+        let start = u64::from(self.layout.blocks[i].logical_offset);
+        {
+            let mut recent = self.recent.lock();
+            if let Some(at) = recent.iter().position(|(b, _)| *b == i) {
+                let hit = recent.remove(at);
+                let bytes = hit.1.clone();
+                recent.insert(0, hit);
+                return Ok((bytes, start));
+            }
+        }
+        let bytes = Bytes::from(self.decompress(file, id, i)?);
+        let mut recent = self.recent.lock();
+        recent.truncate(RECENT_BLOCKS - 1);
+        recent.insert(0, (i, bytes.clone()));
+        Ok((bytes, start))
+    }
+
+    /// Block `i` decompressed, after its stored bytes verified.
+    fn decompress(&self, file: &[u8], id: SegmentId, i: usize) -> Result<Vec<u8>> {
+        let entry = self.layout.blocks[i];
+        let at = u64::from(entry.stored_offset);
+        let stored = self
+            .layout
+            .stored(file, id.0, i)
+            .map_err(|e| corrupted(id, at, "compressed block", Some(e)))?;
+        let want = entry.logical_len as usize;
+        match zstd::bulk::decompress(stored, want) {
+            Ok(out) if out.len() == want => Ok(out),
+            Ok(out) => Err(corrupted(
+                id,
+                at,
+                format!(
+                    "compressed block decompresses to {} bytes where its entry says {want}",
+                    out.len()
+                ),
+                None,
+            )),
+            Err(e) => Err(corrupted(
+                id,
+                at,
+                format!("compressed block does not decompress: {e}"),
+                None,
+            )),
+        }
+    }
+
+    /// The logical image of the compressed file `file`: a version-1 header, every block
+    /// decompressed, the footer and its trailer.
+    pub fn expand(&self, file: &[u8], id: SegmentId) -> Result<Vec<u8>> {
+        let header = SegmentHeader::decode(file)
+            .map_err(|e| corrupted(id, 0, "header of a compressed segment", Some(e)))?;
+        let tail_len = self.layout.footer.footer_len() + FOOTER_TRAILER_LEN;
+        let data_end = usize::try_from(self.layout.footer.data_end).unwrap_or(usize::MAX);
+        let mut out = Vec::with_capacity(data_end.saturating_add(tail_len));
+        out.extend_from_slice(&header.encode());
+        for i in 0..self.layout.blocks.len() {
+            out.extend_from_slice(&self.decompress(file, id, i)?);
+        }
+        out.extend_from_slice(&file[file.len().saturating_sub(tail_len)..]);
+        Ok(out)
+    }
+}
+
+/// The logical image of a segment file: itself when it is not compressed, else expanded.
+/// For readers of whole files (`verify`, `dump`): a compressed file whose layout does not
+/// verify is an error.
+pub fn logical_image(file: &[u8], id: SegmentId) -> Result<Cow<'_, [u8]>> {
+    if !is_compressed(file) {
+        return Ok(Cow::Borrowed(file));
+    }
+    Blocks::decode(file, id)?.expand(file, id).map(Cow::Owned)
+}

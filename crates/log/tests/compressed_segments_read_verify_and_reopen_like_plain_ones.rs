@@ -1,0 +1,223 @@
+//! With compression on, reclaim rewrites every sealed segment into zstd blocks
+//! (spec: segment.md#compressed-segments): the files shrink, every record reads back the same
+//! by point read and by range, `verify` finds the store intact, the store reopens with or
+//! without the option, a later rewrite keeps a compressed segment compressed, and a damaged
+//! block is reported by `verify` and refused by open, never read as data.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use sessionlog_log::verify::verify_store;
+use sessionlog_log::{
+    Append, Compression, Durability, Error, Log, LogOptions, RealStorage, Seq, StreamId,
+};
+
+const STREAMS: usize = 6;
+const RECORDS: u32 = 300;
+
+fn options() -> LogOptions {
+    LogOptions::default()
+        .with_segment_size_bytes(64 << 10)
+        .with_preallocate(false)
+}
+
+/// JSON-like payloads that repeat their keys, as session events do.
+fn payload(stream: usize, i: u32) -> Vec<u8> {
+    format!(
+        r#"{{"type":"message","seq":{i},"stream":{stream},"data":{{"role":"assistant","content":"step {i} of stream {stream}: reading the file and running the tests again","tokens":{}}}}}"#,
+        (i * 31 + stream as u32 * 7) % 997
+    )
+    .into_bytes()
+}
+
+fn fill(log: &Log) -> Vec<StreamId> {
+    let ids: Vec<StreamId> = (0..STREAMS)
+        .map(|s| log.create_stream(&format!("s{s}")).expect("create"))
+        .collect();
+    for i in 0..RECORDS {
+        for (s, id) in ids.iter().enumerate() {
+            let p = payload(s, i);
+            log.commit(&[Append::new(*id, (i % 5) as u8, &p)], Durability::Buffered)
+                .expect("commit");
+        }
+    }
+    log.flush().expect("flush");
+    ids
+}
+
+fn segment_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .expect("dir")
+        .map(|e| e.expect("entry"))
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".seg"))
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).expect("read"),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The segment header's `format_version` (bytes 8..12). spec: segment.md#segment-header
+fn version(file: &[u8]) -> u32 {
+    u32::from_le_bytes(file[8..12].try_into().expect("header"))
+}
+
+fn check_every_record(log: &Log, ids: &[StreamId]) {
+    for (s, id) in ids.iter().enumerate() {
+        let all: Vec<Vec<u8>> = log
+            .iter(*id, Seq(0), Seq(u64::MAX))
+            .map(|r| r.expect("record").payload.to_vec())
+            .collect();
+        let want: Vec<Vec<u8>> = (0..RECORDS).map(|i| payload(s, i)).collect();
+        assert_eq!(all, want, "stream {s} by range");
+        for seq in [0u32, 1, 77, 150, 151, RECORDS - 1] {
+            let r = log.read(*id, Seq(u64::from(seq))).expect("point read");
+            assert_eq!(&r.payload[..], &payload(s, seq)[..], "stream {s} seq {seq}");
+            assert_eq!(r.kind, (seq % 5) as u8);
+        }
+    }
+}
+
+fn verify_intact(dir: &Path) {
+    let report = verify_store(Arc::new(RealStorage), dir).expect("verify");
+    assert!(report.is_intact(), "verify reports {:?}", report.damages);
+}
+
+#[test]
+fn reclaim_compresses_sealed_segments_and_every_record_reads_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(dir.path(), options().with_compression(Compression::ZSTD)).expect("open");
+    let ids = fill(&log);
+    let before = segment_files(dir.path());
+    assert!(
+        before.len() >= 4,
+        "several sealed segments: {}",
+        before.len()
+    );
+    // A record handed out before its segment is compressed keeps its bytes.
+    let early = log.read(ids[2], Seq(3)).expect("read");
+
+    let report = log.reclaim().expect("reclaim");
+    assert_eq!(
+        report.segments_compressed.len(),
+        before.len() - 1,
+        "every sealed segment, not the active one: {report:?}"
+    );
+    let after = segment_files(dir.path());
+    let sealed_before: usize = before[..before.len() - 1].iter().map(|f| f.1.len()).sum();
+    let sealed_after: usize = after[..after.len() - 1].iter().map(|f| f.1.len()).sum();
+    assert!(
+        sealed_after * 3 < sealed_before,
+        "repetitive records compress: {sealed_after} of {sealed_before} bytes"
+    );
+    for (name, file) in &after[..after.len() - 1] {
+        assert_eq!(version(file), 2, "{name} is compressed");
+    }
+    assert_eq!(
+        version(&after[after.len() - 1].1),
+        1,
+        "the active segment is not"
+    );
+    assert_eq!(&early.payload[..], &payload(2, 3)[..]);
+    check_every_record(&log, &ids);
+    let again = log.reclaim().expect("reclaim again");
+    assert!(again.segments_rewritten.is_empty(), "{again:?}");
+    log.close().expect("close");
+    verify_intact(dir.path());
+
+    // Without the option the compressed segments are read as they are and stay compressed.
+    let log = Log::open(dir.path(), options()).expect("reopen");
+    check_every_record(&log, &ids);
+    assert!(log
+        .reclaim()
+        .expect("reclaim")
+        .segments_rewritten
+        .is_empty());
+    log.close().expect("close");
+}
+
+#[test]
+fn a_rewrite_of_a_compressed_segment_keeps_it_compressed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(dir.path(), options().with_compression(Compression::ZSTD)).expect("open");
+    let ids = fill(&log);
+    log.reclaim().expect("compress");
+    log.close().expect("close");
+
+    // Compression is off now; deleting most streams makes the segments mostly dead.
+    let log = Log::open(dir.path(), options()).expect("reopen");
+    for id in &ids[1..] {
+        log.delete_stream(*id, Durability::Buffered)
+            .expect("delete");
+    }
+    log.flush().expect("flush");
+    let report = log.reclaim().expect("reclaim");
+    assert!(!report.segments_rewritten.is_empty(), "{report:?}");
+    assert!(report.segments_compressed.is_empty(), "{report:?}");
+    let files = segment_files(dir.path());
+    for (name, file) in &files[..files.len() - 1] {
+        assert_eq!(version(file), 2, "{name} stays compressed");
+    }
+    check_every_record(&log, &ids[..1]);
+    log.close().expect("close");
+    verify_intact(dir.path());
+}
+
+#[test]
+fn a_damaged_compressed_block_is_reported_and_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(dir.path(), options().with_compression(Compression::ZSTD)).expect("open");
+    fill(&log);
+    log.reclaim().expect("compress");
+    log.close().expect("close");
+    // Flip one byte inside the first block of segment 2 (blocks start at offset 64).
+    let path = dir.path().join(format!("{:020}.seg", 2));
+    let mut file = std::fs::read(&path).expect("read");
+    file[100] ^= 0x40;
+    std::fs::write(&path, &file).expect("write");
+
+    let report = verify_store(Arc::new(RealStorage), dir.path()).expect("verify");
+    assert!(
+        report
+            .damages
+            .iter()
+            .any(|d| d.segment.0 == 2 && d.what.contains("compressed")),
+        "verify reports the block: {:?}",
+        report.damages
+    );
+    // Open reads footers and directories, not blocks: the damage shows when the block is read.
+    let log = Log::open(dir.path(), options()).expect("open");
+    let id = log.stream_id("s0").expect("s0");
+    let failed = log
+        .iter(id, Seq(0), Seq(u64::MAX))
+        .find_map(|r| r.err())
+        .expect("a read of the damaged block fails");
+    assert!(matches!(failed, Error::Corrupted { .. }), "{failed}");
+    log.close().expect("close");
+}
+
+#[test]
+fn a_damaged_block_directory_is_refused_by_open() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(dir.path(), options().with_compression(Compression::ZSTD)).expect("open");
+    fill(&log);
+    log.reclaim().expect("compress");
+    log.close().expect("close");
+    let path = dir.path().join(format!("{:020}.seg", 1));
+    let mut file = std::fs::read(&path).expect("read");
+    // The footer trailer says where the footer starts; the directory tail is right before it.
+    let len = file.len();
+    let footer_len = u64::from_le_bytes(file[len - 16..len - 8].try_into().expect("trailer"));
+    let tail_at = len - 32 - footer_len as usize - 16;
+    file[tail_at + 8] ^= 1; // block_count
+    std::fs::write(&path, &file).expect("write");
+    match Log::open(dir.path(), options()) {
+        Err(Error::Corrupted { segment, .. }) => assert_eq!(segment.0, 1),
+        Err(e) => panic!("expected corruption, got {e}"),
+        Ok(_) => panic!("a damaged directory must be refused"),
+    }
+}
