@@ -1,0 +1,628 @@
+//! Shipping: uploading what is new in a store, then the manifest that makes it a shipped
+//! state. design: docs/distributed.md#shipping
+
+use std::collections::{HashMap, HashSet};
+use std::fs::{self, File};
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use sessionlog_log::{Log, Lsn, StreamInfo};
+
+use crate::error::{io_err, Error, Result};
+use crate::manifest::{
+    cache_key, is_checkpoint_file, manifest_generation, manifest_key, segment_key, store_id_hex,
+    tail_key, Manifest, ObjectRef, ShippedCheckpoint, ShippedSegment, ShippedStream, CACHE_DIR,
+    MANIFEST_DIR, MANIFEST_FORMAT, SEGMENT_DIR, TAIL_DIR,
+};
+use crate::object::ObjectStore;
+
+/// An active segment shipped in more parts than this is shipped again as one part.
+pub const MAX_TAIL_PARTS: usize = 64;
+
+/// How often a ship starts over when the store rolled a segment under it.
+const PLAN_ATTEMPTS: usize = 5;
+
+/// What a ship reads from a store: its directory, identity, durable position and streams.
+/// Implemented for the log and for a [`sessionlog::Store`]'s [`sessionlog::LogReader`].
+pub trait ShipSource {
+    /// The store directory.
+    fn dir(&self) -> &Path;
+    /// The store id.
+    fn store_id(&self) -> [u8; 16];
+    /// The log position up to which everything is durable.
+    fn durable_lsn(&self) -> Lsn;
+    /// The live streams.
+    fn streams(&self) -> Vec<StreamInfo>;
+    /// Whether the store was opened read-only (then nothing is known durable: refused).
+    fn is_read_only(&self) -> bool;
+}
+
+impl ShipSource for Log {
+    fn dir(&self) -> &Path {
+        Log::dir(self)
+    }
+    fn store_id(&self) -> [u8; 16] {
+        Log::store_id(self)
+    }
+    fn durable_lsn(&self) -> Lsn {
+        Log::durable_lsn(self)
+    }
+    fn streams(&self) -> Vec<StreamInfo> {
+        Log::streams(self)
+    }
+    fn is_read_only(&self) -> bool {
+        Log::is_read_only(self)
+    }
+}
+
+impl ShipSource for sessionlog::LogReader<'_> {
+    fn dir(&self) -> &Path {
+        sessionlog::LogReader::dir(self)
+    }
+    fn store_id(&self) -> [u8; 16] {
+        sessionlog::LogReader::store_id(self)
+    }
+    fn durable_lsn(&self) -> Lsn {
+        sessionlog::LogReader::durable_lsn(self)
+    }
+    fn streams(&self) -> Vec<StreamInfo> {
+        sessionlog::LogReader::streams(self)
+    }
+    fn is_read_only(&self) -> bool {
+        sessionlog::LogReader::is_read_only(self)
+    }
+}
+
+/// What one ship did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShipReport {
+    /// The generation of the newest manifest after the ship.
+    pub generation: u64,
+    /// The log position that manifest reaches.
+    pub durable_lsn: Lsn,
+    /// Whether a new manifest was written (false: nothing had changed).
+    pub wrote_manifest: bool,
+    /// Segments in the shipped state.
+    pub segments: usize,
+    /// Data objects uploaded by this ship.
+    pub uploaded_objects: usize,
+    /// Bytes of those objects.
+    pub uploaded_bytes: u64,
+    /// Objects no kept manifest names that this ship deleted.
+    pub deleted_objects: usize,
+    /// Deletes that failed (the objects stay as garbage for a later ship).
+    pub failed_deletes: usize,
+}
+
+/// Ships one store to one location, one ship at a time: concurrent callers of
+/// [`Shipper::ship_through`] wait for the ship in flight and share it when it covers them
+/// (group shipping).
+#[derive(Debug)]
+pub struct Shipper {
+    objects: Arc<dyn ObjectStore>,
+    fencing_token: u64,
+    state: Mutex<State>,
+}
+
+/// A file as it was when its bytes were shipped: a later ship re-reads it only when this
+/// changed (a rewrite renames a new file over a sealed segment: another inode).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileStamp {
+    len: u64,
+    modified: Option<SystemTime>,
+    dev: u64,
+    ino: u64,
+}
+
+impl FileStamp {
+    fn of(meta: &fs::Metadata) -> FileStamp {
+        FileStamp {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            dev: meta.dev(),
+            ino: meta.ino(),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    loaded: bool,
+    last: Option<Manifest>,
+    before_last: Option<Manifest>,
+    sealed: HashMap<u64, (FileStamp, ObjectRef)>,
+    checkpoints: HashMap<String, (FileStamp, ObjectRef)>,
+    tail: Option<Tail>,
+}
+
+/// The parts of the active segment shipped so far.
+#[derive(Debug, Clone)]
+struct Tail {
+    id: u64,
+    parts: Vec<ObjectRef>,
+    /// Whether the local file was checked to hold these parts' bytes (parts adopted from a
+    /// manifest another process wrote are checked before more are added).
+    checked: bool,
+}
+
+impl Tail {
+    fn end(&self) -> u64 {
+        self.parts.last().map_or(0, |p| p.offset + p.length)
+    }
+}
+
+/// Counts of one ship's uploads.
+#[derive(Debug, Default)]
+struct Uploads {
+    objects: usize,
+    bytes: u64,
+}
+
+impl Shipper {
+    /// A shipper to `objects`, writing `fencing_token` into its manifests (0 without
+    /// ownership).
+    pub fn new(objects: Arc<dyn ObjectStore>, fencing_token: u64) -> Shipper {
+        Shipper {
+            objects,
+            fencing_token,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// Ships what is new in `source`: sealed segments not shipped yet, the durable bytes of
+    /// the active segment since the last ship, changed checkpoints, then a manifest (unless
+    /// nothing changed).
+    pub fn ship(&self, source: &dyn ShipSource) -> Result<ShipReport> {
+        let mut state = self.state.lock();
+        self.ship_locked(source, &mut state)
+    }
+
+    /// Returns once a manifest reaches `position` (everything before it is shipped),
+    /// shipping if none does yet: the shipped durability level. Pass the log's
+    /// `durable_lsn()` read after a commit with `Durability::Sync` returned (or the end of the
+    /// commit's batch). Callers waiting at the same time share one ship.
+    pub fn ship_through(&self, source: &dyn ShipSource, position: Lsn) -> Result<u64> {
+        let mut state = self.state.lock();
+        if let Some(last) = state.last.as_ref().filter(|m| m.durable_lsn >= position.0) {
+            return Ok(last.generation);
+        }
+        let report = self.ship_locked(source, &mut state)?;
+        if report.durable_lsn.0 < position.0 {
+            return Err(Error::NotDurable { lsn: position.0 });
+        }
+        Ok(report.generation)
+    }
+
+    /// The newest manifest this shipper wrote or found.
+    pub fn last_manifest(&self) -> Option<Manifest> {
+        self.state.lock().last.clone()
+    }
+
+    fn ship_locked(&self, source: &dyn ShipSource, state: &mut State) -> Result<ShipReport> {
+        if source.is_read_only() {
+            return Err(Error::ReadOnlySource);
+        }
+        let ours = store_id_hex(source.store_id());
+        if !state.loaded {
+            self.load(state, &ours)?;
+        }
+        let mut uploads = Uploads::default();
+        let mut planned = None;
+        for _ in 0..PLAN_ATTEMPTS {
+            planned = self.plan_segments(source, state, &mut uploads)?;
+            if planned.is_some() {
+                break;
+            }
+        }
+        let Some((segments, durable_lsn)) = planned else {
+            return Err(Error::StoreChanging);
+        };
+        let cache = self.plan_checkpoints(source.dir(), state, &mut uploads)?;
+        let previous = state.last.as_ref();
+        if previous.is_some_and(|m| m.segments == segments && m.cache == cache) {
+            let last = previous
+                .map(|m| (m.generation, m.durable_lsn))
+                .unwrap_or_default();
+            return Ok(ShipReport {
+                generation: last.0,
+                durable_lsn: Lsn(last.1),
+                wrote_manifest: false,
+                segments: segments.len(),
+                uploaded_objects: uploads.objects,
+                uploaded_bytes: uploads.bytes,
+                deleted_objects: 0,
+                failed_deletes: 0,
+            });
+        }
+        let manifest = Manifest {
+            format: MANIFEST_FORMAT,
+            store_id: ours,
+            generation: previous.map_or(1, |m| m.generation + 1),
+            fencing_token: self.fencing_token,
+            durable_lsn: durable_lsn.0,
+            segments,
+            cache,
+            sessions: source
+                .streams()
+                .into_iter()
+                .map(|s| ShippedStream {
+                    name: s.name,
+                    stream: s.id.0,
+                    next_seq: s.next_seq.0,
+                })
+                .collect(),
+        };
+        let key = manifest_key(manifest.generation);
+        if !self.objects.put_if_absent(&key, manifest.encode())? {
+            return Err(Error::Fenced {
+                generation: manifest.generation,
+                location: self.objects.location(),
+            });
+        }
+        let (deleted, failed) = self.forget_before_last(state, &manifest);
+        let report = ShipReport {
+            generation: manifest.generation,
+            durable_lsn,
+            wrote_manifest: true,
+            segments: manifest.segments.len(),
+            uploaded_objects: uploads.objects,
+            uploaded_bytes: uploads.bytes,
+            deleted_objects: deleted,
+            failed_deletes: failed,
+        };
+        state.before_last = state.last.take();
+        state.last = Some(manifest);
+        Ok(report)
+    }
+
+    /// Reads the newest manifest at the location (and the one before it), adopts the active
+    /// segment's parts from it, and removes every object neither names: garbage of ships that
+    /// failed before their manifest.
+    fn load(&self, state: &mut State, ours: &str) -> Result<()> {
+        let mut generations: Vec<u64> = self
+            .objects
+            .list(MANIFEST_DIR)?
+            .iter()
+            .filter_map(|k| manifest_generation(k))
+            .collect();
+        generations.sort_unstable();
+        let newest = generations.last().copied();
+        if let Some(generation) = newest {
+            let last = read_manifest(&*self.objects, generation)?;
+            if last.store_id != ours {
+                return Err(Error::ForeignStore {
+                    location: self.objects.location(),
+                    theirs: last.store_id,
+                    ours: ours.to_owned(),
+                });
+            }
+            state.before_last = generation
+                .checked_sub(1)
+                .filter(|g| generations.contains(g))
+                .and_then(|g| read_manifest(&*self.objects, g).ok());
+            state.tail = last.segments.last().filter(|s| !s.sealed).map(|s| Tail {
+                id: s.id,
+                parts: s.objects.clone(),
+                checked: false,
+            });
+            state.last = Some(last);
+        }
+        let keep: HashSet<&str> = [state.last.as_ref(), state.before_last.as_ref()]
+            .into_iter()
+            .flatten()
+            .flat_map(|m| m.object_keys())
+            .collect();
+        let keep_generation = newest.map_or(0, |g| g.saturating_sub(1));
+        for dir in [SEGMENT_DIR, TAIL_DIR, CACHE_DIR] {
+            for key in self.objects.list(dir)? {
+                if !keep.contains(key.as_str()) {
+                    self.objects.delete(&key)?;
+                }
+            }
+        }
+        for generation in generations.iter().filter(|&&g| g < keep_generation) {
+            self.objects.delete(&manifest_key(*generation))?;
+        }
+        state.loaded = true;
+        Ok(())
+    }
+
+    /// Uploads the new segment bytes and returns the shipped segments and the durable
+    /// position they reach, or `None` when the store rolled a segment meanwhile (plan again).
+    fn plan_segments(
+        &self,
+        source: &dyn ShipSource,
+        state: &mut State,
+        uploads: &mut Uploads,
+    ) -> Result<Option<(Vec<ShippedSegment>, Lsn)>> {
+        let dir = source.dir();
+        let durable = source.durable_lsn();
+        let active = durable.segment().0;
+        let ids: Vec<u64> = segment_ids(dir)?
+            .into_iter()
+            .filter(|&id| id <= active)
+            .collect();
+        if ids.last() != Some(&active) || ids.windows(2).any(|w| w[1] != w[0] + 1) {
+            return Ok(None);
+        }
+        let mut segments = Vec::with_capacity(ids.len());
+        for &id in &ids[..ids.len() - 1] {
+            let Some(object) = self.ship_sealed(dir, id, state, uploads)? else {
+                return Ok(None);
+            };
+            segments.push(ShippedSegment {
+                id,
+                sealed: true,
+                objects: vec![object],
+            });
+        }
+        state.sealed.retain(|id, _| ids.contains(id));
+        let Some(parts) = self.ship_tail(dir, active, durable.offset(), state, uploads)? else {
+            return Ok(None);
+        };
+        segments.push(ShippedSegment {
+            id: active,
+            sealed: false,
+            objects: parts,
+        });
+        Ok(Some((segments, durable)))
+    }
+
+    /// The object of sealed segment `id`, uploaded when no shipped object holds its bytes;
+    /// `None` when the file is gone (reclaimed meanwhile).
+    fn ship_sealed(
+        &self,
+        dir: &Path,
+        id: u64,
+        state: &mut State,
+        uploads: &mut Uploads,
+    ) -> Result<Option<ObjectRef>> {
+        let path = dir.join(segment_file_name(id));
+        let key_of = |length, crc32| segment_key(id, length, crc32);
+        let shipped = self.ship_file(&path, state.sealed.get(&id), key_of, state, uploads)?;
+        Ok(shipped.map(|(stamp, object)| {
+            state.sealed.insert(id, (stamp, object.clone()));
+            object
+        }))
+    }
+
+    /// The object holding the whole file at `path`: the one shipped before if the file is
+    /// unchanged since (`seen`), else its bytes under `key_of(length, crc32)`, uploaded unless
+    /// a kept manifest names that key already. `None` when the file is gone.
+    fn ship_file(
+        &self,
+        path: &Path,
+        seen: Option<&(FileStamp, ObjectRef)>,
+        key_of: impl FnOnce(u64, u32) -> String,
+        state: &State,
+        uploads: &mut Uploads,
+    ) -> Result<Option<(FileStamp, ObjectRef)>> {
+        let Some((stamp, bytes)) = read_whole(path, seen.map(|s| &s.0))? else {
+            return Ok(None);
+        };
+        let Some(bytes) = bytes else {
+            return Ok(seen.map(|s| (stamp, s.1.clone())));
+        };
+        let crc32 = crc32fast::hash(&bytes);
+        let length = bytes.len() as u64;
+        let object = ObjectRef {
+            key: key_of(length, crc32),
+            offset: 0,
+            length,
+            crc32,
+        };
+        if !self.was_shipped(state, &object.key) {
+            self.upload(&object.key, bytes, uploads)?;
+        }
+        Ok(Some((stamp, object)))
+    }
+
+    /// The parts holding the active segment `id` up to `end`, the new bytes uploaded as one
+    /// more part; `None` when the segment is no longer the last (it was sealed meanwhile).
+    fn ship_tail(
+        &self,
+        dir: &Path,
+        id: u64,
+        end: u64,
+        state: &mut State,
+        uploads: &mut Uploads,
+    ) -> Result<Option<Vec<ObjectRef>>> {
+        let path = dir.join(segment_file_name(id));
+        let file = File::open(&path).map_err(io_err("open", &path))?;
+        let mut tail = match state.tail.take() {
+            Some(tail) if tail.id == id => tail,
+            _ => Tail {
+                id,
+                parts: Vec::new(),
+                checked: true,
+            },
+        };
+        if !tail.checked && !parts_match_file(&file, &tail.parts) {
+            tail.parts.clear();
+        }
+        tail.checked = true;
+        if tail.end() > end {
+            // The local segment holds less than was shipped (the store was restored from an
+            // older state): ship it afresh.
+            tail.parts.clear();
+        }
+        if tail.parts.len() >= MAX_TAIL_PARTS {
+            tail.parts.clear();
+        }
+        let start = tail.end();
+        let mut new_part = None;
+        if end > start {
+            let mut bytes = vec![0; usize::try_from(end - start).unwrap_or(usize::MAX)];
+            file.read_exact_at(&mut bytes, start)
+                .map_err(io_err("read", &path))?;
+            new_part = Some(bytes);
+        }
+        // Read before this check: the segment was still the last one when its bytes were
+        // read, so no rewrite (which only replaces sealed segments) had touched them.
+        if segment_ids(dir)?.last().is_some_and(|&last| last > id) {
+            state.tail = Some(tail);
+            return Ok(None);
+        }
+        if let Some(bytes) = new_part {
+            let crc32 = crc32fast::hash(&bytes);
+            let part = ObjectRef {
+                key: tail_key(id, start, end, crc32),
+                offset: start,
+                length: end - start,
+                crc32,
+            };
+            self.upload(&part.key, Bytes::from(bytes), uploads)?;
+            tail.parts.push(part);
+        }
+        let parts = tail.parts.clone();
+        state.tail = Some(tail);
+        Ok(Some(parts))
+    }
+
+    /// The checkpoint files of the store's `cache/`, changed ones uploaded.
+    fn plan_checkpoints(
+        &self,
+        dir: &Path,
+        state: &mut State,
+        uploads: &mut Uploads,
+    ) -> Result<Vec<ShippedCheckpoint>> {
+        let cache_dir = dir.join(CACHE_DIR);
+        let mut names: Vec<String> = match fs::read_dir(&cache_dir) {
+            Ok(entries) => entries
+                .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter(|n| is_checkpoint_file(n))
+                .collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(io_err("list", &cache_dir)(e)),
+        };
+        names.sort();
+        let mut shipped = Vec::with_capacity(names.len());
+        for name in names {
+            let path = cache_dir.join(&name);
+            let seen = state.checkpoints.get(&name);
+            let key_of = |length, crc32| cache_key(&name, length, crc32);
+            // A checkpoint removed meanwhile is simply not shipped: checkpoints are caches.
+            let Some((stamp, object)) = self.ship_file(&path, seen, key_of, state, uploads)? else {
+                continue;
+            };
+            state
+                .checkpoints
+                .insert(name.clone(), (stamp, object.clone()));
+            shipped.push(ShippedCheckpoint { file: name, object });
+        }
+        let listed: HashSet<&str> = shipped.iter().map(|c| c.file.as_str()).collect();
+        state
+            .checkpoints
+            .retain(|name, _| listed.contains(name.as_str()));
+        Ok(shipped)
+    }
+
+    /// Whether a kept manifest names `key` (so its object is in the bucket).
+    fn was_shipped(&self, state: &State, key: &str) -> bool {
+        [state.last.as_ref(), state.before_last.as_ref()]
+            .into_iter()
+            .flatten()
+            .any(|m| m.object_keys().any(|k| k == key))
+    }
+
+    fn upload(&self, key: &str, bytes: Bytes, uploads: &mut Uploads) -> Result<()> {
+        uploads.objects += 1;
+        uploads.bytes += bytes.len() as u64;
+        self.objects.put(key, bytes)
+    }
+
+    /// After `new` was written: deletes the manifest before the last one and every object
+    /// that only it named. Failures leave garbage that the next shipper's load removes.
+    fn forget_before_last(&self, state: &State, new: &Manifest) -> (usize, usize) {
+        let Some(old) = state.before_last.as_ref() else {
+            return (0, 0);
+        };
+        let keep: HashSet<&str> = [state.last.as_ref(), Some(new)]
+            .into_iter()
+            .flatten()
+            .flat_map(|m| m.object_keys())
+            .collect();
+        let (mut deleted, mut failed) = (0, 0);
+        let doomed = old.object_keys().filter(|k| !keep.contains(k));
+        for key in doomed
+            .map(str::to_owned)
+            .chain([manifest_key(old.generation)])
+        {
+            match self.objects.delete(&key) {
+                Ok(()) => deleted += 1,
+                Err(_) => failed += 1,
+            }
+        }
+        (deleted, failed)
+    }
+}
+
+/// The newest manifest at `objects`, if any.
+pub(crate) fn newest_generation(objects: &dyn ObjectStore) -> Result<Option<u64>> {
+    Ok(objects
+        .list(MANIFEST_DIR)?
+        .iter()
+        .filter_map(|k| manifest_generation(k))
+        .max())
+}
+
+/// Reads and decodes manifest `generation`.
+pub(crate) fn read_manifest(objects: &dyn ObjectStore, generation: u64) -> Result<Manifest> {
+    let key = manifest_key(generation);
+    let bytes = objects.get(&key)?.ok_or_else(|| Error::MissingObject {
+        key: key.clone(),
+        generation,
+    })?;
+    Manifest::decode(&key, &bytes)
+}
+
+fn segment_file_name(id: u64) -> String {
+    format!("{id:020}.seg")
+}
+
+/// The segment ids in `dir`, ascending.
+fn segment_ids(dir: &Path) -> Result<Vec<u64>> {
+    let mut ids: Vec<u64> = fs::read_dir(dir)
+        .map_err(io_err("list", dir))?
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            let digits = name.strip_suffix(".seg")?;
+            (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| digits.parse().ok())
+                .flatten()
+        })
+        .collect();
+    ids.sort_unstable();
+    Ok(ids)
+}
+
+/// The file's stamp, and its bytes unless the stamp equals `seen`; `None` when the file is
+/// gone.
+fn read_whole(path: &Path, seen: Option<&FileStamp>) -> Result<Option<(FileStamp, Option<Bytes>)>> {
+    let mut file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err("open", path)(e)),
+    };
+    let stamp = FileStamp::of(&file.metadata().map_err(io_err("stat", path))?);
+    if seen == Some(&stamp) {
+        return Ok(Some((stamp, None)));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(stamp.len).unwrap_or(0));
+    std::io::Read::read_to_end(&mut file, &mut bytes).map_err(io_err("read", path))?;
+    // The stamp must describe the bytes read: take it again from the same open file.
+    let stamp = FileStamp::of(&file.metadata().map_err(io_err("stat", path))?);
+    Ok(Some((stamp, Some(Bytes::from(bytes)))))
+}
+
+/// Whether `file` holds the bytes of `parts` at their offsets.
+fn parts_match_file(file: &File, parts: &[ObjectRef]) -> bool {
+    parts.iter().all(|part| {
+        let mut bytes = vec![0; usize::try_from(part.length).unwrap_or(usize::MAX)];
+        file.read_exact_at(&mut bytes, part.offset).is_ok() && crc32fast::hash(&bytes) == part.crc32
+    })
+}

@@ -1,0 +1,133 @@
+//! Against a real S3 server (SeaweedFS in CI, started by `.ci/with-seaweedfs.sh`): the object
+//! operations keep their contracts (conditional create included), a store ships and restores
+//! through it byte for byte, and a second writer is fenced by the conditional create.
+//!
+//! The server is found through SESSIONLOG_S3_ENDPOINT (and SESSIONLOG_S3_BUCKET, AWS_*). Without
+//! it these tests say they were skipped; under CI=true they fail instead, so CI cannot pass
+//! without running them.
+
+mod common;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use common::{assert_verifies, fingerprint, fingerprint_of_open, small_store_options, write_turns};
+use sessionlog::Store;
+use sessionlog_remote::{
+    restore, Error, ObjectStore, RestoreOptions, S3Config, S3ObjectStore, Shipper,
+};
+
+/// The server's bucket under a prefix of this test's own, or `None` (skipped) without one.
+fn server(test: &str) -> Option<Arc<S3ObjectStore>> {
+    let Ok(endpoint) = std::env::var("SESSIONLOG_S3_ENDPOINT") else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI must run {test} against a real S3 server: run the tests through .ci/with-seaweedfs.sh"
+        );
+        println!("skipped {test}: no S3 server (SESSIONLOG_S3_ENDPOINT is not set; run the tests through .ci/with-seaweedfs.sh)");
+        return None;
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let config = S3Config {
+        bucket: std::env::var("SESSIONLOG_S3_BUCKET").unwrap_or_else(|_| "sessionlog-ci".into()),
+        prefix: format!("tests/{test}-{}-{nanos}", std::process::id()),
+        endpoint: Some(endpoint),
+        ..S3Config::default()
+    };
+    Some(Arc::new(S3ObjectStore::new(&config).expect("S3 client")))
+}
+
+/// Removes every object the test made.
+fn clean(objects: &S3ObjectStore) {
+    for dir in ["manifests", "segments", "tails", "cache", "t"] {
+        for key in objects.list(dir).expect("list") {
+            objects.delete(&key).expect("delete");
+        }
+    }
+}
+
+#[test]
+fn s3_objects_keep_the_object_store_contract() {
+    let Some(objects) = server("s3_objects_keep_the_object_store_contract") else {
+        return;
+    };
+    assert_eq!(objects.get("t/a").expect("get"), None);
+    objects.put("t/a", Bytes::from_static(b"one")).expect("put");
+    assert_eq!(
+        objects.get("t/a").expect("get").as_deref(),
+        Some(&b"one"[..])
+    );
+    assert!(!objects
+        .put_if_absent("t/a", Bytes::from_static(b"two"))
+        .expect("conditional put over an object"));
+    assert_eq!(
+        objects.get("t/a").expect("get").as_deref(),
+        Some(&b"one"[..])
+    );
+    assert!(objects
+        .put_if_absent("t/b", Bytes::from_static(b"three"))
+        .expect("conditional put"));
+    let mut keys = objects.list("t").expect("list");
+    keys.sort();
+    assert_eq!(keys, ["t/a", "t/b"]);
+    assert!(objects.list("manifests").expect("list").is_empty());
+    objects.delete("t/a").expect("delete");
+    objects
+        .delete("t/a")
+        .expect("deleting a missing object succeeds");
+    assert_eq!(objects.list("t").expect("list"), ["t/b"]);
+    clean(&objects);
+}
+
+#[test]
+fn a_store_ships_and_restores_through_s3() {
+    let Some(objects) = server("a_store_ships_and_restores_through_s3") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(tmp.path().join("store"), small_store_options()).expect("open");
+    let shipper = Shipper::new(objects.clone(), 0);
+    for round in 0..4 {
+        write_turns(&store, &format!("s{}", round % 2), 15);
+        let reader = store.log_reader();
+        shipper
+            .ship_through(&reader, reader.durable_lsn())
+            .expect("ship through");
+    }
+    let expected: std::collections::BTreeMap<_, _> = fingerprint_of_open(&store);
+    store.close().expect("close");
+    let target = tmp.path().join("node-b");
+    let report = restore(&*objects, &target, &RestoreOptions::default()).expect("restore");
+    assert_eq!(report.generation, 4);
+    assert_eq!(fingerprint(&target), expected);
+    assert_verifies(&target);
+    clean(&objects);
+}
+
+#[test]
+fn a_second_writer_is_fenced_by_the_servers_conditional_create() {
+    let Some(objects) = server("a_second_writer_is_fenced_by_the_servers_conditional_create")
+    else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let old = Store::open(tmp.path().join("old"), small_store_options()).expect("open");
+    write_turns(&old, "s", 4);
+    let old_shipper = Shipper::new(objects.clone(), 1);
+    old_shipper.ship(&old.log_reader()).expect("ship");
+    let new_dir = tmp.path().join("new");
+    restore(&*objects, &new_dir, &RestoreOptions::default()).expect("restore");
+    let new = Store::open(&new_dir, small_store_options()).expect("open restored");
+    write_turns(&new, "s", 1);
+    Shipper::new(objects.clone(), 2)
+        .ship(&new.log_reader())
+        .expect("new owner ships");
+    write_turns(&old, "s", 1);
+    let err = old_shipper.ship(&old.log_reader()).unwrap_err();
+    assert!(matches!(err, Error::Fenced { generation: 2, .. }), "{err}");
+    old.close().expect("close");
+    new.close().expect("close");
+    clean(&objects);
+}
