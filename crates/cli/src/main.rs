@@ -20,6 +20,7 @@ mod demo;
 mod dump;
 mod gc;
 mod migrate;
+mod remote;
 mod sessions;
 mod tokens;
 mod views;
@@ -302,6 +303,35 @@ enum Command {
     /// Check or rebuild the projection cache.
     #[command(subcommand)]
     Cache(CacheCommand),
+    /// Ship a store to object storage: its sealed segments, the durable tail of its active
+    /// segment and its session checkpoints, then a manifest that makes them one shipped state
+    /// (only what is new since the last ship is uploaded). Takes the store's lock: inside an
+    /// application that has the store open, ship through the library instead.
+    Ship {
+        /// The store directory.
+        #[arg(long)]
+        store: PathBuf,
+        /// Where to: s3://BUCKET/PREFIX (or file://DIR for a local directory).
+        #[arg(long, value_name = "URL")]
+        to: String,
+        #[command(flatten)]
+        s3: remote::S3Args,
+    },
+    /// Restore the newest shipped state into an empty or absent directory: every object is
+    /// checked against its checksum and the store is verified before it appears there.
+    Restore {
+        /// Where from: s3://BUCKET/PREFIX (or file://DIR).
+        #[arg(long, value_name = "URL")]
+        from: String,
+        /// The directory to restore into (empty or absent).
+        #[arg(long)]
+        store: PathBuf,
+        /// Restore only this session into a store of its own (repeat for several).
+        #[arg(long)]
+        session: Vec<String>,
+        #[command(flatten)]
+        s3: remote::S3Args,
+    },
     /// Print the batches and records of a store's segments with their headers.
     Dump {
         /// The store directory.
@@ -633,6 +663,13 @@ fn run(command: Command) -> Result<u8, Failure> {
         } => sessions::show(&store, &session, raw),
         Command::Cache(CacheCommand::Verify { store }) => sessions::cache_verify(&store),
         Command::Cache(CacheCommand::Rebuild { store }) => sessions::cache_rebuild(&store),
+        Command::Ship { store, to, s3 } => remote::ship(&store, &to, s3),
+        Command::Restore {
+            from,
+            store,
+            session,
+            s3,
+        } => remote::restore(&from, &store, session, s3),
         Command::Migrate {
             from,
             to,
