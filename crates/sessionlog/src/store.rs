@@ -30,6 +30,7 @@ use crate::view::{RequestView, SurfaceView};
 
 mod create;
 mod past;
+mod pipeline;
 mod projected;
 mod resume;
 mod retention;

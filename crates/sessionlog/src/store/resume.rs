@@ -9,7 +9,7 @@ use sessionlog_log::{Seq as LogSeq, StreamId};
 use sessionlog_session::compaction::CompactionLocks;
 use sessionlog_session::{FormatVersion, SessionHeader, SessionState, CHECKPOINT_STATE_VERSION};
 
-use super::{CacheUse, Folded, LogPast, Store};
+use super::{pipeline, CacheUse, Folded, LogPast, Store};
 use crate::cache::{self, CacheHeader, CacheMiss, Section};
 use crate::error::Result;
 
@@ -54,13 +54,12 @@ impl Store {
             )
         };
         let past = LogPast::new(log.clone(), stream, header.id());
-        let mut count = 0u64;
-        for event in self.stored_events(name, stream, LogSeq(start), LogSeq(next)) {
-            let mut event = event?;
+        let events = self.stored_events(name, stream, LogSeq(start), LogSeq(next));
+        let count = pipeline::fold_events(next.saturating_sub(start), events, |mut event| {
             folded.state.load(&mut event, &past)?;
             folded.locks.observe(&event);
-            count += 1;
-        }
+            Ok(())
+        })?;
         if let CacheUse::Hit { folded } = &mut cache {
             *folded = count;
         }
