@@ -36,7 +36,15 @@ struct ActiveReader {
     segment: SegmentId,
     /// Segment offset of the buffer's first byte, and a copy of the buffer.
     pending: Option<(u64, Bytes)>,
+    /// The span of the file read around the walk's anchor: its segment offset and bytes.
+    /// A window's headers and records are served from it instead of two reads per record.
+    around_anchor: Option<(u64, Bytes)>,
 }
+
+/// Bytes of the active segment read on each side of the first header a window's walk
+/// needs (its anchor): the anchors of one stream are about 4 KiB of its records apart, so
+/// one read usually holds every record of the window.
+const AROUND_ANCHOR: u64 = 12 * 1024;
 
 impl ActiveReader {
     /// The pending bytes from `offset` on, when `offset` lies in the copied buffer.
@@ -52,18 +60,59 @@ impl ActiveReader {
         Some((bytes, at))
     }
 
-    fn header(&self, offset: u64) -> Result<RecordHeader> {
-        match self.pending_at(offset) {
-            Some(b) => decode_record_header(b)
+    /// The bytes `offset..offset + len` when the span read around the anchor holds them.
+    fn around_anchor(&self, offset: u64, len: usize) -> Option<(&Bytes, usize)> {
+        let (base, bytes) = self.around_anchor.as_ref()?;
+        let at = usize::try_from(offset.checked_sub(*base)?).ok()?;
+        (at.checked_add(len)? <= bytes.len()).then_some((bytes, at))
+    }
+
+    /// Reads the file's bytes around `offset` (as many as it has, up to [`AROUND_ANCHOR`]
+    /// each side). The bytes past the last written record are never used: the walk only
+    /// goes to records it found written, and the checksum of each is verified.
+    fn read_around(&mut self, offset: u64) -> Result<()> {
+        let start = offset.saturating_sub(AROUND_ANCHOR);
+        let mut buf = vec![0u8; (offset + AROUND_ANCHOR - start) as usize];
+        let mut filled = 0;
+        while let Some(rest) = buf.get_mut(filled..).filter(|r| !r.is_empty()) {
+            let n = self
+                .file
+                .read_at(rest, start + filled as u64)
+                .map_err(io_err("reading", format!("segment {}", self.segment)))?;
+            if n == 0 {
+                break;
+            }
+            filled += n;
+        }
+        buf.truncate(filled);
+        self.around_anchor = Some((start, Bytes::from(buf)));
+        Ok(())
+    }
+
+    fn header(&mut self, offset: u64) -> Result<RecordHeader> {
+        if let Some(b) = self.pending_at(offset) {
+            return decode_record_header(b)
+                .map_err(|e| corrupted(self.segment, offset, "bad record header", Some(e)));
+        }
+        if self.around_anchor.is_none() {
+            self.read_around(offset)?;
+        }
+        match self.around_anchor(offset, RECORD_HEADER_LEN) {
+            Some((bytes, at)) => decode_record_header(bytes.get(at..).unwrap_or(&[]))
                 .map_err(|e| corrupted(self.segment, offset, "bad record header", Some(e))),
             None => pread_header(&*self.file, self.segment, offset),
         }
     }
 
     /// The record at `offset`, whose header (read by the walk that found it) says its
-    /// payload is `payload_len` bytes: a file read fetches exactly the record.
+    /// payload is `payload_len` bytes: from the buffer copy or the span read around the
+    /// anchor when one holds it, else a file read of exactly the record.
     fn record(&self, offset: u64, payload_len: u32) -> Result<Record> {
-        let Some((bytes, at)) = self.pending_from(offset) else {
+        let record_len = RECORD_HEADER_LEN + payload_len as usize;
+        let Some((bytes, at)) = self
+            .pending_from(offset)
+            .or_else(|| self.around_anchor(offset, record_len))
+        else {
             return pread_record(&*self.file, self.segment, offset, payload_len);
         };
         let tail = bytes.get(at..).unwrap_or(&[]);
@@ -126,6 +175,7 @@ impl Inner {
                         file: st.active.file.clone(),
                         segment: st.active.id,
                         pending,
+                        around_anchor: None,
                     },
                     anchor,
                 });
@@ -195,7 +245,7 @@ impl Inner {
                 }
                 Ok(anchor.seq)
             }
-            Location::Active { reader, anchor } => {
+            Location::Active { mut reader, anchor } => {
                 // The walk reads each header; its payload length sizes the record's read.
                 let mut lengths: Vec<u32> = Vec::new();
                 walk_back(
