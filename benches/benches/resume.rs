@@ -131,6 +131,13 @@ fn main() {
         child(&mode, Path::new(&dir));
         return;
     }
+    // Builds the session into a directory the caller keeps (for profiling one path).
+    if let Some(dir) = std::env::var_os("SESSIONLOG_RESUME_BENCH_BUILD") {
+        let dir = Path::new(&dir);
+        std::fs::create_dir_all(dir).expect("build dir");
+        println!("built a {}-event session in {}", build(dir), dir.display());
+        return;
+    }
     let probe = probe();
     let dir = fresh_dir("resume-1m");
     let started = Instant::now();
