@@ -7,10 +7,10 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use sessionlog_log::{Access, Append, Durability, Log, LogOptions, Seq as LogSeq, StreamId};
 use sessionlog_session::{
-    decode_event, decode_header, decode_stored_event, derive_message, encode_event,
-    event_for_format, header_for_format, kind_tag, migrate, needs_migration, zstd_file, BuildEvent,
-    DshFormat, Event, EventInput, ExportOptions, FormatChoice, FormatVersion, LookBack,
-    PackedLines, RuleSet, Session, SessionHeader, SessionState, WithPending,
+    decode_header, decode_stored_event, derive_message, encode_event, event_for_format,
+    header_for_format, kind_tag, migrate, needs_migration, zstd_file, BuildEvent, DshFormat, Event,
+    EventInput, ExportOptions, FormatChoice, FormatVersion, LookBack, PackedLines, RuleSet,
+    SessionHeader, SessionState, WithPending,
 };
 
 use sessionlog_session::compaction::{
@@ -420,15 +420,15 @@ impl Store {
         decode_header(&first.payload).map_err(|e| bad(e.to_string()))
     }
 
-    /// A session's state, folded from its records streamed from the log (no events kept,
-    /// no repair).
-    pub(crate) fn session_state(&self, name: &str) -> Result<SessionState> {
+    /// A session's state (surface, turn and step tracker, open tool calls, token
+    /// projection), read as [`Store::view`] reads it: from its checkpoint plus the records
+    /// after it when the checkpoint matches the log, else folded from every record. No
+    /// event is kept, nothing is repaired and nothing is written.
+    pub fn session_state(&self, name: &str) -> Result<SessionState> {
         let stream = self.stream(name)?;
         Ok(self.resume(name, stream)?.0.state)
     }
 
-    /// A token projection of a session by `counter`, folded from its records streamed from
-    /// the log (for a counter other than the one the store maintains).
     /// The seq of the record after the last of `stream` (0 for a stream the log lacks).
     fn next_record(&self, stream: StreamId) -> u64 {
         self.inner
@@ -437,7 +437,10 @@ impl Store {
             .map_or(0, |i| i.next_seq.0)
     }
 
-    fn fold_tokens(&self, name: &str, counter: Arc<dyn TokenCounter>) -> Result<TokenProjection> {
+    /// A token projection of session `name` by `counter`, folded from its records streamed
+    /// from the log (for a counter other than the one the store maintains; the maintained
+    /// figures are [`SessionHandle::pressure`] and [`Store::session_state`]).
+    pub fn tokens(&self, name: &str, counter: Arc<dyn TokenCounter>) -> Result<TokenProjection> {
         let stream = self.stream(name)?;
         let header = self.read_header(name, stream)?;
         let log = &self.inner.log;
@@ -453,42 +456,6 @@ impl Store {
             tokens.apply(&event)?;
         }
         Ok(tokens)
-    }
-
-    /// Reads a session's header and events from the log and folds them, without repair.
-    pub fn load_session(&self, name: &str) -> Result<Session> {
-        let stream = self.stream(name)?;
-        let info = self
-            .inner
-            .log
-            .stream_info(stream)
-            .ok_or_else(|| Error::NoSuchSession(name.to_owned()))?;
-        let bad = |seq: u64, detail: String| Error::BadRecord {
-            session: name.to_owned(),
-            seq,
-            detail,
-        };
-        let mut records = self.inner.log.iter(stream, LogSeq(0), info.next_seq);
-        let first = records
-            .next()
-            .ok_or_else(|| bad(0, "no header record".into()))??;
-        if first.kind != KIND_SESSION_HEADER {
-            return Err(bad(
-                0,
-                format!("record 0 has kind {:#x}, not a session header", first.kind),
-            ));
-        }
-        let header = decode_header(&first.payload).map_err(|e| bad(0, e.to_string()))?;
-        let mut events: Vec<Event> = Vec::with_capacity(info.next_seq.0.saturating_sub(1) as usize);
-        for r in records {
-            let r = r?;
-            events.push(decode_event(&r.payload).map_err(|e| bad(r.seq.0, e.to_string()))?);
-        }
-        Ok(Session::from_events(
-            header,
-            self.inner.options.version.clone(),
-            events,
-        )?)
     }
 
     /// Opens a session for writing: folds it and, when its final turn was left open by a
@@ -627,6 +594,24 @@ impl Store {
             .ok_or_else(|| Error::NoSuchSession(name.to_owned()))?
             .next_seq;
         Ok(self.stored_events(name, stream, LogSeq(from.get().saturating_add(1)), next))
+    }
+
+    /// A session's events from event seq `from` on as a fold sees them: legacy shapes
+    /// upgraded in memory (the stored bytes stay as they are; [`Store::events`] gives them
+    /// as stored), read from the log one record at a time as the iterator advances.
+    pub fn loaded_events(
+        &self,
+        name: &str,
+        from: Seq,
+    ) -> Result<impl Iterator<Item = Result<Event>> + 'static> {
+        let stream = self.stream(name)?;
+        let header = self.read_header(name, stream)?;
+        let past = LogPast::new(self.inner.log.clone(), stream, header.id());
+        Ok(self.events(name, from)?.map(move |event| {
+            let mut event = event?;
+            sessionlog_session::upgrade_event(&mut event, &past, header.id())?;
+            Ok(event)
+        }))
     }
 
     /// The events in log records `from..to` of session `name` (stream `stream`), decoded as
@@ -1156,7 +1141,7 @@ impl SessionHandle {
                 return Ok(projection);
             }
         }
-        self.store.fold_tokens(&self.name, counter)
+        self.store.tokens(&self.name, counter)
     }
 
     /// The session as compaction reads it ([`compaction::compact`],
