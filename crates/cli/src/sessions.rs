@@ -289,25 +289,26 @@ pub(crate) fn show(dir: &Path, name: &str, raw: bool) -> Result<u8, Failure> {
             })?;
         return Ok(0);
     }
-    let session = store.load_session(name)?;
-    let on_surface: std::collections::HashSet<u64> = session.surface().into_iter().collect();
+    let state = store.session_state(name)?;
+    let on_surface: std::collections::HashSet<u64> = state.surface().into_iter().collect();
     let mut w = io::BufWriter::new(io::stdout().lock());
     out(
         &mut w,
         format!(
             "session {name}: {} events, {} on the surface, {} replacements\n",
-            session.next_seq().get(),
+            state.next_seq().get(),
             on_surface.len(),
-            session.replace_generation()
+            state.replace_generation()
         )
         .as_bytes(),
     )?;
-    let version = session.version().clone();
-    for e in session.events() {
+    let version = state.version();
+    for e in store.loaded_events(name, sessionlog::session::Seq(0))? {
+        let e = &e?;
         let seq = e.seq().get();
         let line = if version.surface_type(e.event_type()).is_some() {
             let mark = if on_surface.contains(&seq) { " " } else { "~" };
-            let text = sessionlog::session::derive_message(&version, e)
+            let text = sessionlog::session::derive_message(version, e)
                 .map_or_else(|| "(no message)".to_owned(), brief);
             let replaced = match e.surface_op() {
                 Some(sessionlog::session::SurfaceOp::Replace { start, end }) => {

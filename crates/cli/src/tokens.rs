@@ -28,10 +28,8 @@ fn figure(f: &TokenFigure) -> serde_json::Value {
 
 pub(crate) fn tokens(dir: &Path, name: &str, json: bool) -> Result<u8, Failure> {
     let store = open_store(dir, Access::ReadOnly)?;
-    let session = store.load_session(name)?;
     let counter: Arc<dyn TokenCounter> = Arc::new(HeuristicCounter);
-    let projection = sessionlog::session::tokens::TokenProjection::from_session(&session, counter)
-        .map_err(sessionlog::Error::from)?;
+    let projection = store.tokens(name, counter)?;
     let view = projection.view();
     let ledger = projection.ledger();
     let p = &view.pressure;
