@@ -38,7 +38,7 @@ fn a_session_whose_turn_zero_was_closed_by_repair_still_loads() {
     if let Ok((handle, _closers)) = store.open_session("s") {
         drop(handle);
         store
-            .load_session("s")
+            .session_state("s")
             .unwrap_or_else(|e| panic!("the session no longer loads after repair: {e}"));
     }
 }

@@ -47,7 +47,7 @@ fn a_two_event_store_takes_at_most_one_mib_while_open_and_after_close() {
 
     let store = Store::open(dir.path(), StoreOptions::default()).expect("reopen");
     assert_eq!(
-        store.load_session("s").expect("load").events().len(),
+        store.session_state("s").expect("state").next_seq().get(),
         2,
         "both events read back"
     );

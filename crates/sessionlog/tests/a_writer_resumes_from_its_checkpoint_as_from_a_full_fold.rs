@@ -3,6 +3,8 @@
 //! (surface, tokens, restart closers, an open compaction lock), and a checkpoint of another
 //! version or another token counter is rebuilt from the log instead of being misread.
 
+mod support;
+
 use std::path::Path;
 use std::sync::Arc;
 
@@ -72,7 +74,7 @@ fn a_writer_resumes_from_the_checkpoint_with_the_state_of_a_full_fold() {
         CacheUse::Hit { folded } => assert!(*folded < REFRESH, "folded {folded}"),
         other => panic!("the writer's checkpoint was not used: {other:?}"),
     }
-    let session = store.load_session("s").expect("full load");
+    let session = support::whole_session(&store, "s");
     assert_eq!(h.state().surface(), session.surface());
     assert_eq!(h.next_seq(), session.next_seq());
     let counter: Arc<dyn TokenCounter> = Arc::new(HeuristicCounter);
@@ -184,7 +186,7 @@ fn a_checkpoint_of_another_version_or_counter_is_rebuilt_from_the_log() {
         "{:?}",
         view.cache
     );
-    let session = store.load_session("s").expect("load");
+    let session = support::whole_session(&store, "s");
     assert_eq!(view.surface.nodes(), &session.surface()[..]);
     assert_eq!(view.surface.derive_messages(), session.derive_messages());
 }

@@ -2,6 +2,8 @@
 //! from another session, a view equals a fresh fold of the log (and the full `Session` fold),
 //! and a usable cache is actually used.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -76,7 +78,7 @@ fn cache_file(dir: &Path) -> PathBuf {
 /// The view and the reference: a fold without cache and the full validating `Session` fold.
 fn assert_equal_to_fresh_folds(store: &Store, dir: &Path, name: &str) -> CacheUse {
     let view = store.view(name).expect("view");
-    let session = store.load_session(name).expect("load");
+    let session = support::whole_session(store, name);
     assert_eq!(view.surface.nodes(), &session.surface()[..], "surface");
     assert_eq!(
         view.surface.derive_messages_json(),

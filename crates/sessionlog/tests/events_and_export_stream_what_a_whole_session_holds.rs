@@ -2,6 +2,8 @@
 //! exactly what a whole loaded session holds: the same envelopes, and the same DSH file
 //! with runs of chunk deltas packed into rows (including runs cut by the streaming buffer).
 
+mod support;
+
 use sessionlog::session::export_jsonl;
 use sessionlog::workload::{Workload, WorkloadConfig};
 use sessionlog::{Seq, Store, StoreOptions};
@@ -43,7 +45,7 @@ fn store_with_chunky_session(dir: &std::path::Path) -> Store {
 fn streamed_export_is_the_whole_session_export_byte_for_byte() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = store_with_chunky_session(dir.path());
-    let whole = export_jsonl(&store.load_session("g").expect("load"));
+    let whole = export_jsonl(&support::whole_session(&store, "g"));
     let mut streamed = Vec::new();
     store.write_dsh("g", &mut streamed).expect("stream");
     assert!(
@@ -67,7 +69,7 @@ fn streamed_export_is_the_whole_session_export_byte_for_byte() {
 fn streamed_events_are_the_stored_envelopes_from_any_seq() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = store_with_chunky_session(dir.path());
-    let session = store.load_session("g").expect("load");
+    let session = support::whole_session(&store, "g");
     let all = session.events();
     for from in [
         0,

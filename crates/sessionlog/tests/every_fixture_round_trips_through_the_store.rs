@@ -162,7 +162,7 @@ fn every_fixture_round_trips_through_the_store() {
             ));
         }
         // A reopened session (from the log, closers included) still derives the same.
-        let reloaded = store.load_session(&name).expect("reload");
+        let reloaded = store.session_state(&name).expect("reload");
         if reloaded.surface() != surface {
             problems.push(format!("{}: surface after reload differs", rel.display()));
         }

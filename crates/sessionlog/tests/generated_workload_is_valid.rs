@@ -1,6 +1,8 @@
 //! The workload generator makes sessions that pass every validation rule, including
 //! compactions and interrupted turns, and that the store round-trips.
 
+mod support;
+
 use sessionlog::workload::{Workload, WorkloadConfig};
 use sessionlog::{Store, StoreOptions};
 use sessionlog_session::SessionHeader;
@@ -47,7 +49,7 @@ fn generated_sessions_validate_compact_and_repair() {
     let (_h, closers) = store.open_session("g").expect("reopen");
     assert!(!closers.is_empty(), "an open turn is closed on reopen");
     let view = store.view("g").expect("view");
-    let session = store.load_session("g").expect("load");
+    let session = support::whole_session(&store, "g");
     assert_eq!(
         view.surface.derive_messages_json(),
         session.derive_messages_json()

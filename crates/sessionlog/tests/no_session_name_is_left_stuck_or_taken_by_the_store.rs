@@ -60,5 +60,8 @@ fn a_name_bound_without_a_header_is_no_session_and_can_be_created() {
             .expect("the name is not stuck"),
     );
     assert_eq!(store.session_names(), vec!["stuck".to_owned()]);
-    assert_eq!(store.load_session("stuck").expect("load").header(), &header);
+    assert_eq!(
+        store.session_state("stuck").expect("state").header(),
+        &header
+    );
 }
