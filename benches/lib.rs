@@ -543,3 +543,13 @@ pub fn fill_long_session(h: &mut sessionlog::SessionHandle, events: u64) {
         }
     }
 }
+
+/// Session `name` loaded whole, every event held in memory and folded by
+/// `Session::from_events` (the way a writer resumed before the state checkpoint): the
+/// baseline the incremental resume and the maintained figures are measured against.
+pub fn whole_session(store: &sessionlog::Store, name: &str) -> sessionlog::session::Session {
+    use sessionlog::session::{FormatVersion, Seq, Session};
+    let header = store.session_state(name).expect("state").header().clone();
+    let events = store.raw_events(name, Seq(0)).expect("events");
+    Session::from_events(header, FormatVersion::current(), events).expect("whole fold")
+}

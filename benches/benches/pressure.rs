@@ -46,7 +46,7 @@ fn main() {
     });
     // The baseline: fold the token projection from the session, then ask.
     h.commit().expect("commit");
-    let session = store.load_session(h.name()).expect("load");
+    let session = sessionlog_benches::whole_session(&store, h.name());
     let counter: Arc<dyn TokenCounter> = Arc::new(HeuristicCounter);
     let refold = best_of(|| {
         let t = Instant::now();

@@ -126,7 +126,7 @@ fn load_session(dir: &Path) -> Duration {
     best(|| {
         let started = Instant::now();
         let store = open_read_only(dir, false);
-        let session = store.load_session("long").expect("load");
+        let session = sessionlog_benches::whole_session(&store, "long");
         std::hint::black_box(session.next_seq());
         started.elapsed()
     })

@@ -1,6 +1,6 @@
 //! Resuming a 1,000,000-event session for writing: from its state checkpoint (the records
 //! after the checkpoint folded), cold (no checkpoint: every record streamed into the state),
-//! and the whole-`Session` load every writer did before (`Store::load_session`), against a
+//! and the whole-`Session` load every writer did before (every event read and kept), against a
 //! serde_json line parse of the same session's DSH JSONL. Each measurement runs in a child
 //! process so its peak resident memory (VmHWM) is its own. Figures are reported with the
 //! probe and as ratios to baselines measured in the same run; the store is removed at the end.
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use sessionlog::session::SessionHeader;
 use sessionlog::{CacheUse, Store, StoreOptions};
-use sessionlog_benches::{fill_long_session, fresh_dir, human_ns, ns, probe};
+use sessionlog_benches::{fill_long_session, fresh_dir, human_ns, ns, probe, whole_session};
 
 const EVENTS: u64 = 1_000_000;
 const RUNS: usize = 3;
@@ -70,7 +70,7 @@ fn child(mode: &str, dir: &Path) {
         "load_session" => {
             let store = Store::open(dir, options(false)).expect("open");
             started = Instant::now();
-            let session = store.load_session("long").expect("load");
+            let session = whole_session(&store, "long");
             std::hint::black_box(session.next_seq());
             println!("{} {}", ns(started.elapsed()), peak_rss_bytes());
         }
