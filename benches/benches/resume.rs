@@ -67,7 +67,7 @@ fn child(mode: &str, dir: &Path) {
             }
             println!("{} {}", ns(elapsed), peak_rss_bytes());
         }
-        "load_session" => {
+        "whole_session" => {
             let store = Store::open(dir, options(false)).expect("open");
             started = Instant::now();
             let session = whole_session(&store, "long");
@@ -149,7 +149,7 @@ fn main() {
 
     let checkpoint = measure("checkpoint", &dir);
     let cold = measure("cold", &dir);
-    let load = measure("load_session", &dir);
+    let load = measure("whole_session", &dir);
     let serde = measure("serde_json", &dir);
     let _ = std::fs::remove_dir_all(&dir);
 
@@ -176,7 +176,7 @@ fn main() {
             "open_session_as_is, no checkpoint: every record folded",
         ),
         (
-            "load_session",
+            "whole_session",
             load,
             "the whole Session, every event kept (the old resume)",
         ),
@@ -193,7 +193,7 @@ fn main() {
         );
     }
     println!(
-        "  ratios: checkpoint / load_session {:.4}x; cold / serde_json {:.2}x; cold / load_session {:.2}x",
+        "  ratios: checkpoint / whole_session {:.4}x; cold / serde_json {:.2}x; cold / whole_session {:.2}x",
         r(checkpoint.0, load.0),
         r(cold.0, serde.0),
         r(cold.0, load.0)
