@@ -11,22 +11,50 @@ use std::borrow::Cow;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use sessionlog_format::{
-    block_crc, decode_batch_header, encode_block_directory, padded_len, segment_format_version,
-    BlockEntry, CompressedLayout, FooterView, SegmentHeader, FOOTER_TRAILER_LEN,
+    block_crc, encode_block_directory, padded_len, segment_format_version, verify_batch,
+    BlockEntry, CompressedLayout, FooterView, SegmentHeader, BATCH_TRAILER_LEN, FOOTER_TRAILER_LEN,
     FORMAT_VERSION_COMPRESSED, SEGMENT_HEADER_LEN,
 };
 
 use crate::error::{corrupted, io_err, Result};
 use crate::ids::SegmentId;
 
-/// A block is closed once it holds at least this many logical bytes (whole batches). Small
-/// enough that a point read decompresses little, large enough for zstd to find repeats
-/// across records.
-pub(crate) const BLOCK_TARGET_BYTES: usize = 64 << 10;
+/// A block is closed once it holds at least this many logical bytes. Small enough that a
+/// point read decompresses little, large enough for zstd to find repeats across records.
+pub(crate) const BLOCK_TARGET_BYTES: usize = 16 << 10;
+
+/// Where the blocks of `data` (a sealed segment's bytes up to its end of data) end: at the
+/// first start of a batch, a record or a batch trailer at least [`BLOCK_TARGET_BYTES`] past
+/// the block's start, and at the end of data, so no structure spans two blocks and a point
+/// read finds its record whole in one block. spec: segment.md#compressed-segments
+fn block_cuts(data: &[u8], id: SegmentId) -> Result<Vec<usize>> {
+    let mut cuts = Vec::new();
+    let mut block_start = SEGMENT_HEADER_LEN;
+    let mut at = SEGMENT_HEADER_LEN;
+    while at < data.len() {
+        let batch = verify_batch(&data[at..], id.0, at as u64)
+            .map_err(|e| corrupted(id, at as u64, "batch of a segment to compress", Some(e)))?;
+        let end = batch.end_offset() as usize;
+        let starts = std::iter::once(at)
+            .chain(batch.records().map(|r| r.offset as usize))
+            .chain(std::iter::once(end - BATCH_TRAILER_LEN));
+        for point in starts {
+            if point - block_start >= BLOCK_TARGET_BYTES {
+                cuts.push(point);
+                block_start = point;
+            }
+        }
+        at = end;
+    }
+    if block_start < data.len() {
+        cuts.push(data.len());
+    }
+    Ok(cuts)
+}
 
 /// Decompressed blocks a segment keeps, most recent first: a range read walks back from the
 /// anchor after the window it returns, so it alternates between neighbouring blocks.
-const RECENT_BLOCKS: usize = 4;
+const RECENT_BLOCKS: usize = 8;
 
 /// Whether the segment file `bytes` is a compressed one (its header says version 2).
 pub(crate) fn is_compressed(bytes: &[u8]) -> bool {
@@ -47,17 +75,9 @@ pub(crate) fn compress_image(image: &[u8], id: SegmentId, level: i32) -> Result<
         .ok_or_else(|| corrupted(id, footer.data_end, "footer lies past the file", None))?;
     let mut out = header.encode_compressed().to_vec();
     let mut blocks: Vec<BlockEntry> = Vec::new();
-    let mut at = SEGMENT_HEADER_LEN;
-    while at < data_end {
-        let start = at;
-        while at < data_end && at - start < BLOCK_TARGET_BYTES {
-            let h = decode_batch_header(&data[at..], id.0, at as u64)
-                .map_err(|e| corrupted(id, at as u64, "batch of a segment to compress", Some(e)))?;
-            at += h.batch_len as usize;
-        }
-        let logical = data
-            .get(start..at)
-            .ok_or_else(|| corrupted(id, start as u64, "batch runs past the data", None))?;
+    let mut start = SEGMENT_HEADER_LEN;
+    for cut in block_cuts(data, id)? {
+        let logical = &data[start..cut];
         let stored = zstd::bulk::compress(logical, level)
             .map_err(io_err("compressing", format!("segment {id}")))?;
         let stored_offset = out.len() as u64;
@@ -70,6 +90,7 @@ pub(crate) fn compress_image(image: &[u8], id: SegmentId, level: i32) -> Result<
         });
         out.extend_from_slice(&stored);
         out.resize(out.len() - stored.len() + padded_len(stored.len()), 0);
+        start = cut;
     }
     encode_block_directory(&mut out, id.0, &blocks);
     out.extend_from_slice(&image[data_end..]);

@@ -221,3 +221,35 @@ fn a_damaged_block_directory_is_refused_by_open() {
         Ok(_) => panic!("a damaged directory must be refused"),
     }
 }
+
+#[test]
+fn records_larger_than_a_block_and_batches_spanning_blocks_read_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(dir.path(), options().with_compression(Compression::ZSTD)).expect("open");
+    let id = log.create_stream("big").expect("create");
+    let record = |i: usize| -> Vec<u8> {
+        let mut p = format!("record {i} ").into_bytes();
+        p.resize(1_000 + (i * 7_919) % 40_000, b'a' + (i % 26) as u8);
+        p
+    };
+    // Batches of several records, some far larger than a block, over several segments.
+    for chunk in 0..40 {
+        let payloads: Vec<Vec<u8>> = (chunk * 3..chunk * 3 + 3).map(record).collect();
+        let appends: Vec<Append<'_>> = payloads.iter().map(|p| Append::new(id, 1, p)).collect();
+        log.commit(&appends, Durability::Buffered).expect("commit");
+    }
+    log.flush().expect("flush");
+    let report = log.reclaim().expect("compress");
+    assert!(report.segments_compressed.len() >= 2, "{report:?}");
+    for i in 0..120 {
+        let r = log.read(id, Seq(i as u64)).expect("point read");
+        assert_eq!(&r.payload[..], &record(i)[..], "record {i}");
+    }
+    let all: Vec<Vec<u8>> = log
+        .iter(id, Seq(0), Seq(u64::MAX))
+        .map(|r| r.expect("record").payload.to_vec())
+        .collect();
+    assert_eq!(all, (0..120).map(record).collect::<Vec<_>>());
+    log.close().expect("close");
+    verify_intact(dir.path());
+}
