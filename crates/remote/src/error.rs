@@ -115,6 +115,40 @@ pub enum Error {
     /// The store kept rolling segments while it was being shipped.
     #[error("the store kept changing while it was being shipped (segments rolled or were reclaimed meanwhile); retry")]
     StoreChanging,
+    /// The lease service failed or could not be reached.
+    #[error("the lease service could not {op}: {message}; check the etcd endpoints")]
+    LeaseService {
+        /// The request.
+        op: String,
+        /// What went wrong, per endpoint tried last.
+        message: String,
+    },
+    /// Another node holds the shard's lease.
+    #[error(
+        "shard `{shard}` is owned by another node; wait for its lease to expire, then try again"
+    )]
+    Owned {
+        /// The shard.
+        shard: String,
+    },
+    /// This writer's lease expired or was not renewed: it must not write any more.
+    #[error("the lease on shard `{shard}` (fencing token {token}) is lost; stop writing: another node may own the shard now")]
+    LeaseLost {
+        /// The shard.
+        shard: String,
+        /// The lost lease's token.
+        token: u64,
+    },
+    /// The store already holds a record of a later owner.
+    #[error("the store of shard `{shard}` records fencing token {recorded}, not older than this owner's {token}; this owner is stale and must not write")]
+    StaleOwner {
+        /// The shard.
+        shard: String,
+        /// This owner's token.
+        token: u64,
+        /// The newest token the store records.
+        recorded: u64,
+    },
     /// The log failed.
     #[error(transparent)]
     Log(#[from] sessionlog_log::Error),
@@ -140,7 +174,9 @@ impl Error {
             | Error::TargetNotEmpty { .. }
             | Error::NotDurable { .. }
             | Error::ReadOnlySource => ErrorClass::Refused,
-            Error::StoreChanging => ErrorClass::Busy,
+            Error::StoreChanging | Error::Owned { .. } => ErrorClass::Busy,
+            Error::LeaseService { .. } => ErrorClass::Environment,
+            Error::LeaseLost { .. } | Error::StaleOwner { .. } => ErrorClass::Refused,
             Error::Log(e) => e.class(),
             Error::Store(e) => e.class(),
         }

@@ -14,6 +14,7 @@
 mod error;
 mod manifest;
 mod object;
+mod owner;
 mod restore;
 mod s3;
 mod ship;
@@ -25,6 +26,7 @@ pub use manifest::{
     Manifest, ObjectRef, ShippedCheckpoint, ShippedSegment, ShippedStream, MANIFEST_FORMAT,
 };
 pub use object::{DirObjectStore, ObjectStore};
+pub use owner::{recorded_token, EtcdLeases, LeaseGrant, LeaseService, Owner, OWNER_STREAM};
 pub use restore::{restore, RestoreOptions, RestoreReport};
 pub use s3::{S3Config, S3ObjectStore};
 pub use ship::{ShipReport, ShipSource, Shipper, MAX_TAIL_PARTS};

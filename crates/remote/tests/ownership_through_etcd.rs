@@ -1,0 +1,195 @@
+//! Ownership through a real etcd cluster (three members on loopback in CI, started by
+//! `.ci/with-etcd.sh`): one owner per shard at a time, each new owner with a larger fencing
+//! token; a writer whose lease lapsed stops before its next commit; after node loss a new
+//! owner takes the lease, restores from object storage, finds every shipped commit, and the
+//! old owner, revived with its old lease, is refused.
+//!
+//! The cluster is found through SESSIONLOG_ETCD_ENDPOINTS. Without it these tests say they
+//! were skipped; under CI=true they fail instead.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{assert_verifies, small_store_options, write_turns};
+use sessionlog::Store;
+use sessionlog_remote::{
+    recorded_token, restore, DirObjectStore, Error, EtcdLeases, Owner, RestoreOptions, Shipper,
+};
+
+const TTL: Duration = Duration::from_secs(2);
+
+fn cluster(test: &str) -> Option<EtcdLeases> {
+    let Ok(endpoints) = std::env::var("SESSIONLOG_ETCD_ENDPOINTS") else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI must run {test} against a real etcd cluster: run the tests through .ci/with-etcd.sh"
+        );
+        println!("skipped {test}: no etcd (SESSIONLOG_ETCD_ENDPOINTS is not set; run the tests through .ci/with-etcd.sh)");
+        return None;
+    };
+    let endpoints: Vec<String> = endpoints.split(',').map(str::to_owned).collect();
+    Some(EtcdLeases::new(&endpoints).expect("etcd endpoints"))
+}
+
+/// A shard name no other test (or earlier run) uses.
+fn shard(test: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{test}-{}-{nanos}", std::process::id())
+}
+
+/// Acquires `shard` for `node`, waiting (up to 15 s) for an earlier owner's lease to expire.
+fn acquire_when_free(leases: &EtcdLeases, shard: &str, node: &str) -> Owner {
+    let started = Instant::now();
+    loop {
+        match Owner::acquire(leases, shard, node, TTL) {
+            Ok(owner) => return owner,
+            Err(Error::Owned { .. }) if started.elapsed() < Duration::from_secs(15) => {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Err(e) => panic!("acquire {shard}: {e}"),
+        }
+    }
+}
+
+#[test]
+fn one_owner_at_a_time_each_with_a_larger_token() {
+    let test = "one_owner_at_a_time_each_with_a_larger_token";
+    let Some(leases) = cluster(test) else { return };
+    let shard = shard(test);
+    let a = Owner::acquire(&leases, &shard, "node-a", TTL).expect("a acquires");
+    let err = Owner::acquire(&leases, &shard, "node-b", TTL).unwrap_err();
+    assert!(matches!(err, Error::Owned { .. }), "{err}");
+    a.renew(&leases).expect("a renews");
+    a.check().expect("a is still the owner");
+    let token_a = a.token();
+    a.release(&leases).expect("a releases");
+    let b = Owner::acquire(&leases, &shard, "node-b", TTL).expect("b acquires once a released");
+    assert!(b.token() > token_a, "{} > {token_a}", b.token());
+    b.release(&leases).expect("release");
+}
+
+#[test]
+fn a_writer_whose_lease_lapsed_stops_before_its_next_commit() {
+    let test = "a_writer_whose_lease_lapsed_stops_before_its_next_commit";
+    let Some(leases) = cluster(test) else { return };
+    let shard = shard(test);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(tmp.path().join("store"), small_store_options()).expect("open");
+    let owner = Owner::acquire(&leases, &shard, "node-a", TTL).expect("acquire");
+    owner.record_in(&store).expect("record the token");
+    assert_eq!(recorded_token(&store).expect("read"), Some(owner.token()));
+    owner
+        .commit(|| -> sessionlog::Result<()> {
+            write_turns(&store, "s", 1);
+            Ok(())
+        })
+        .expect("commit while the lease is valid");
+
+    // No renewal: the lease lapses, by the writer's own clock first.
+    std::thread::sleep(TTL);
+    let mut ran = false;
+    let err = owner
+        .commit(|| -> sessionlog::Result<()> {
+            ran = true;
+            Ok(())
+        })
+        .unwrap_err();
+    assert!(matches!(err, Error::LeaseLost { .. }), "{err}");
+    assert!(
+        !ran,
+        "the commit must not run once the lease may have lapsed"
+    );
+    // Renewing cannot bring it back: etcd expires it too, and another node takes the shard.
+    let other = acquire_when_free(&leases, &shard, "node-b");
+    assert!(other.token() > owner.token());
+    assert!(owner.renew(&leases).is_err());
+    assert!(owner.check().is_err());
+    other.release(&leases).expect("release");
+    store.close().expect("close");
+}
+
+#[test]
+fn after_node_loss_the_new_owner_restores_every_shipped_commit_and_the_old_one_is_refused() {
+    let test = "after_node_loss_the_new_owner_restores_every_shipped_commit";
+    let Some(leases) = cluster(test) else { return };
+    let shard = shard(test);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let objects = Arc::new(DirObjectStore::new(tmp.path().join("bucket")).expect("bucket"));
+
+    // Node A owns the shard, commits at the shipped level, then is lost with its disk.
+    let node_a = tmp.path().join("node-a");
+    let store_a = Store::open(&node_a, small_store_options()).expect("open a");
+    let owner_a = Owner::acquire(&leases, &shard, "node-a", TTL).expect("a acquires");
+    owner_a.record_in(&store_a).expect("record a");
+    let shipper_a = Shipper::new(objects.clone(), owner_a.token());
+    for _ in 0..5 {
+        owner_a.renew(&leases).expect("a renews");
+        owner_a
+            .commit(|| -> sessionlog::Result<()> {
+                write_turns(&store_a, "s", 2);
+                Ok(())
+            })
+            .expect("a commits");
+        let reader = store_a.log_reader();
+        shipper_a
+            .ship_through(&reader, reader.durable_lsn())
+            .expect("a ships");
+    }
+    let acknowledged = store_a.export_dsh("s").expect("export");
+    drop(store_a);
+    std::fs::remove_dir_all(&node_a).expect("lose node a");
+
+    // An owner whose token is older than the next one of this shard (granted before it, for
+    // another shard): the log refuses it once a newer token is recorded there.
+    let older = Owner::acquire(
+        &leases,
+        &format!("{shard}-other"),
+        "node-c",
+        Duration::from_secs(30),
+    )
+    .expect("older token");
+
+    // Node B takes the lease once A's expired, restores, and records its larger token.
+    let owner_b = acquire_when_free(&leases, &shard, "node-b");
+    assert!(owner_b.token() > owner_a.token());
+    let node_b = tmp.path().join("node-b");
+    restore(&*objects, &node_b, &RestoreOptions::default()).expect("b restores");
+    assert_verifies(&node_b);
+    let store_b = Store::open(&node_b, small_store_options()).expect("open b");
+    assert_eq!(store_b.export_dsh("s").expect("export"), acknowledged);
+    owner_b.record_in(&store_b).expect("record b");
+    let shipper_b = Shipper::new(objects.clone(), owner_b.token());
+    owner_b
+        .commit(|| -> sessionlog::Result<()> {
+            write_turns(&store_b, "s", 1);
+            Ok(())
+        })
+        .expect("b commits");
+    shipper_b.ship(&store_b.log_reader()).expect("b ships");
+
+    // A, revived with its old lease: refused by the lease, by the log and by the bucket.
+    assert!(matches!(
+        owner_a.renew(&leases),
+        Err(Error::LeaseLost { .. })
+    ));
+    assert!(matches!(owner_a.check(), Err(Error::LeaseLost { .. })));
+    let err = Owner::acquire(&leases, &shard, "node-a", TTL).unwrap_err();
+    assert!(matches!(err, Error::Owned { .. }), "{err}");
+    store_b.close().expect("close b");
+    let store_b = Store::open(&node_b, small_store_options()).expect("reopen b");
+    let err = owner_a.record_in(&store_b).unwrap_err();
+    assert!(matches!(err, Error::LeaseLost { .. }), "{err}");
+    let err = older.record_in(&store_b).unwrap_err();
+    assert!(matches!(err, Error::StaleOwner { .. }), "{err}");
+    assert_eq!(
+        recorded_token(&store_b).expect("read"),
+        Some(owner_b.token())
+    );
+    store_b.close().expect("close");
+    owner_b.release(&leases).expect("release");
+    older.release(&leases).expect("release");
+}
