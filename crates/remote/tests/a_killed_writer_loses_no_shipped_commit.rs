@@ -27,6 +27,8 @@ fn writer(store_dir: &Path, bucket: &Path) -> ! {
     let store = Store::open(store_dir, small_store_options()).expect("child: open");
     let shipper = Shipper::new(Arc::new(DirObjectStore::new(bucket).expect("bucket")), 0);
     let mut out = std::io::stdout().lock();
+    // The test harness has printed `test NAME ... ` without a line end: start a fresh line.
+    writeln!(out).expect("stdout");
     for i in 0.. {
         let name = format!("s{}", i % SESSIONS);
         write_turns(&store, &name, 1);
@@ -74,10 +76,11 @@ fn a_killed_writer_loses_no_shipped_commit() {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn writer");
-        let lines = BufReader::new(child.stdout.take().expect("stdout"));
+        // Kept open until the writer is killed: a closed pipe would end it by itself.
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
         let kill_after = rng.gen_range(2..12);
         let mut seen = 0;
-        for line in lines.lines() {
+        for line in lines.by_ref() {
             let line = line.expect("read child");
             let Some(rest) = line.strip_prefix("acked ") else {
                 continue;
@@ -94,6 +97,7 @@ fn a_killed_writer_loses_no_shipped_commit() {
         child.kill().expect("kill writer");
         child.wait().expect("reap writer");
         assert_eq!(seen, kill_after, "the writer died early (seed {seed})");
+        drop(lines);
         std::fs::remove_dir_all(&node).expect("lose the node's disk");
     }
     let last = tmp.path().join("final");
