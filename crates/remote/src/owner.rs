@@ -74,6 +74,22 @@ impl Owner {
         })
     }
 
+    /// Takes up a lease this process was granted before it restarted. Call [`Owner::renew`]
+    /// first: until it succeeds the lease counts as lapsed, and it succeeds only if the lease
+    /// service still holds the lease (an owner replaced meanwhile stays refused).
+    pub fn resume(shard: &str, grant: LeaseGrant) -> Owner {
+        Owner {
+            shard: shard.to_owned(),
+            valid_until: Mutex::new(Some(Instant::now())),
+            grant,
+        }
+    }
+
+    /// The lease (to keep it across a restart, see [`Owner::resume`]).
+    pub fn grant(&self) -> &LeaseGrant {
+        &self.grant
+    }
+
     /// The fencing token.
     pub fn token(&self) -> u64 {
         self.grant.token
