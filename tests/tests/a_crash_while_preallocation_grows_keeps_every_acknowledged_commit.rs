@@ -4,7 +4,8 @@
 //! Every cut point of a workload that crosses every step of a small segment and rolls into
 //! the next is tried, each with several crash outcomes; recovery must find the end of the
 //! data whatever survived and hold every acknowledged durable commit, checked against the
-//! reference model.
+//! reference model. The same schedules run again with zeros written ahead of the data in
+//! small steps (`zero_ahead_bytes`), so cuts land before, inside and after those writes too.
 
 use std::path::{Path, PathBuf};
 
@@ -92,7 +93,7 @@ fn unsynced_growths(sim: &SimStorage) -> usize {
 
 /// One run: the workload with the power cut after `cut` storage operations, a crash, then
 /// recovery checked against the model. Returns whether the crash caught a growth unsynced.
-fn run(cut: u64, crash_seed: u64, sector_size: u64) -> bool {
+fn run(cut: u64, crash_seed: u64, sector_size: u64, options: &LogOptions) -> bool {
     let dir = Path::new("/store");
     let sim = SimStorage::with_config(
         cut ^ crash_seed.rotate_left(32),
@@ -102,7 +103,7 @@ fn run(cut: u64, crash_seed: u64, sector_size: u64) -> bool {
         },
     );
     let mut model = ReferenceModel::new();
-    let log = Log::open_with(sim.as_storage(), dir, options()).expect("open");
+    let log = Log::open_with(sim.as_storage(), dir, options.clone()).expect("open");
     let stream = log.create_stream("s").expect("create");
     log.flush().expect("flush");
     model.stream_created("s", stream.0, true);
@@ -111,7 +112,7 @@ fn run(cut: u64, crash_seed: u64, sector_size: u64) -> bool {
     let caught_growth = unsynced_growths(&sim) > 0;
     sim.crash(crash_seed);
     drop(log);
-    let log = Log::open_with(sim.as_storage(), dir, options())
+    let log = Log::open_with(sim.as_storage(), dir, options.clone())
         .unwrap_or_else(|e| panic!("cut {cut} crash {crash_seed:#x}: recovery failed: {e}"));
     let snap = snapshot(&log).expect("read the recovered log");
     model
@@ -120,7 +121,7 @@ fn run(cut: u64, crash_seed: u64, sector_size: u64) -> bool {
     // The recovered log keeps working across the remaining steps.
     workload(&log, stream, &mut model);
     log.close().expect("close");
-    let log = Log::open_with(sim.as_storage(), dir, options()).expect("reopen");
+    let log = Log::open_with(sim.as_storage(), dir, options.clone()).expect("reopen");
     let snap = snapshot(&log).expect("read the reopened log");
     model
         .check_recovered(&snap, Restart::Process)
@@ -128,13 +129,22 @@ fn run(cut: u64, crash_seed: u64, sector_size: u64) -> bool {
     caught_growth
 }
 
-#[test]
-fn a_power_cut_at_any_point_of_a_growing_preallocation_loses_no_acknowledged_commit() {
-    // How many storage operations the workload takes without a cut.
+/// What the workload does to storage when nothing fails.
+struct DryRun {
+    /// Storage operations that count against a power cut.
+    ops: u64,
+    /// Preallocation steps (resizes).
+    growth_steps: u64,
+    /// Write calls.
+    writes: u64,
+}
+
+/// Runs the workload once without a cut and counts what it does to storage.
+fn dry_run(options: &LogOptions) -> DryRun {
     let sim = SimStorage::new(1);
-    let log = Log::open_with(sim.as_storage(), Path::new("/store"), options()).expect("open");
+    let log = Log::open_with(sim.as_storage(), Path::new("/store"), options.clone()).expect("open");
     let stream = log.create_stream("s").expect("create");
-    let resizes_before = sim.stats().resizes;
+    let before = sim.stats();
     let ops_before = op_count(&sim);
     workload(&log, stream, &mut {
         let mut m = ReferenceModel::new();
@@ -142,22 +152,41 @@ fn a_power_cut_at_any_point_of_a_growing_preallocation_loses_no_acknowledged_com
         m
     });
     let ops = op_count(&sim) - ops_before;
-    let growth_steps = sim.stats().resizes - resizes_before;
+    let after = sim.stats();
     assert!(
         log.stats().segments >= 2,
         "the workload must roll into a second segment"
     );
     log.close().expect("close");
-    // 16 → 32 → 64 → 128 KiB in the first segment, then the whole second one at its creation.
-    assert!(growth_steps >= 4, "only {growth_steps} preallocation steps");
+    DryRun {
+        ops,
+        growth_steps: after.resizes - before.resizes,
+        writes: after.writes - before.writes,
+    }
+}
 
+/// Every cut point of the workload, each with a few crash outcomes and both sector sizes;
+/// returns how many crashes caught a growth unsynced.
+fn every_cut(ops: u64, options: &LogOptions) -> usize {
     let mut caught = 0;
     for cut in 0..ops + 2 {
         for seed in 0..CRASH_SEEDS_PER_CUT {
             let sector = if (cut + seed) % 2 == 0 { 512 } else { 4096 };
-            caught += usize::from(run(cut, 0xC0FFEE ^ (seed << 20), sector));
+            caught += usize::from(run(cut, 0xC0FFEE ^ (seed << 20), sector, options));
         }
     }
+    caught
+}
+
+#[test]
+fn a_power_cut_at_any_point_of_a_growing_preallocation_loses_no_acknowledged_commit() {
+    let DryRun {
+        ops, growth_steps, ..
+    } = dry_run(&options());
+    // 16 → 32 → 64 → 128 KiB in the first segment, then the whole second one at its creation.
+    assert!(growth_steps >= 4, "only {growth_steps} preallocation steps");
+
+    let caught = every_cut(ops, &options());
     println!(
         "{ops} operations, {growth_steps} preallocation steps; {caught} of {} crashes caught a \
          step unsynced",
@@ -167,6 +196,20 @@ fn a_power_cut_at_any_point_of_a_growing_preallocation_loses_no_acknowledged_com
         caught >= growth_steps as usize,
         "only {caught} crashes caught a preallocation step unsynced"
     );
+}
+
+#[test]
+fn a_power_cut_at_any_point_while_zeros_are_written_ahead_loses_no_acknowledged_commit() {
+    // A small step, so the workload writes zeros ahead many times in each segment.
+    let zero_ahead = options().with_zero_ahead_bytes(4 << 10);
+    let with = dry_run(&zero_ahead);
+    let without = dry_run(&options().with_zero_ahead_bytes(0));
+    let zero_writes = with.writes.saturating_sub(without.writes);
+    assert!(
+        zero_writes >= 16,
+        "only {zero_writes} writes of zeros ahead: the schedules would barely reach them"
+    );
+    every_cut(with.ops, &zero_ahead);
 }
 
 /// Storage operations that count against a power-cut fault, as far as the stats see them.

@@ -260,6 +260,7 @@ pub(crate) fn open(
                         catalog: Vec::new(),
                         catalog_index: None,
                         allocated: bytes.len() as u64,
+                        zeroed: 0,
                     },
                     scan.outcome,
                 ));
@@ -339,6 +340,7 @@ pub(crate) fn open(
                 catalog: Vec::new(),
                 catalog_index: None,
                 allocated: 0,
+                zeroed: 0,
             };
             report.no_active_segment = true;
             (seg, SEGMENT_HEADER_LEN as u64)

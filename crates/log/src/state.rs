@@ -271,6 +271,11 @@ pub(crate) struct ActiveSegment {
     /// Bytes of the file reserved so far (its length once preallocated); appends past it
     /// grow the reservation first. spec: segment.md#zero-fill-and-preallocation
     pub allocated: u64,
+    /// How far the writer has written zeros ahead of the data (or data itself): bytes of the
+    /// reservation before this offset are written blocks, so a sync after appending into them
+    /// has no unwritten extent to convert. 0 when unknown (after an open); never past
+    /// `allocated`. spec: segment.md#zero-fill-and-preallocation
+    pub zeroed: u64,
 }
 
 /// Everything behind the log's mutex.

@@ -372,6 +372,19 @@ impl Inner {
             // poisons the log, so no later cycle relies on it.
             st.active.allocated = len;
         }
+        let zeros = if data.is_empty() {
+            None
+        } else {
+            zero_ahead(
+                st.active.zeroed,
+                st.active.allocated,
+                end.offset(),
+                &self.options,
+            )
+        };
+        if let Some((_, to)) = zeros {
+            st.active.zeroed = to;
+        }
         let written = MutexGuard::unlocked(st, || {
             if data.is_empty() {
                 return Ok(());
@@ -381,7 +394,14 @@ impl Inner {
                     .map_err(|e| format!("preallocating segment {seg} to {len} bytes: {e}"))?;
             }
             file.write_all_at(&data, at)
-                .map_err(|e| format!("writing segment {seg} at offset {at}: {e}"))
+                .map_err(|e| format!("writing segment {seg} at offset {at}: {e}"))?;
+            // After the data, so the zeros only ever cover bytes past it; the same sync makes
+            // both durable. spec: recovery.md#ordering
+            match zeros {
+                Some((from, to)) => write_zeros(&*file, from, to)
+                    .map_err(|e| format!("writing zeros into segment {seg} at offset {from}: {e}")),
+                None => Ok(()),
+            }
         });
         st.writing = false;
         st.counters.writes += u64::from(!data.is_empty());
@@ -708,6 +728,7 @@ pub(crate) fn create_segment(
         catalog: Vec::new(),
         catalog_index: None,
         allocated,
+        zeroed: 0,
     })
 }
 
@@ -742,8 +763,87 @@ pub(crate) fn next_allocation(
     Some(len.min(cap))
 }
 
+/// The range of the reservation (`allocated` bytes, zeros written up to `zeroed`) to fill
+/// with zeros after a write that ends the data at `end`, or `None` when at least half a step
+/// of written zeros is still ahead of the data (or zero-ahead is off, or the reservation ends
+/// first). spec: segment.md#zero-fill-and-preallocation
+fn zero_ahead(
+    zeroed: u64,
+    allocated: u64,
+    end: u64,
+    options: &crate::options::LogOptions,
+) -> Option<(u64, u64)> {
+    let step = options.zero_ahead_bytes;
+    if !options.preallocate || step == 0 || zeroed >= end.saturating_add(step / 2) {
+        return None;
+    }
+    let from = zeroed.max(end);
+    let to = allocated.min(from.saturating_add(step));
+    (to > from).then_some((from, to))
+}
+
+/// Zeros written ahead of the data come from here, a chunk at a time.
+static ZEROS: [u8; 256 << 10] = [0; 256 << 10];
+
+/// Writes zeros over `from..to` of `file`.
+fn write_zeros(file: &dyn StorageFile, from: u64, to: u64) -> std::io::Result<()> {
+    let mut at = from;
+    while at < to {
+        let n = (to - at).min(ZEROS.len() as u64);
+        file.write_all_at(&ZEROS[..n as usize], at)?;
+        at += n;
+    }
+    Ok(())
+}
+
 pub(crate) fn now_unix_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::zero_ahead;
+    use crate::options::LogOptions;
+
+    const STEP: u64 = 64 << 10;
+
+    fn options() -> LogOptions {
+        LogOptions::default().with_zero_ahead_bytes(STEP)
+    }
+
+    #[test]
+    fn zeros_start_past_the_data_and_stay_inside_the_reservation() {
+        let options = options();
+        for allocated in [16 << 10, 100_000, 1 << 20] {
+            for zeroed in [0, 4096, 50_000, 200_000] {
+                for end in [64, 4097, 49_999, 99_000, 150_000] {
+                    if let Some((from, to)) = zero_ahead(zeroed, allocated, end, &options) {
+                        assert!(from >= end && from >= zeroed, "{zeroed} {allocated} {end}");
+                        assert!(to <= allocated && to - from <= STEP && to > from);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn zeros_are_written_again_only_when_less_than_half_a_step_is_left() {
+        let options = options();
+        let (_, to) = zero_ahead(0, 1 << 20, 100, &options).expect("nothing written ahead yet");
+        assert_eq!(to, 100 + STEP);
+        assert_eq!(zero_ahead(to, 1 << 20, 100 + STEP / 2, &options), None);
+        let (from, _) = zero_ahead(to, 1 << 20, 101 + STEP / 2, &options).expect("refill");
+        assert_eq!(from, to);
+    }
+
+    #[test]
+    fn nothing_is_written_ahead_when_it_is_off_or_nothing_is_reserved() {
+        let off = options().with_zero_ahead_bytes(0);
+        assert_eq!(zero_ahead(0, 1 << 20, 100, &off), None);
+        let unreserved = options().with_preallocate(false);
+        assert_eq!(zero_ahead(0, 1 << 20, 100, &unreserved), None);
+        assert_eq!(zero_ahead(0, 4096, 4096, &options()), None);
+    }
 }
