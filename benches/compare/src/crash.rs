@@ -112,9 +112,9 @@ pub fn run(kind: Kind, dir: &Path, per_session: usize) -> io::Result<CrashResult
 fn reopen(kind: Kind, dir: &Path) -> io::Result<(u64, Duration)> {
     let t = Instant::now();
     Ok(match kind {
-        Kind::SessionlogStore => {
+        Kind::SessionlogStore | Kind::SessionlogFallocated => {
             return Err(io_err(
-                "the Store row is not crash-tested on its own: its log is the sessionlog row's",
+                "this row is not crash-tested on its own: its log is the sessionlog row's",
             ))
         }
         Kind::Sessionlog => {

@@ -206,7 +206,10 @@ impl Report {
              thread, each event a `user/message` (1 KiB envelope) appended through \
              `SessionHandle::append` (validated, folded into the session state and the token \
              projection) and made durable by `SessionHandle::commit`; the `sessionlog` row \
-             commits the same bytes to the log directly."
+             commits the same bytes to the log directly. The `sessionlog, zero-ahead off` row \
+             is the same log with `zero_ahead_bytes = 0`, so its appends land in fallocated \
+             (unwritten) extents, as every append did before zero-ahead: the baseline of that \
+             change, measured in the same run."
         );
         let _ = writeln!(
             s,
@@ -363,6 +366,7 @@ impl Report {
         // One colour per store, in `Kind::ALL` order.
         let colors = [
             RGBColor(0xd6, 0x27, 0x28),
+            RGBColor(0xf0, 0x9a, 0x9a),
             RGBColor(0x8c, 0x56, 0x4b),
             RGBColor(0x1f, 0x77, 0xb4),
             RGBColor(0x9e, 0xc7, 0xe8),
@@ -551,10 +555,10 @@ impl Report {
                             ("sessionlog view, cache warm", colors[0])
                         }
                         ("sessionlog", _) => ("sessionlog full fold", colors[0]),
-                        ("JSONL", w) if w.contains("import") => ("JSONL parse + fold", colors[4]),
-                        ("JSONL", _) => ("JSONL parse lines", colors[4]),
-                        (_, w) if w.contains("parse") => ("SQLite SELECT + parse", colors[2]),
-                        _ => ("SQLite SELECT", colors[2]),
+                        ("JSONL", w) if w.contains("import") => ("JSONL parse + fold", colors[5]),
+                        ("JSONL", _) => ("JSONL parse lines", colors[5]),
+                        (_, w) if w.contains("parse") => ("SQLite SELECT + parse", colors[3]),
+                        _ => ("SQLite SELECT", colors[3]),
                     };
                     (label.to_owned(), row.time.as_secs_f64(), color)
                 })

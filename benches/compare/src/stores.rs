@@ -21,6 +21,9 @@ use crate::feed::{Feed, FeedKind};
 pub enum Kind {
     /// sessionlog's log: one stream per session, `Durability::Sync` commits.
     Sessionlog,
+    /// The same log with `zero_ahead_bytes = 0`: appends land in fallocated (unwritten)
+    /// extents, as before zero-ahead; the baseline of that change in the same run.
+    SessionlogFallocated,
     /// sessionlog's `Store`: one session per writer, validated events through
     /// `SessionHandle::append`, made durable by `SessionHandle::commit`.
     SessionlogStore,
@@ -38,8 +41,9 @@ pub enum Kind {
 
 impl Kind {
     /// Every store, sessionlog first.
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::Sessionlog,
+        Kind::SessionlogFallocated,
         Kind::SessionlogStore,
         Kind::SqliteFull,
         Kind::SqliteNormal,
@@ -52,6 +56,7 @@ impl Kind {
     pub fn name(self) -> &'static str {
         match self {
             Kind::Sessionlog => "sessionlog",
+            Kind::SessionlogFallocated => "sessionlog, zero-ahead off",
             Kind::SessionlogStore => "sessionlog Store",
             Kind::SqliteFull => "SQLite WAL FULL",
             Kind::SqliteNormal => "SQLite WAL NORMAL",
@@ -65,6 +70,7 @@ impl Kind {
     pub fn arg(self) -> &'static str {
         match self {
             Kind::Sessionlog => "sessionlog",
+            Kind::SessionlogFallocated => "sessionlog-fallocated",
             Kind::SessionlogStore => "sessionlog-store",
             Kind::SqliteFull => "sqlite-full",
             Kind::SqliteNormal => "sqlite-normal",
@@ -74,10 +80,10 @@ impl Kind {
         }
     }
 
-    /// Whether it runs the crash-and-reopen test (the `Store` row is the same log as the
-    /// `sessionlog` row underneath; its reopen is measured there).
+    /// Whether it runs the crash-and-reopen test (the `Store` row and the zero-ahead baseline
+    /// are the same log as the `sessionlog` row underneath; its reopen is measured there).
     pub fn crash_tested(self) -> bool {
-        self != Kind::SessionlogStore
+        !matches!(self, Kind::SessionlogStore | Kind::SessionlogFallocated)
     }
 
     /// The kind named `arg`.
@@ -253,8 +259,12 @@ impl Store {
                 }
                 Store::SessionlogSessions(Mutex::new(handles))
             }
-            Kind::Sessionlog => {
-                let log = Log::open(dir, log_options()).map_err(io_err)?;
+            Kind::Sessionlog | Kind::SessionlogFallocated => {
+                let options = match kind {
+                    Kind::SessionlogFallocated => log_options().with_zero_ahead_bytes(0),
+                    _ => log_options(),
+                };
+                let log = Log::open(dir, options).map_err(io_err)?;
                 let streams = (0..sessions)
                     .map(|i| log.create_stream(&session_name(i)).map_err(io_err))
                     .collect::<io::Result<Vec<_>>>()?;
