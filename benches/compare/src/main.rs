@@ -26,8 +26,8 @@ const USAGE: &str =
   --dir     where the stores are built; must be a real disk, not tmpfs
             (default: <cargo target dir>/sessionlog-compare/stores)
   --only    run only these workloads (for development; the report shows what ran)
-  --stores  only these stores: sessionlog,sessionlog-store,sqlite-full,sqlite-normal,jsonl,
-            raft-engine,okaywal
+  --stores  only these stores: sessionlog,sessionlog-fallocated,sessionlog-store,sqlite-full,
+            sqlite-normal,jsonl,raft-engine,okaywal
   --sessions  only these concurrency levels for the appends, e.g. 1,64";
 
 #[derive(Debug)]
