@@ -132,12 +132,13 @@ impl Feed {
                 pending,
                 next_seq,
             } => {
+                if pending.is_empty() && *next_seq == 0 {
+                    pending.extend(workload.session_start(TIME));
+                }
+                // The generator opens a session with nothing of its own now (the request
+                // envelope comes inside the first turn), so an empty start falls through to it.
                 if pending.is_empty() {
-                    pending.extend(if *next_seq == 0 {
-                        workload.session_start(TIME)
-                    } else {
-                        workload.turn(*next_seq, TIME, None)
-                    });
+                    pending.extend(workload.turn(*next_seq, TIME, None));
                 }
                 *next_seq += 1;
                 pending
