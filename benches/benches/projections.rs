@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use sessionlog::projection::{Stats, ToolAudit, Transcript};
+use sessionlog::projection::{Stats, ToolAudit, Totals, Transcript};
 use sessionlog::session::{EventInput, SessionHeader};
 use sessionlog::{Access, CacheUse, LogOptions, Projection, Store, StoreOptions};
 use sessionlog_benches::{fill_long_session, fresh_dir, human_ns, ns, probe};
@@ -34,6 +34,7 @@ fn options() -> StoreOptions {
         .with_projection(Stats)
         .with_projection(ToolAudit)
         .with_projection(Transcript)
+        .with_store_projection(Totals)
 }
 
 fn open_read_only(dir: &Path, cache: bool) -> Store {
@@ -68,6 +69,9 @@ fn build(dir: &Path) -> u64 {
     let _ = store
         .projection::<Transcript>(Transcript::NAME, "long")
         .expect("transcript");
+    let _ = store
+        .store_projection::<Totals>(Totals::NAME)
+        .expect("totals");
     store.close().expect("close");
     events
 }
@@ -89,6 +93,35 @@ fn hand_back<P: Projection>(dir: &Path, name: &str, cache: bool) -> Duration {
             (other, _) => panic!("{name}: built as {other:?}"),
         }
         std::hint::black_box(&p.state);
+        elapsed
+    })
+}
+
+/// The store-wide `totals` from a store opened read-only (the open not timed).
+fn totals(dir: &Path, cache: bool) -> Duration {
+    best(|| {
+        let store = open_read_only(dir, cache);
+        let started = Instant::now();
+        let p = store
+            .store_projection::<Totals>(Totals::NAME)
+            .expect("totals");
+        let elapsed = started.elapsed();
+        match (&p.cache, cache) {
+            (CacheUse::Hit { folded: 0 }, true) | (CacheUse::Disabled, false) => {}
+            (other, _) => panic!("totals: built as {other:?}"),
+        }
+        std::hint::black_box(&p.total);
+        elapsed
+    })
+}
+
+/// A read-only open of the store, which every CLI read begins with.
+fn open_only(dir: &Path) -> Duration {
+    best(|| {
+        let started = Instant::now();
+        let store = open_read_only(dir, true);
+        let elapsed = started.elapsed();
+        std::hint::black_box(store.log_reader().recovery_report().active_records);
         elapsed
     })
 }
@@ -234,6 +267,8 @@ fn main() {
             hand_back::<Transcript>(&dir, Transcript::NAME, false),
         ),
     ];
+    let totals_times = (totals(&dir, true), totals(&dir, false));
+    let open_time = open_only(&dir);
     let show_time = show(&dir);
     let stats_time = stats(&dir);
     let load_time = load_session(&dir);
@@ -271,7 +306,16 @@ fn main() {
             r(checkpoint, cold)
         );
     }
-    println!("the CLI's reads (best of {RUNS}, read-only open included):");
+    println!(
+        "  totals      from its checkpoint {:>10}; folded from the whole log {:>10}; ratio {:.4}x (store-wide, over the one session)",
+        human_ns(ns(totals_times.0)),
+        human_ns(ns(totals_times.1)),
+        r(totals_times.0, totals_times.1)
+    );
+    println!(
+        "the CLI's reads (best of {RUNS}, read-only open included; the open alone {}):",
+        human_ns(ns(open_time))
+    );
     println!(
         "  show (transcript written to a sink) {:>10}; stats --session {:>10}; the whole-session load every show began with before {:>10}",
         human_ns(ns(show_time)),

@@ -10,7 +10,7 @@ use sessionlog_session::{SessionHeader, SurfaceOp};
 
 use super::bytes::{put_str, put_u64, Reader};
 use super::stats::result_is_error;
-use super::{Projection, ProjectionError, StoredEvent};
+use super::{Projection, ProjectionError, SeqMap, StoredEvent};
 
 /// The `tool-audit` projection. Register with
 /// [`StoreOptions::with_projection`](crate::StoreOptions::with_projection)`(ToolAudit)`.
@@ -76,7 +76,7 @@ pub struct ToolCalls {
     /// Call index by call id, for the calls not answered yet.
     open: HashMap<String, usize>,
     /// Call index by the seq of its result, for results a replacement may shadow.
-    results: HashMap<u64, usize>,
+    results: SeqMap<usize>,
 }
 
 impl Projection for ToolAudit {

@@ -9,15 +9,14 @@
 //! replacement shadowed it, which settlement a chunk run became) is kept beside the rows
 //! and applied when the transcript is written.
 
-use std::collections::{HashMap, HashSet};
-use std::fmt::Write as _;
+use std::collections::HashMap;
 use std::io::{self, Write};
 
 use serde_json::Value;
 use sessionlog_session::{derive_message, Event, SessionHeader, SurfaceOp};
 
 use super::bytes::{put_str, put_u64, Reader};
-use super::{Projection, ProjectionError, StoredEvent};
+use super::{Projection, ProjectionError, SeqMap, SeqSet, StoredEvent};
 
 /// At most this many characters of a text on one line.
 const TEXT_CHARS: usize = 100;
@@ -99,9 +98,9 @@ pub struct SessionTranscript {
     /// Rows of chunk runs not settled yet.
     unsettled: Vec<usize>,
     /// The current surface.
-    surface: HashSet<u64>,
+    surface: SeqSet,
     /// Shadowed surface events, each with the latest replacement citing it.
-    shadowed_by: HashMap<u64, u64>,
+    shadowed_by: SeqMap<u64>,
     /// Tool names by call id, from `tool/call` events.
     tool_names: HashMap<String, String>,
     events: u64,
@@ -256,10 +255,17 @@ impl SessionTranscript {
             };
             line.clear();
             let seq = row.seq;
-            let _ = write!(line, "{mark} {seq:>seq_width$}  {column:KIND_WIDTH$}  ");
+            // What `{mark} {seq:>seq_width$}  {column:KIND_WIDTH$}  ` writes, without the
+            // formatting machinery: this runs once per row of a session's whole history.
+            line.push(mark);
+            line.push(' ');
+            push_u64(&mut line, seq, seq_width);
+            line.push_str("  ");
+            push_left(&mut line, column, KIND_WIDTH);
+            line.push_str("  ");
             let prefix = line.len();
             if row.kind == RowKind::Stream {
-                line.push_str(&stream_line(row));
+                push_stream_line(&mut line, row);
                 line.push('\n');
             } else {
                 for (i, text) in lines.enumerate() {
@@ -273,7 +279,9 @@ impl SessionTranscript {
                     if line.len() > prefix {
                         line.push_str(&blank);
                     }
-                    let _ = writeln!(line, "[shadowed by seq {by}]");
+                    line.push_str("[shadowed by seq ");
+                    push_u64(&mut line, *by, 0);
+                    line.push_str("]\n");
                 }
             }
             if line.len() > prefix {
@@ -290,11 +298,12 @@ impl SessionTranscript {
                 replacement: false,
                 end: 0,
             };
+            let mut text = String::new();
+            push_stream_line(&mut text, &row);
             writeln!(
                 out,
-                "{MARK_STRUCTURAL} {first:>seq_width$}  {:KIND_WIDTH$}  {}",
+                "{MARK_STRUCTURAL} {first:>seq_width$}  {:KIND_WIDTH$}  {text}",
                 "stream",
-                stream_line(&row)
             )?;
         }
         Ok(())
@@ -302,21 +311,52 @@ impl SessionTranscript {
 }
 
 /// The text of a stream row.
-fn stream_line(row: &Row) -> String {
-    let settled = if row.settled == UNSETTLED {
-        "never settled".to_owned()
-    } else {
-        format!("settled in seq {}", row.settled)
-    };
+fn push_stream_line(line: &mut String, row: &Row) {
     if row.last == row.seq {
-        format!("1 streamed chunk (seq {}), {settled}", row.seq)
+        line.push_str("1 streamed chunk (seq ");
+        push_u64(line, row.seq, 0);
     } else {
-        format!(
-            "{} streamed chunks (seq {}..={}), {settled}",
-            row.last - row.seq + 1,
-            row.seq,
-            row.last
-        )
+        push_u64(line, row.last - row.seq + 1, 0);
+        line.push_str(" streamed chunks (seq ");
+        push_u64(line, row.seq, 0);
+        line.push_str("..=");
+        push_u64(line, row.last, 0);
+    }
+    if row.settled == UNSETTLED {
+        line.push_str("), never settled");
+    } else {
+        line.push_str("), settled in seq ");
+        push_u64(line, row.settled, 0);
+    }
+}
+
+/// Appends `v` in decimal, right-aligned in `width` columns (as `{v:>width$}` formats it).
+fn push_u64(line: &mut String, v: u64, width: usize) {
+    let mut digits = [b'0'; 20];
+    let mut start = digits.len();
+    let mut rest = v;
+    loop {
+        start -= 1;
+        if let Some(d) = digits.get_mut(start) {
+            *d = b'0' + (rest % 10) as u8;
+        }
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    for _ in digits.len() - start..width {
+        line.push(' ');
+    }
+    let digits = digits.get(start..).unwrap_or_default();
+    line.push_str(std::str::from_utf8(digits).unwrap_or_default());
+}
+
+/// Appends `s` left-aligned in `width` columns (as `{s:width$}` formats it).
+fn push_left(line: &mut String, s: &str, width: usize) {
+    line.push_str(s);
+    for _ in s.chars().count()..width {
+        line.push(' ');
     }
 }
 
@@ -403,9 +443,10 @@ impl Projection for Transcript {
         let events = r.u64()?;
         let replacements = r.u64()?;
         let text = r.str()?;
-        let mut rows = Vec::with_capacity(0);
+        let row_count = r.count(33)?;
+        let mut rows = Vec::with_capacity(row_count);
         let mut previous_end = 0u64;
-        for _ in 0..r.count(33)? {
+        for _ in 0..row_count {
             let tag = r.u8()?;
             let kind = RowKind::from_tag(tag & 0x7F).ok_or_else(|| bad("a row kind"))?;
             let row = Row {
@@ -445,21 +486,24 @@ impl Projection for Transcript {
             }
             unsettled.push(row);
         }
-        let mut surface = HashSet::new();
-        for _ in 0..r.count(8)? {
+        let surface_count = r.count(8)?;
+        let mut surface = SeqSet::with_capacity_and_hasher(surface_count, Default::default());
+        for _ in 0..surface_count {
             if !surface.insert(r.u64()?) {
                 return Err(bad("a surface node listed twice"));
             }
         }
-        let mut shadowed_by = HashMap::new();
-        for _ in 0..r.count(16)? {
+        let shadowed_count = r.count(16)?;
+        let mut shadowed_by = SeqMap::with_capacity_and_hasher(shadowed_count, Default::default());
+        for _ in 0..shadowed_count {
             let seq = r.u64()?;
             if shadowed_by.insert(seq, r.u64()?).is_some() {
                 return Err(bad("a shadowed event listed twice"));
             }
         }
-        let mut tool_names = HashMap::new();
-        for _ in 0..r.count(16)? {
+        let name_count = r.count(16)?;
+        let mut tool_names = HashMap::with_capacity(name_count);
+        for _ in 0..name_count {
             let id = r.str()?;
             if tool_names.insert(id, r.str()?).is_some() {
                 return Err(bad("a call id listed twice"));
@@ -659,7 +703,7 @@ pub fn abbreviate(text: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::abbreviate;
+    use super::{abbreviate, push_left, push_u64, KIND_WIDTH};
 
     #[test]
     fn abbreviation_keeps_one_line_and_marks_the_cut() {
@@ -667,5 +711,28 @@ mod tests {
         assert_eq!(abbreviate("abcdefghijk", 5), "abcde…");
         assert_eq!(abbreviate("  lead", 10), "lead");
         assert_eq!(abbreviate("", 10), "");
+    }
+
+    #[test]
+    fn columns_are_padded_as_the_format_widths_pad_them() {
+        for v in [0, 7, 10, 999, 1_000, 123_456_789, u64::MAX] {
+            for width in [0, 1, 3, 7, 25] {
+                let mut line = String::from("x");
+                push_u64(&mut line, v, width);
+                assert_eq!(line, format!("x{v:>width$}"), "{v} in {width}");
+            }
+        }
+        for s in [
+            "",
+            "user",
+            "assistant",
+            "turn/start",
+            "a-very-long-kind-name",
+            "réponse·»",
+        ] {
+            let mut line = String::new();
+            push_left(&mut line, s, KIND_WIDTH);
+            assert_eq!(line, format!("{s:KIND_WIDTH$}"), "{s}");
+        }
     }
 }
