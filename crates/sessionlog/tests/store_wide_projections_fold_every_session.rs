@@ -263,6 +263,7 @@ fn deleted_and_reclaimed_sessions_leave_the_totals() {
 struct Count {
     double: bool,
     panic_in: Option<&'static str>,
+    version: u32,
 }
 
 impl Projection for Count {
@@ -273,7 +274,7 @@ impl Projection for Count {
     }
 
     fn version(&self) -> u32 {
-        1
+        self.version
     }
 
     fn init(&self, _header: &SessionHeader) -> u64 {
@@ -316,6 +317,7 @@ fn cache_verify_finds_a_projection_checkpoint_that_is_damaged_or_folds_different
     let honest = Count {
         double: false,
         panic_in: None,
+        version: 1,
     };
     {
         let store = Store::open(dir.path(), count_opts(honest)).expect("store");
@@ -343,6 +345,7 @@ fn cache_verify_finds_a_projection_checkpoint_that_is_damaged_or_folds_different
     let changed = Count {
         double: true,
         panic_in: None,
+        version: 1,
     };
     let store = Store::open_read_only(dir.path(), count_opts(changed)).expect("store");
     let unusable: Vec<_> = store
@@ -391,6 +394,7 @@ fn a_panicking_total_fails_only_its_own_view() {
     let broken = Count {
         double: false,
         panic_in: Some("total"),
+        version: 1,
     };
     let store = Store::open(dir.path(), count_opts(broken)).expect("store");
     write_generated(&store, "p", 3, 3);
@@ -411,4 +415,39 @@ fn a_panicking_total_fails_only_its_own_view() {
         store.store_projection::<Count>(Totals::NAME),
         Err(Error::NoSuchProjection(_))
     ));
+}
+
+#[test]
+fn a_store_wide_projection_whose_version_changes_is_rebuilt() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let v1 = Count {
+        double: false,
+        panic_in: None,
+        version: 1,
+    };
+    {
+        let store = Store::open(dir.path(), count_opts(v1)).expect("store");
+        write_generated(&store, "v", 3, 4);
+        let first = store.store_projection::<Count>("count").expect("count");
+        assert!(matches!(first.cache, CacheUse::Rebuilt(CacheMiss::Missing)));
+        let again = store.store_projection::<Count>("count").expect("count");
+        assert_eq!(again.cache, CacheUse::Hit { folded: 0 });
+    }
+    // Version 2 counts twice per event: a checkpoint of version 1 must not be read as one.
+    let v2 = Count {
+        double: true,
+        version: 2,
+        ..v1
+    };
+    let store = Store::open(dir.path(), count_opts(v2)).expect("store");
+    let p = store.store_projection::<Count>("count").expect("count");
+    assert!(
+        matches!(p.cache, CacheUse::Rebuilt(CacheMiss::Incompatible(_))),
+        "{:?}",
+        p.cache
+    );
+    assert_eq!(p.total, 2 * p.events);
+    let again = store.store_projection::<Count>("count").expect("count");
+    assert_eq!(again.cache, CacheUse::Hit { folded: 0 });
+    assert_eq!(again.total, p.total);
 }
