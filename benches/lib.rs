@@ -537,7 +537,7 @@ pub fn fill_long_session(h: &mut sessionlog::SessionHandle, events: u64) {
         }
         if w.wants_compaction() {
             let surface = h.state().surface();
-            if let Some(compaction) = w.compaction(&surface, h.next_seq().get(), 3) {
+            if let Some(compaction) = w.compaction(&surface, h.next_seq(), 3) {
                 h.append_atomic(compaction).expect("compaction");
             }
         }

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use sessionlog::session::tokens::{HeuristicCounter, TokenCounter};
-use sessionlog::session::{Event, FormatVersion, RuleSet, Session, SessionHeader, SessionState};
+use sessionlog::session::{
+    Event, FormatVersion, RuleSet, Seq, Session, SessionHeader, SessionState,
+};
 use sessionlog::workload::{Workload, WorkloadConfig};
 use sessionlog_benches::{human_ns, ns, probe, write_json};
 
@@ -45,7 +47,7 @@ fn generated() -> Session {
         append(&mut session, w.turn(next, 2, None));
         if w.wants_compaction() {
             let next = session.next_seq().get();
-            if let Some(events) = w.compaction(&session.surface(), next, 3) {
+            if let Some(events) = w.compaction(&session.surface(), Seq(next), 3) {
                 append(&mut session, events);
             }
         }

@@ -49,7 +49,7 @@ fn build_v0_file(dir: &Path, events: u64) -> (PathBuf, u64) {
         }
         if w.wants_compaction() {
             let surface = h.state().surface();
-            if let Some(c) = w.compaction(&surface, h.next_seq().get(), time) {
+            if let Some(c) = w.compaction(&surface, h.next_seq(), time) {
                 for e in c {
                     h.append(e).expect("compaction");
                 }

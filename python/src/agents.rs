@@ -420,8 +420,8 @@ fn shadow_batch(
             .finish();
         vec![EventInput::new("assistant/message", now_ms, data)
             .with_surface_op(SurfaceOp::Replace {
-                start: first,
-                end: last,
+                start: Seq(first),
+                end: Seq(last),
             })
             .with_sources(sources)]
     })
@@ -454,7 +454,7 @@ pub(crate) fn clear_items(h: &mut SessionHandle, now_ms: i64) -> sessionlog::Res
     if item_seqs(h, Some(1), None).is_empty() {
         return Ok(());
     }
-    let nodes = h.state().surface();
+    let nodes = h.state().surface_state().to_vec();
     let (Some(&first), Some(&last)) = (nodes.first(), nodes.last()) else {
         return Ok(());
     };

@@ -2,7 +2,7 @@
 //! with a specific error, and the session is byte-identical afterwards (its export, its
 //! stored records, and the handle's in-memory session), and the handle keeps working.
 
-use sessionlog::session::{Error as SessionError, EventInput, Rule, SessionHeader, SurfaceOp};
+use sessionlog::session::{Error as SessionError, EventInput, Rule, Seq, SessionHeader, SurfaceOp};
 use sessionlog::{Error, LogOptions, SessionHandle, Store, StoreOptions};
 
 const MAX_RECORD_BYTES: usize = 4096;
@@ -37,7 +37,10 @@ fn tool_result(id: &str, call: &str, text: &str) -> EventInput {
 
 fn replacing(input: EventInput, start: u64, end: u64, sources: &[u64]) -> EventInput {
     input
-        .with_surface_op(SurfaceOp::Replace { start, end })
+        .with_surface_op(SurfaceOp::Replace {
+            start: Seq(start),
+            end: Seq(end),
+        })
         .with_sources(sources.to_vec())
 }
 
@@ -347,7 +350,7 @@ fn an_event_stating_a_seq_gap_is_refused() {
     let (_dir, store, mut handle) = store_with_session();
     let export_before = store.export_dsh("s1").expect("export");
     let input = EventInput {
-        seq: Some(7),
+        seq: Some(Seq(7)),
         ..EventInput::new("turn/end", 1, r#"{"turn":1,"reason":{"kind":"completed"}}"#)
     };
     match handle.append(input) {
@@ -364,7 +367,7 @@ fn an_event_stating_a_seq_gap_is_refused() {
 fn an_event_stating_the_next_seq_is_accepted() {
     let (_dir, _store, mut handle) = store_with_session();
     let input = EventInput {
-        seq: Some(4),
+        seq: Some(Seq(4)),
         ..EventInput::new("turn/end", 1, r#"{"turn":1,"reason":{"kind":"completed"}}"#)
     };
     assert_eq!(handle.append(input).expect("accepted").seq().get(), 4);

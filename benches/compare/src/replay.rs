@@ -81,7 +81,7 @@ pub fn run(dir: &Path, events: u64, reps: usize) -> io::Result<Replay> {
             }
             if w.wants_compaction() {
                 let surface = h.state().surface();
-                if let Some(c) = w.compaction(&surface, h.next_seq().get(), time) {
+                if let Some(c) = w.compaction(&surface, h.next_seq(), time) {
                     for e in c {
                         h.append(e).map_err(io_err)?;
                     }

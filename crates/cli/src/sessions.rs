@@ -173,7 +173,12 @@ pub(crate) fn events(dir: &Path, name: &str, from: u64) -> Result<u8, Failure> {
 
 pub(crate) fn surface(dir: &Path, name: &str) -> Result<u8, Failure> {
     let view = open_store(dir, Access::ReadOnly)?.view(name)?;
-    let seqs: Vec<String> = view.surface.nodes().iter().map(u64::to_string).collect();
+    let seqs: Vec<String> = view
+        .surface
+        .nodes()
+        .iter()
+        .map(sessionlog::Seq::to_string)
+        .collect();
     out(
         &mut io::stdout().lock(),
         format!("[{}]\n", seqs.join(",")).as_bytes(),
@@ -290,7 +295,8 @@ pub(crate) fn show(dir: &Path, name: &str, raw: bool) -> Result<u8, Failure> {
         return Ok(0);
     }
     let state = store.session_state(name)?;
-    let on_surface: std::collections::HashSet<u64> = state.surface().into_iter().collect();
+    let on_surface: std::collections::HashSet<sessionlog::Seq> =
+        state.surface().into_iter().collect();
     let mut w = io::BufWriter::new(io::stdout().lock());
     out(
         &mut w,
@@ -307,7 +313,11 @@ pub(crate) fn show(dir: &Path, name: &str, raw: bool) -> Result<u8, Failure> {
         let e = &e?;
         let seq = e.seq().get();
         let line = if version.surface_type(e.event_type()).is_some() {
-            let mark = if on_surface.contains(&seq) { " " } else { "~" };
+            let mark = if on_surface.contains(&e.seq()) {
+                " "
+            } else {
+                "~"
+            };
             let text = sessionlog::session::derive_message(version, e)
                 .map_or_else(|| "(no message)".to_owned(), brief);
             let replaced = match e.surface_op() {

@@ -24,6 +24,25 @@ impl Seq {
     }
 }
 
+impl From<u64> for Seq {
+    fn from(seq: u64) -> Seq {
+        Seq(seq)
+    }
+}
+
+impl From<Seq> for u64 {
+    fn from(seq: Seq) -> u64 {
+        seq.0
+    }
+}
+
+/// A seq compares with the plain number it holds (`seq == 3`).
+impl PartialEq<u64> for Seq {
+    fn eq(&self, other: &u64) -> bool {
+        self.0 == *other
+    }
+}
+
 impl fmt::Display for Seq {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.fmt(f)
@@ -39,9 +58,9 @@ pub enum SurfaceOp {
     /// order) and take their place.
     Replace {
         /// Seq of the first shadowed node.
-        start: u64,
+        start: Seq,
         /// Seq of the last shadowed node.
-        end: u64,
+        end: Seq,
     },
 }
 
@@ -65,8 +84,8 @@ impl SurfaceOp {
         }
         let (start, end) = replace_keys(seq_spelling);
         let op = SurfaceOp::Replace {
-            start: value.get(start)?.as_seq()?,
-            end: value.get(end)?.as_seq()?,
+            start: Seq(value.get(start)?.as_seq()?),
+            end: Seq(value.get(end)?.as_seq()?),
         };
         Some((op, seq_spelling))
     }
@@ -435,7 +454,7 @@ pub struct EventInput {
     /// Whether an unknown type may be skipped by readers that do not know it.
     pub ignorable: bool,
     /// When set, must equal the session's next seq.
-    pub seq: Option<u64>,
+    pub seq: Option<Seq>,
 }
 
 impl EventInput {
@@ -537,7 +556,7 @@ impl EventInput {
             surface_op,
             source_event_seqs,
             ignorable,
-            seq,
+            seq: seq.map(Seq),
         })
     }
 

@@ -134,7 +134,7 @@ impl Session {
             if seq != next {
                 return Err(Error::SeqMismatch {
                     expected: next,
-                    got: seq,
+                    got: seq.get(),
                 });
             }
         }
@@ -233,7 +233,7 @@ impl Session {
     }
 
     /// The current surface, in order.
-    pub fn surface(&self) -> Vec<u64> {
+    pub fn surface(&self) -> Vec<Seq> {
         self.state.surface()
     }
 

@@ -379,8 +379,8 @@ impl SessionState {
     }
 
     /// The current surface, in order.
-    pub fn surface(&self) -> Vec<u64> {
-        self.surface.to_vec()
+    pub fn surface(&self) -> Vec<Seq> {
+        self.surface.iter().map(Seq).collect()
     }
 
     /// The surface state (for iteration without collecting).
@@ -510,27 +510,31 @@ impl SessionState {
             ),
             Some(SurfaceOp::Append) => Ok(SurfacePlan::Append),
             Some(SurfaceOp::Replace { start, end }) => {
-                let shadowed = match self
-                    .surface
-                    .plan_replace(start, end, sources.unwrap_or(&[]))
-                {
-                    Ok(shadowed) => shadowed,
-                    Err(RangeError::NotOnSurface(s)) => {
-                        return fail(
-                            Rule::ReplaceRange,
-                            format!("seq {s} is not a current surface node"),
-                        )
-                    }
-                    Err(RangeError::Reversed { start, end }) => {
-                        return fail(
-                            Rule::ReplaceRange,
-                            format!("node {start} comes after node {end} on the surface"),
-                        )
-                    }
-                    Err(RangeError::MissingSource(s)) => {
-                        return fail(Rule::SourceEventSeqs, format!("missing shadowed node {s}"))
-                    }
-                };
+                let shadowed =
+                    match self
+                        .surface
+                        .plan_replace(start.get(), end.get(), sources.unwrap_or(&[]))
+                    {
+                        Ok(shadowed) => shadowed,
+                        Err(RangeError::NotOnSurface(s)) => {
+                            return fail(
+                                Rule::ReplaceRange,
+                                format!("seq {s} is not a current surface node"),
+                            )
+                        }
+                        Err(RangeError::Reversed { start, end }) => {
+                            return fail(
+                                Rule::ReplaceRange,
+                                format!("node {start} comes after node {end} on the surface"),
+                            )
+                        }
+                        Err(RangeError::MissingSource(s)) => {
+                            return fail(
+                                Rule::SourceEventSeqs,
+                                format!("missing shadowed node {s}"),
+                            )
+                        }
+                    };
                 if event_type == "tool/result" {
                     check_tool_result_replace(event, &shadowed, past)?;
                 }

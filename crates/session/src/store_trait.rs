@@ -319,7 +319,7 @@ fn new_event(
             if let Some(seq) = input.seq.filter(|s| *s != next) {
                 return Err(Error::SeqMismatch {
                     expected: next,
-                    got: seq,
+                    got: seq.get(),
                 });
             }
             (

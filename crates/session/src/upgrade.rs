@@ -6,7 +6,7 @@
 //! Key orders follow JavaScript object spread: kept keys stay in place, added keys go last.
 
 use crate::error::Error;
-use crate::event::{Event, Seq, SurfaceOp, Upgrade};
+use crate::event::{Event, SurfaceOp, Upgrade};
 use crate::json::{JsonRef, ObjectWriter};
 use crate::state::LookBack;
 
@@ -235,8 +235,8 @@ pub fn upgrade_event(
         "tool/result" if legacy("tool/result") => {
             let call_id = data.get("callId").map_or("null", |c| c.raw());
             let id = match event.surface_op() {
-                Some(SurfaceOp::Replace { start, .. }) if start < seq => {
-                    past.event_at(Seq(start))?.and_then(|e| message_id(&e))
+                Some(SurfaceOp::Replace { start, .. }) if start.get() < seq => {
+                    past.event_at(start)?.and_then(|e| message_id(&e))
                 }
                 Some(SurfaceOp::Replace { .. }) => None,
                 _ => Some(legacy_id(session_id, seq)),

@@ -5,7 +5,7 @@ mod common;
 
 use sessionlog_session::{
     export_dsh, export_format, import_jsonl, DshFormat, Error, EventInput, ExportOptions,
-    ImportOptions, RuleSet, Session, SessionHeader, SurfaceOp, DSH_FORMAT_V0_ADDED_TYPES,
+    ImportOptions, RuleSet, Seq, Session, SessionHeader, SurfaceOp, DSH_FORMAT_V0_ADDED_TYPES,
     DSH_V0_KNOWN_TYPES,
 };
 
@@ -251,7 +251,7 @@ fn v2_writes_runs_of_cited_seqs_as_ranges_and_reads_them_back() {
             1003,
             r#"{"role":"user","id":"u-sum","content":[{"type":"text","text":"sum"}],"source":{"kind":"user"}}"#,
         )
-        .with_surface_op(SurfaceOp::Replace { start: 0, end: 3 })
+        .with_surface_op(SurfaceOp::Replace { start: Seq(0), end: Seq(3) })
         .with_sources(vec![0, 1, 2, 3]),
     );
     let session = session_with(&events);

@@ -68,7 +68,7 @@ fn nested_compaction_hands_the_earlier_summary_to_the_summarizer() {
     };
     grow(&mut session, 0);
     compact_once(&mut session, &mut summarizer, "first");
-    let first_summary = session.surface()[0];
+    let first_summary = session.surface()[0].get();
     assert!(summarizer.previous[0].is_empty());
 
     grow(&mut session, 100);
@@ -81,9 +81,7 @@ fn nested_compaction_hands_the_earlier_summary_to_the_summarizer() {
     assert_eq!(earlier.len(), 1);
     assert!(earlier[0].contains("messages condensed"), "{earlier:?}");
     let newest = session.surface()[0];
-    let replacement = session
-        .event(sessionlog_session::Seq(newest))
-        .expect("event");
+    let replacement = session.event(newest).expect("event");
     assert!(replacement
         .source_event_seqs()
         .expect("sources")

@@ -174,7 +174,7 @@ fn run(ops: Vec<Op>) {
     assert_eq!(fresh.view(), world.projection.view());
     assert_eq!(
         fresh.surface_tokens(),
-        fresh.estimate_nodes(&world.session.surface())
+        fresh.estimate_nodes(&world.session.surface_state().to_vec())
     );
     let replayed = Session::from_events(
         SessionHeader::new("s1", 1000, Some("/work")),

@@ -7,7 +7,7 @@ mod common;
 use proptest::prelude::*;
 use sessionlog_session::{
     decode_event, decode_header, encode_event, encode_header, export_dsh, export_jsonl,
-    import_jsonl, DshFormat, EventInput, ExportOptions, FormatVersion, ImportOptions, Session,
+    import_jsonl, DshFormat, EventInput, ExportOptions, FormatVersion, ImportOptions, Seq, Session,
     SurfaceOp,
 };
 
@@ -78,7 +78,7 @@ fn build(choices: &[(u8, u16)]) -> Session {
                 common::at_step(common::tool_result(&id, &call, &output), turn, step)
             }
             6 if stepped && s.surface().len() >= 2 => {
-                let surface = s.surface();
+                let surface = s.surface_state().to_vec();
                 let i = usize::from(arg) % surface.len();
                 let j = i + usize::from(arg / 7) % (surface.len() - i);
                 let (start, end) = (surface[i], surface[j]);
@@ -91,7 +91,7 @@ fn build(choices: &[(u8, u16)]) -> Session {
             7 => {
                 let live: Vec<&(u64, String, String, u32, u32)> = results
                     .iter()
-                    .filter(|(seq, ..)| s.surface().contains(seq))
+                    .filter(|(seq, ..)| s.surface_state().contains(*seq))
                     .collect();
                 match live.get(usize::from(arg) % live.len().max(1)) {
                     Some((seq, msg_id, call, at_turn, at_step)) => common::replacing(
@@ -115,7 +115,7 @@ fn build(choices: &[(u8, u16)]) -> Session {
                     );
                     let mut input =
                         EventInput::new("assistant/chunk", time + (k as i64 % 3) - 1, chunk);
-                    input.seq = Some(seq + k);
+                    input.seq = Some(Seq(seq + k));
                     s.try_append(input).expect("chunk accepted");
                 }
                 EventInput::new(
@@ -190,7 +190,7 @@ fn round_trip(session: &Session) {
 /// Invalid by construction, whatever the session holds.
 fn invalid_input(session: &Session, kind: u8, arg: u16) -> EventInput {
     let next = session.next_seq().get();
-    let surface = session.surface();
+    let surface = session.surface_state().to_vec();
     match kind % 9 {
         0 => EventInput::new("todo/write", 1, r#"{"todos":[],"n":-0}"#),
         1 => EventInput::new("todo/write", 1, r#"{"todos":[],"todos":[]}"#),
@@ -207,7 +207,7 @@ fn invalid_input(session: &Session, kind: u8, arg: u16) -> EventInput {
         }
         5 => EventInput::new(format!("unknown/type{arg}"), 1, "{}"),
         6 => EventInput {
-            seq: Some(next + 1 + u64::from(arg)),
+            seq: Some(Seq(next + 1 + u64::from(arg))),
             ..common::user("x", "x")
         },
         7 => common::user("", "x"),

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{assistant, empty_session, push, replacing, tool_result, user};
-use sessionlog_session::{export_jsonl, Error, EventInput, SurfaceOp};
+use sessionlog_session::{export_jsonl, Error, EventInput, Seq, SurfaceOp};
 
 #[test]
 fn every_kind_of_refusal_leaves_the_session_byte_identical() {
@@ -37,7 +37,7 @@ fn every_kind_of_refusal_leaves_the_session_byte_identical() {
             r#"{"header":{"config":{"model":"m"}},"reason":"initial"}"#,
         ),
         EventInput {
-            seq: Some(7),
+            seq: Some(Seq(7)),
             ..user("u9", "x")
         },
     ];

@@ -1007,7 +1007,7 @@ impl SessionHandle {
             if given != seq {
                 return Err(sessionlog_session::Error::SeqMismatch {
                     expected: seq,
-                    got: given,
+                    got: given.get(),
                 }
                 .into());
             }
@@ -1265,7 +1265,7 @@ fn event_input(event: Event) -> EventInput {
     input.surface_op = event.surface_op();
     input.source_event_seqs = event.source_event_seqs().map(<[u64]>::to_vec);
     input.ignorable = event.is_ignorable();
-    input.seq = Some(event.seq().get());
+    input.seq = Some(event.seq());
     input
 }
 

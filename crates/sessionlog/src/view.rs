@@ -2,17 +2,19 @@
 //! message each node contributes, and the latest request envelope. Both are read from the
 //! log by seq after folding the session's state; they are results, not a second fold.
 
+use sessionlog_session::Seq;
+
 /// The current surface and the model history derived from it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SurfaceView {
-    pub(crate) nodes: Vec<u64>,
+    pub(crate) nodes: Vec<Seq>,
     pub(crate) messages: Vec<String>,
     pub(crate) replace_generation: u64,
 }
 
 impl SurfaceView {
     /// The surface nodes (event seqs), in order.
-    pub fn nodes(&self) -> &[u64] {
+    pub fn nodes(&self) -> &[Seq] {
         &self.nodes
     }
 

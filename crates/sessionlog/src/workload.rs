@@ -4,7 +4,7 @@
 //! Used by the demo, the benchmarks and tests; every event it makes passes validation.
 
 use sessionlog_session::json::write_js_string;
-use sessionlog_session::{EventInput, SurfaceOp};
+use sessionlog_session::{EventInput, Seq, SurfaceOp};
 
 /// Shape of the generated traffic.
 #[derive(Debug, Clone)]
@@ -383,10 +383,11 @@ impl Workload {
     /// that is not open.
     pub fn compaction(
         &mut self,
-        surface: &[u64],
-        first_seq: u64,
+        surface: &[Seq],
+        first_seq: Seq,
         time: i64,
     ) -> Option<Vec<EventInput>> {
+        let first_seq = first_seq.get();
         let keep = self.config.keep_tail_nodes.max(1);
         if surface.len() <= keep + 1 {
             return None;
@@ -396,7 +397,7 @@ impl Workload {
         let id = format!("compaction-{}", self.compactions);
         let (start, end) = (shadowed[0], shadowed[shadowed.len() - 1]);
         let summary = self.json_text(200);
-        let seqs: Vec<String> = shadowed.iter().map(u64::to_string).collect();
+        let seqs: Vec<String> = shadowed.iter().map(Seq::to_string).collect();
         let mut out = vec![
             EventInput::new(
                 "compaction/start",
@@ -415,7 +416,7 @@ impl Workload {
             ),
         ];
         let mut sources = vec![first_seq, first_seq + 1];
-        sources.extend_from_slice(shadowed);
+        sources.extend(shadowed.iter().map(|s| s.get()));
         out.push(
             EventInput::new("user/message", time, format!(r#"{{"content":[{{"type":"text","text":{summary}}}],"source":{{"kind":"user"}},"role":"user","id":"{id}-summary"}}"#))
                 .with_surface_op(SurfaceOp::Replace { start, end })

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use sessionlog::workload::{Workload, WorkloadConfig};
 use sessionlog_session::tokens::{HeuristicCounter, TokenCounter};
-use sessionlog_session::{FormatVersion, Session, SessionHeader};
+use sessionlog_session::{FormatVersion, Seq, Session, SessionHeader};
 use sessionlog_testkit::resume::{check_resume_at_cuts, cut_points};
 
 fn generated(seed: u64, turns: u64, compact_every: u64, interrupt: Option<usize>) -> Session {
@@ -30,7 +30,7 @@ fn generated(seed: u64, turns: u64, compact_every: u64, interrupt: Option<usize>
         append(&mut session, w.turn(next, 2, None));
         if w.wants_compaction() {
             let next = session.next_seq().get();
-            if let Some(events) = w.compaction(&session.surface(), next, 3) {
+            if let Some(events) = w.compaction(&session.surface(), Seq(next), 3) {
                 append(&mut session, events);
             }
         }

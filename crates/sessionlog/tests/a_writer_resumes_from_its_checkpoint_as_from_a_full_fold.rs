@@ -47,7 +47,7 @@ fn write_session(store: &Store) -> u64 {
         }
         if w.wants_compaction() {
             let surface = h.state().surface();
-            if let Some(events) = w.compaction(&surface, h.next_seq().get(), 3) {
+            if let Some(events) = w.compaction(&surface, h.next_seq(), 3) {
                 h.append_atomic(events).expect("compaction");
             }
         }

@@ -32,7 +32,7 @@ fn store_with_chunky_session(dir: &std::path::Path) -> Store {
         }
         if w.wants_compaction() {
             let surface = h.state().surface();
-            if let Some(events) = w.compaction(&surface, h.next_seq().get(), 3) {
+            if let Some(events) = w.compaction(&surface, h.next_seq(), 3) {
                 h.append_atomic(events).expect("compaction");
             }
         }

@@ -30,7 +30,7 @@ fn generated_sessions_validate_compact_and_repair() {
         }
         if w.wants_compaction() {
             let surface = h.state().surface();
-            if let Some(events) = w.compaction(&surface, h.next_seq().get(), 3) {
+            if let Some(events) = w.compaction(&surface, h.next_seq(), 3) {
                 for e in events {
                     h.append(e).expect("compaction event");
                 }

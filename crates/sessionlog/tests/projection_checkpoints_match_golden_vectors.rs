@@ -14,7 +14,7 @@ use sessionlog::projection::{
     SessionStats, SessionTranscript, Stats, ToolAudit, ToolCalls, Transcript,
 };
 use sessionlog::session::{
-    encode_event, kind_tag, Event, EventInput, FormatVersion, SessionHeader, SurfaceOp,
+    encode_event, kind_tag, Event, EventInput, FormatVersion, Seq, SessionHeader, SurfaceOp,
 };
 use sessionlog::{Projection, StoredEvent};
 
@@ -70,7 +70,7 @@ fn golden_events() -> Vec<Event> {
             .with_surface_op(append)
             .with_sources(vec![6]),
         EventInput::new("tool/result", t + 300, result("c1", false))
-            .with_surface_op(SurfaceOp::Replace { start: 5, end: 5 })
+            .with_surface_op(SurfaceOp::Replace { start: Seq(5), end: Seq(5) })
             .with_sources(vec![5]),
         EventInput::new("step/end", t + 310, r#"{"turn":1,"step":1}"#),
         EventInput::new(

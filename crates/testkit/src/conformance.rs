@@ -14,7 +14,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use sessionlog_session::store_trait::{MAX_NAME_BYTES, PORTABLE_NAME_BYTES};
 use sessionlog_session::{
-    EventInput, NewEvent, SessionHeader, SessionStore, StoreError, SurfaceOp,
+    EventInput, NewEvent, Seq, SessionHeader, SessionStore, StoreError, SurfaceOp,
 };
 
 /// One store location under test.
@@ -297,7 +297,7 @@ fn gaps_are_rejected(subject: &mut dyn Subject) -> Result<Outcome, String> {
         "a raw event at seq 4 when 3 is next",
     )?;
     let mut input = turn_start(2);
-    input.seq = Some(7);
+    input.seq = Some(Seq(7));
     expect_invalid(
         store.append("g", &[NewEvent::Input(&input)], 3),
         "an input naming seq 7 when 3 is next",
@@ -387,7 +387,10 @@ fn invalid_event_leaves_the_session_unchanged(
     );
     let unknown_type = EventInput::new("no/such-type", 1, "{}");
     let bad_replace = user_message("r", "replace")
-        .with_surface_op(SurfaceOp::Replace { start: 0, end: 0 })
+        .with_surface_op(SurfaceOp::Replace {
+            start: Seq(0),
+            end: Seq(0),
+        })
         .with_sources(vec![0]);
     let valid = step_end();
     let cases: Vec<(&str, Vec<NewEvent<'_>>)> = vec![

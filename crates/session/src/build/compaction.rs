@@ -3,7 +3,7 @@
 use super::{blocks_json, int, seqs_json, usage_json, Block, BuildEvent, Position};
 use crate::compaction::summary_message_data;
 use crate::error::{Error, Rule};
-use crate::event::{EventInput, SurfaceOp};
+use crate::event::{EventInput, Seq, SurfaceOp};
 use crate::json::ObjectWriter;
 use crate::tokens::Usage;
 
@@ -217,7 +217,10 @@ impl BuildEvent for SummaryMessage {
         sources.extend(self.shadowed_seqs);
         Ok(
             EventInput::new("user/message", position.time(self.at), data)
-                .with_surface_op(SurfaceOp::Replace { start, end })
+                .with_surface_op(SurfaceOp::Replace {
+                    start: Seq(start),
+                    end: Seq(end),
+                })
                 .with_sources(sources),
         )
     }

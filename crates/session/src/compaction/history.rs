@@ -104,7 +104,7 @@ pub fn history_view(session: &Session) -> Vec<HistoryEntry<'_>> {
         let kind = match event.surface_op() {
             Some(SurfaceOp::Replace { start, end }) => {
                 let sources = event.source_event_seqs().unwrap_or(&[]);
-                let Ok(shadowed) = surface.plan_replace(start, end, sources) else {
+                let Ok(shadowed) = surface.plan_replace(start.get(), end.get(), sources) else {
                     // The session accepted this event, so the plan cannot fail; skip it
                     // rather than guess if it ever does.
                     continue;

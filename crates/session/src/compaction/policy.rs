@@ -169,7 +169,7 @@ pub(crate) fn select_range(
     projection: &TokenProjection,
     policy: &CompactionPolicy,
 ) -> Result<Result<Selection, SkipReason>, Error> {
-    let nodes = session.state().surface();
+    let nodes = session.state().surface_state().to_vec();
     let version = session.state().version();
     let mut first = nodes.len();
     for (index, seq) in nodes.iter().enumerate() {

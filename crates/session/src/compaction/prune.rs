@@ -79,7 +79,7 @@ pub fn prune_tool_results(
     let budget = options.threshold_bytes.saturating_sub(MARKER_ROOM);
     let head_bytes = options.head_bytes.min(budget / 2);
     let tail_bytes = options.tail_bytes.min(budget - head_bytes);
-    let nodes = session.state().surface();
+    let nodes = session.state().surface_state().to_vec();
     let protected = protected_tool_result(session, &nodes)?;
     let mut next = session.state().next_seq().get();
     let mut out = Vec::new();
@@ -117,14 +117,14 @@ pub fn prune_tool_results(
             )
             .finish();
         let mut prune_event = EventInput::new("compaction/prune", time, prune);
-        prune_event.seq = Some(next);
+        prune_event.seq = Some(Seq(next));
         let mut replacement = EventInput::new("tool/result", time, new_data)
             .with_surface_op(SurfaceOp::Replace {
-                start: seq,
-                end: seq,
+                start: Seq(seq),
+                end: Seq(seq),
             })
             .with_sources(vec![seq]);
-        replacement.seq = Some(next + 1);
+        replacement.seq = Some(Seq(next + 1));
         next += 2;
         out.push(prune_event);
         out.push(replacement);

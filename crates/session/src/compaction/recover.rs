@@ -11,7 +11,7 @@
 //!   end is a plain one, as the transaction would have written it.
 
 use crate::error::Error;
-use crate::event::{Event, EventInput, SurfaceOp};
+use crate::event::{Event, EventInput, Seq, SurfaceOp};
 use crate::json::ObjectWriter;
 use crate::session::Session;
 
@@ -134,7 +134,7 @@ impl CompactionLocks {
                     writer = writer.string("error", INTERRUPTED_COMPACTION);
                 }
                 let mut event = EventInput::new("compaction/end", time, writer.finish());
-                event.seq = Some(seq);
+                event.seq = Some(Seq(seq));
                 seq += 1;
                 event
             })

@@ -232,7 +232,7 @@ impl CompactionPlan {
             .raw("turn", &self.turn_json())
             .finish();
         let mut event = EventInput::new("compaction/start", context.time, data);
-        event.seq = Some(self.start_seq);
+        event.seq = Some(Seq(self.start_seq));
         event
     }
 
@@ -244,7 +244,7 @@ impl CompactionPlan {
             .string("error", error)
             .finish();
         let mut event = EventInput::new("compaction/end", context.time, data);
-        event.seq = Some(self.start_seq + 1);
+        event.seq = Some(Seq(self.start_seq + 1));
         event
     }
 
@@ -259,9 +259,12 @@ impl CompactionPlan {
         let mut sources = vec![self.start_seq, self.start_seq + 1];
         sources.extend_from_slice(&self.shadowed);
         let mut event = EventInput::new("user/message", context.time, data)
-            .with_surface_op(SurfaceOp::Replace { start, end })
+            .with_surface_op(SurfaceOp::Replace {
+                start: Seq(start),
+                end: Seq(end),
+            })
             .with_sources(sources);
-        event.seq = Some(self.start_seq + 2);
+        event.seq = Some(Seq(self.start_seq + 2));
         event
     }
 
@@ -292,13 +295,13 @@ impl CompactionPlan {
         }
         let mut summary_event =
             EventInput::new("compaction/summary", context.time, writer.finish());
-        summary_event.seq = Some(self.start_seq + 1);
+        summary_event.seq = Some(Seq(self.start_seq + 1));
         let end_data = ObjectWriter::new()
             .string("compactionId", &context.compaction_id)
             .raw("turn", &self.turn_json())
             .finish();
         let mut end_event = EventInput::new("compaction/end", context.time, end_data);
-        end_event.seq = Some(self.start_seq + 3);
+        end_event.seq = Some(Seq(self.start_seq + 3));
         vec![
             summary_event,
             self.replacement_event(context, summary),

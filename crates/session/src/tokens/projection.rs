@@ -444,7 +444,7 @@ impl TokenProjection {
         let shadowed = match event.surface_op() {
             Some(SurfaceOp::Replace { start, end }) => {
                 let sources = event.source_event_seqs().unwrap_or(&[]);
-                let planned = self.surface.plan_replace(start, end, sources);
+                let planned = self.surface.plan_replace(start.get(), end.get(), sources);
                 Some(planned.map_err(|e| {
                     let detail = match e {
                         RangeError::NotOnSurface(s) => format!("seq {s} is not on the surface"),

@@ -68,7 +68,9 @@ pub fn golden_for(root: &Path, log: &Path) -> serde_json::Value {
     value(&std::fs::read_to_string(&golden).unwrap_or_else(|e| panic!("{}: {e}", golden.display())))
 }
 
-use sessionlog_session::{EventInput, FormatVersion, RuleSet, Session, SessionHeader, SurfaceOp};
+use sessionlog_session::{
+    EventInput, FormatVersion, RuleSet, Seq, Session, SessionHeader, SurfaceOp,
+};
 
 /// An empty DSH V0 session.
 pub fn empty_session() -> Session {
@@ -142,7 +144,10 @@ pub fn at_step(mut input: EventInput, turn: u32, step: u32) -> EventInput {
 /// Turns an input into a replacement of `start..=end` citing `sources`.
 pub fn replacing(input: EventInput, start: u64, end: u64, sources: &[u64]) -> EventInput {
     input
-        .with_surface_op(SurfaceOp::Replace { start, end })
+        .with_surface_op(SurfaceOp::Replace {
+            start: Seq(start),
+            end: Seq(end),
+        })
         .with_sources(sources.to_vec())
 }
 
@@ -208,7 +213,7 @@ pub struct AgentCursor {
 
 /// The range `[from, from + len]` of the current surface (positions modulo its length).
 fn surface_range(session: &Session, from: usize, len: usize) -> Option<Vec<u64>> {
-    let surface = session.surface();
+    let surface = session.surface_state().to_vec();
     if surface.is_empty() {
         return None;
     }

@@ -45,7 +45,7 @@ pub fn append_turn(h: &mut SessionHandle, w: &mut Workload) {
     }
     if w.wants_compaction() {
         let surface = h.state().surface();
-        if let Some(events) = w.compaction(&surface, h.next_seq().get(), 2) {
+        if let Some(events) = w.compaction(&surface, h.next_seq(), 2) {
             h.append_atomic(events).expect("compaction");
         }
     }
