@@ -53,7 +53,7 @@ fn build(dir: &Path, events: u64) -> (u64, Vec<u8>) {
         }
         if w.wants_compaction() {
             let surface = h.state().surface();
-            if let Some(c) = w.compaction(&surface, h.next_seq().get(), time) {
+            if let Some(c) = w.compaction(&surface, h.next_seq(), time) {
                 for e in c {
                     h.append(e).expect("compaction");
                 }
