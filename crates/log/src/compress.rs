@@ -7,6 +7,7 @@
 //! verification are the same code for both; only where the bytes come from differs.
 
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -21,7 +22,7 @@ use crate::ids::SegmentId;
 
 /// A block is closed once it holds at least this many logical bytes. Small enough that a
 /// point read decompresses little, large enough for zstd to find repeats across records.
-pub(crate) const BLOCK_TARGET_BYTES: usize = 16 << 10;
+pub(crate) const BLOCK_TARGET_BYTES: usize = 8 << 10;
 
 /// Where the blocks of `data` (a sealed segment's bytes up to its end of data) end: at the
 /// first start of a batch, a record or a batch trailer at least [`BLOCK_TARGET_BYTES`] past
@@ -52,9 +53,39 @@ fn block_cuts(data: &[u8], id: SegmentId) -> Result<Vec<usize>> {
     Ok(cuts)
 }
 
-/// Decompressed blocks a segment keeps, most recent first: a range read walks back from the
-/// anchor after the window it returns, so it alternates between neighbouring blocks.
-const RECENT_BLOCKS: usize = 8;
+thread_local! {
+    /// One zstd decompression context per reading thread, reused for every block it reads:
+    /// creating a context costs as much as decompressing a small block.
+    static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// `stored` decompressed into at most `capacity` bytes, on this thread's context.
+fn decompress_block(stored: &[u8], capacity: usize) -> std::io::Result<Vec<u8>> {
+    DECOMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(zstd::bulk::Decompressor::new()?);
+        }
+        match slot.as_mut() {
+            Some(d) => d.decompress(stored, capacity),
+            None => zstd::bulk::decompress(stored, capacity),
+        }
+    })
+}
+
+/// Decompressed blocks a segment keeps, most recent first. Reading a session back revisits
+/// blocks near the one it reads (a range read walks back from the anchor after the window it
+/// returns; folding a compaction reads the range it shadows), so a cold `view` decompresses
+/// each block about once with this many, and several times with a handful.
+const RECENT_BLOCKS: usize = 64;
+
+/// Decompressed bytes all segments of the process may keep together before each keeps only
+/// its latest block, so scanning a large store does not keep `RECENT_BLOCKS` per segment.
+const CACHE_BUDGET_BYTES: usize = 64 << 20;
+
+/// Decompressed bytes kept by every segment's recent blocks.
+static CACHED_BYTES: AtomicUsize = AtomicUsize::new(0);
 
 /// Whether the segment file `bytes` is a compressed one (its header says version 2).
 pub(crate) fn is_compressed(bytes: &[u8]) -> bool {
@@ -143,7 +174,18 @@ impl Blocks {
         }
         let bytes = Bytes::from(self.decompress(file, id, i)?);
         let mut recent = self.recent.lock();
-        recent.truncate(RECENT_BLOCKS - 1);
+        // Past the process-wide budget a segment keeps only the block it just read.
+        let keep = if CACHED_BYTES.load(Ordering::Relaxed) > CACHE_BUDGET_BYTES {
+            0
+        } else {
+            RECENT_BLOCKS - 1
+        };
+        while recent.len() > keep {
+            if let Some((_, old)) = recent.pop() {
+                CACHED_BYTES.fetch_sub(old.len(), Ordering::Relaxed);
+            }
+        }
+        CACHED_BYTES.fetch_add(bytes.len(), Ordering::Relaxed);
         recent.insert(0, (i, bytes.clone()));
         Ok((bytes, start))
     }
@@ -157,7 +199,7 @@ impl Blocks {
             .stored(file, id.0, i)
             .map_err(|e| corrupted(id, at, "compressed block", Some(e)))?;
         let want = entry.logical_len as usize;
-        match zstd::bulk::decompress(stored, want) {
+        match decompress_block(stored, want) {
             Ok(out) if out.len() == want => Ok(out),
             Ok(out) => Err(corrupted(
                 id,
@@ -191,6 +233,13 @@ impl Blocks {
         }
         out.extend_from_slice(&file[file.len().saturating_sub(tail_len)..]);
         Ok(out)
+    }
+}
+
+impl Drop for Blocks {
+    fn drop(&mut self) {
+        let kept: usize = self.recent.get_mut().iter().map(|(_, b)| b.len()).sum();
+        CACHED_BYTES.fetch_sub(kept, Ordering::Relaxed);
     }
 }
 

@@ -46,7 +46,7 @@ pub enum Compression {
     #[default]
     None,
     /// Reclaim rewrites every sealed segment not compressed yet into zstd blocks of about
-    /// 16 KiB at this level (1 to 19; 3 is zstd's default).
+    /// 8 KiB at this level (1 to 19; 3 is zstd's default).
     Zstd {
         /// The zstd compression level.
         level: i32,
