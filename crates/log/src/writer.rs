@@ -240,12 +240,21 @@ impl Inner {
 
     /// Rolls to a new segment when a batch of `len` bytes would not fit the active one.
     fn make_room(&self, st: &mut MutexGuard<'_, State>, len: usize) -> Result<()> {
-        let fits = st.end + len as u64 <= self.options.segment_size_bytes;
-        if fits || st.end == SEGMENT_HEADER_LEN as u64 {
+        let fits = |st: &State| {
+            st.end + len as u64 <= self.options.segment_size_bytes
+                || st.end == SEGMENT_HEADER_LEN as u64
+        };
+        if fits(st) {
             return Ok(());
         }
         self.wait_idle(st);
         Self::check_usable(st)?;
+        // Another committer that found the segment full may have rolled while this one
+        // waited (the wait releases the lock): the batch fits the new segment, which must not
+        // be sealed again with nothing in it.
+        if fits(st) {
+            return Ok(());
+        }
         if let Err(e) = self.roll(st) {
             let what = format!("sealing segment {}: {e}", st.active.id);
             return Err(self.poison(st, what));
