@@ -120,3 +120,32 @@ fn ship_and_restore_refusals_are_one_line_with_the_documented_exit_code() {
     assert_eq!((r.code, r.stderr.lines().count()), (3, 1), "{r:?}");
     assert!(r.stderr.contains("prefix of its own"), "{r:?}");
 }
+
+#[test]
+fn an_s3_location_without_credentials_is_refused_before_any_request() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = tmp.path().join("store");
+    let store = store.to_str().expect("utf-8");
+    make_store(store.as_ref(), "alpha", 2);
+    // Port 9 on loopback: were a request sent despite the missing credentials, the error
+    // would be a connection failure, not the refusal this test expects.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sessionlog"))
+        .args([
+            "ship",
+            "--store",
+            store,
+            "--to",
+            "s3://bucket/prefix",
+            "--endpoint",
+            "http://127.0.0.1:9",
+        ])
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env_remove("AWS_SKIP_SIGNATURE")
+        .output()
+        .expect("run sessionlog");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("no credentials"), "{stderr}");
+}

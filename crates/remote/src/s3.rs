@@ -21,6 +21,8 @@ use crate::object::ObjectStore;
 /// Where and how to reach an S3 bucket. Fields left `None` come from the usual `AWS_*`
 /// environment variables (`AWS_ENDPOINT_URL` or `AWS_ENDPOINT`, `AWS_REGION`,
 /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_ALLOW_HTTP`).
+/// Credentials must be given (here or in the environment), or `AWS_SKIP_SIGNATURE=true` set:
+/// the client never asks an instance metadata service for them.
 #[derive(Debug, Clone, Default)]
 pub struct S3Config {
     /// The bucket.
@@ -122,6 +124,21 @@ impl S3ObjectStore {
         }
         if let Some(secret) = &config.secret_access_key {
             builder = builder.with_secret_access_key(secret);
+        }
+        // Without credentials the S3 client would fall back to asking the cloud's instance
+        // metadata service (a link-local address) for some; a store only ever uses what it
+        // is given, so that is refused here instead of sent.
+        let env_set = |name: &str| std::env::var(name).is_ok_and(|v| !v.is_empty());
+        let has_key = config.access_key_id.is_some() || env_set("AWS_ACCESS_KEY_ID");
+        let has_secret = config.secret_access_key.is_some() || env_set("AWS_SECRET_ACCESS_KEY");
+        let unsigned = std::env::var("AWS_SKIP_SIGNATURE").is_ok_and(|v| v == "true");
+        if !(unsigned || has_key && has_secret) {
+            return Err(bad(
+                "no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY \
+                 (or --access-key-id and --secret-access-key), or AWS_SKIP_SIGNATURE=true for a \
+                 bucket that takes unsigned requests"
+                    .to_owned(),
+            ));
         }
         let inner = builder.build().map_err(|e| bad(e.to_string()))?;
         let runtime = tokio::runtime::Builder::new_current_thread()
