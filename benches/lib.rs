@@ -544,6 +544,64 @@ pub fn fill_long_session(h: &mut sessionlog::SessionHandle, events: u64) {
     }
 }
 
+/// Appends the benchmark session of `benches/compare`'s replay table to `h` (seed 42, the
+/// default workload, a turn every second from 1,700,000,000,000 ms, compactions as the
+/// workload asks) until it holds at least `events` events. Commits every `commit_every`
+/// turns when given, and once at the end.
+pub fn fill_compare_session(
+    h: &mut sessionlog::SessionHandle,
+    events: u64,
+    commit_every: Option<u64>,
+) {
+    use sessionlog::workload::{Workload, WorkloadConfig};
+    let mut w = Workload::new(42, WorkloadConfig::default());
+    let mut time = 1_700_000_000_000i64;
+    for e in w.session_start(time) {
+        h.append(e).expect("append");
+    }
+    while h.next_seq().get() < events {
+        time += 1000;
+        let next = h.next_seq().get();
+        for e in w.turn(next, time, None) {
+            h.append(e).expect("append");
+        }
+        if w.wants_compaction() {
+            let surface = h.state().surface();
+            if let Some(c) = w.compaction(&surface, h.next_seq(), time) {
+                for e in c {
+                    h.append(e).expect("compaction");
+                }
+            }
+        }
+        if commit_every.is_some_and(|n| w.turns() % n == 0) {
+            h.commit().expect("commit");
+        }
+    }
+    h.commit().expect("commit");
+}
+
+/// Reads every key once untimed (warm), then times `reads` point reads one by one, cycling
+/// through `keys`.
+pub fn point_read_latencies(
+    log: &sessionlog_log::Log,
+    keys: &[(sessionlog_log::StreamId, sessionlog_log::Seq)],
+    reads: usize,
+) -> Percentiles {
+    for &(s, q) in keys {
+        log.read(s, q).expect("read");
+    }
+    let mut lat = Vec::with_capacity(reads);
+    for i in 0..reads {
+        let (s, q) = keys[i % keys.len()];
+        let t = std::time::Instant::now();
+        let r = log.read(s, q).expect("read");
+        let e = t.elapsed();
+        std::hint::black_box(r);
+        lat.push(ns(e));
+    }
+    Percentiles::of(&mut lat)
+}
+
 /// Session `name` loaded whole, every event held in memory and folded by
 /// `Session::from_events` (the way a writer resumed before the state checkpoint): the
 /// baseline the incremental resume and the maintained figures are measured against.

@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use serde_json::json;
-use sessionlog::workload::{Workload, WorkloadConfig};
 use sessionlog::{SessionHeader, Store, StoreOptions};
 use sessionlog_benches::{
-    dir_bytes, fresh_dir, human_ns, ns, probe, write_json, Percentiles, Probe, Rng,
+    dir_bytes, fill_compare_session, fresh_dir, human_ns, point_read_latencies, probe, write_json,
+    Probe, Rng,
 };
 use sessionlog_log::{Compression, Log, LogOptions, Seq, StreamId};
 
@@ -40,30 +40,7 @@ fn build(dir: &Path, events: u64) -> (u64, Vec<u8>) {
     let mut jsonl = header.raw().as_bytes().to_vec();
     jsonl.push(b'\n');
     let mut h = store.create_session(SESSION, header).expect("create");
-    let mut w = Workload::new(42, WorkloadConfig::default());
-    let mut time = 1_700_000_000_000i64;
-    for e in w.session_start(time) {
-        h.append(e).expect("append");
-    }
-    while h.next_seq().get() < events {
-        time += 1000;
-        let next = h.next_seq().get();
-        for e in w.turn(next, time, None) {
-            h.append(e).expect("append");
-        }
-        if w.wants_compaction() {
-            let surface = h.state().surface();
-            if let Some(c) = w.compaction(&surface, h.next_seq(), time) {
-                for e in c {
-                    h.append(e).expect("compaction");
-                }
-            }
-        }
-        if w.turns() % 32 == 0 {
-            h.commit().expect("commit");
-        }
-    }
-    h.commit().expect("commit");
+    fill_compare_session(&mut h, events, Some(32));
     let stored = h.next_seq().get();
     for e in h.events_from(sessionlog::Seq(0)).expect("events") {
         jsonl.extend_from_slice(e.raw().as_bytes());
@@ -92,21 +69,6 @@ fn segment_bytes(dir: &Path) -> (u64, u64) {
         .map(|s| s.1)
         .sum();
     (sealed, all)
-}
-
-fn point_latencies(log: &Log, keys: &[(StreamId, Seq)]) -> Percentiles {
-    for &(s, q) in keys {
-        log.read(s, q).expect("read");
-    }
-    let mut lat = Vec::with_capacity(TIMED_READS);
-    for i in 0..TIMED_READS {
-        let (s, q) = keys[i % keys.len()];
-        let t = Instant::now();
-        let r = log.read(s, q).expect("read");
-        lat.push(ns(t.elapsed()));
-        std::hint::black_box(r);
-    }
-    Percentiles::of(&mut lat)
 }
 
 /// Store::open + view with the projection cache deleted, best of two.
@@ -139,7 +101,7 @@ fn bench(c: &mut Criterion, probe: &Probe) {
     let keys: Vec<(StreamId, Seq)> = (0..KEYS)
         .map(|_| (stream, Seq(rng.next_u64() % sealed_events.max(1))))
         .collect();
-    let reads_plain = point_latencies(&log, &keys);
+    let reads_plain = point_read_latencies(&log, &keys, TIMED_READS);
     let mut group = c.benchmark_group("compression_point_read_sealed");
     let mut next = 0usize;
     group.bench_function("plain", |b| {
@@ -160,7 +122,7 @@ fn bench(c: &mut Criterion, probe: &Probe) {
     let report = log.reclaim().expect("compress");
     let compress_time = t.elapsed();
     let (sealed_zstd, all_zstd) = segment_bytes(&dir);
-    let reads_zstd = point_latencies(&log, &keys);
+    let reads_zstd = point_read_latencies(&log, &keys, TIMED_READS);
     group.bench_function("compressed", |b| {
         b.iter(|| {
             let (s, q) = keys[next % keys.len()];

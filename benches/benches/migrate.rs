@@ -21,9 +21,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use sessionlog::session::SessionHeader;
-use sessionlog::workload::{Workload, WorkloadConfig};
 use sessionlog::{Store, StoreOptions};
-use sessionlog_benches::{fresh_dir, human_ns, ns, probe};
+use sessionlog_benches::{fill_compare_session, fresh_dir, human_ns, ns, probe};
 use sessionlog_session::{export_dsh, import_jsonl, DshFormat, ExportOptions, ImportOptions};
 
 const RUNS: usize = 3;
@@ -36,27 +35,7 @@ fn build_v0_file(dir: &Path, events: u64) -> (PathBuf, u64) {
     let mut h = store
         .create_session("long-session", header)
         .expect("create");
-    let mut w = Workload::new(42, WorkloadConfig::default());
-    let mut time = 1_700_000_000_000i64;
-    for e in w.session_start(time) {
-        h.append(e).expect("append");
-    }
-    while h.next_seq().get() < events {
-        time += 1000;
-        let next = h.next_seq().get();
-        for e in w.turn(next, time, None) {
-            h.append(e).expect("append");
-        }
-        if w.wants_compaction() {
-            let surface = h.state().surface();
-            if let Some(c) = w.compaction(&surface, h.next_seq(), time) {
-                for e in c {
-                    h.append(e).expect("compaction");
-                }
-            }
-        }
-    }
-    h.commit().expect("commit");
+    fill_compare_session(&mut h, events, None);
     let stored = h.next_seq().get();
     drop(h);
     let path = dir.join("session.jsonl");

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, Throughput};
 use serde_json::json;
 use sessionlog_benches::{
-    fresh_dir, human_ns, ns, payload, probe, write_json, Calls, Percentiles, Probe, Rng,
-    SAMPLE_SIZE,
+    fresh_dir, human_ns, ns, payload, point_read_latencies, probe, write_json, Calls, Percentiles,
+    Probe, Rng, SAMPLE_SIZE,
 };
 use sessionlog_log::{Append, Durability, Log, LogOptions, Seq, StreamId};
 
@@ -66,23 +66,6 @@ fn build() -> Store {
     }
 }
 
-/// Reads every key once untimed (warm), then times `TIMED_READS` reads one by one.
-fn point_latencies(log: &Log, keys: &[(StreamId, Seq)]) -> Percentiles {
-    for &(s, q) in keys {
-        log.read(s, q).expect("read");
-    }
-    let mut lat = Vec::with_capacity(TIMED_READS);
-    for i in 0..TIMED_READS {
-        let (s, q) = keys[i % keys.len()];
-        let t = Instant::now();
-        let r = log.read(s, q).expect("read");
-        let e = t.elapsed();
-        std::hint::black_box(r);
-        lat.push(ns(e));
-    }
-    Percentiles::of(&mut lat)
-}
-
 fn timer_overhead_ns() -> u64 {
     let mut lat: Vec<u64> = (0..10_000)
         .map(|_| {
@@ -125,8 +108,8 @@ fn bench(c: &mut Criterion, probe: &Probe) {
     group.finish();
 
     let overhead = timer_overhead_ns();
-    let sealed_p = point_latencies(log, &store.sealed);
-    let active_p = point_latencies(log, &store.active);
+    let sealed_p = point_read_latencies(log, &store.sealed, TIMED_READS);
+    let active_p = point_read_latencies(log, &store.active, TIMED_READS);
     let floor = probe.fsync_p50_ns() as f64;
     for (name, p) in [("sealed", &sealed_p), ("active", &active_p)] {
         println!(
