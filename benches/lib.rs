@@ -278,6 +278,17 @@ impl Probe {
     pub fn records_equivalent(&self, bytes_per_record: f64) -> f64 {
         self.seq_durable_mb_s * 1e6 / bytes_per_record
     }
+
+    /// The one-line reminder a bench prints beside its results:
+    /// `probe: fdatasync p50 … p99 …, sequential durable … MB/s`.
+    pub fn summary(&self) -> String {
+        format!(
+            "probe: fdatasync p50 {} p99 {}, sequential durable {:.0} MB/s",
+            human_ns(self.fdatasync_4k.p50_ns),
+            human_ns(self.fdatasync_4k.p99_ns),
+            self.seq_durable_mb_s
+        )
+    }
 }
 
 const PROBE_FILE_BYTES: u64 = 64 << 20;

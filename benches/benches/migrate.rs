@@ -187,12 +187,7 @@ fn main() {
     }
     drop(imported);
 
-    println!(
-        "probe: fdatasync p50 {} p99 {}, sequential durable {:.0} MB/s",
-        human_ns(probe.fdatasync_4k.p50_ns),
-        human_ns(probe.fdatasync_4k.p99_ns),
-        probe.seq_durable_mb_s
-    );
+    println!("{}", probe.summary());
     println!("V0 -> V4 migration of a {stored}-event session ({v0_bytes} bytes of V0 JSONL):");
     println!(
         "  sessionlog from its store {:>10}  (open, read the log, migrate, write + fdatasync; best of {RUNS})",

@@ -291,12 +291,7 @@ fn main() {
     let _ = std::fs::remove_dir_all(&dir);
 
     let r = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
-    println!(
-        "probe: fdatasync p50 {} p99 {}, sequential durable {:.0} MB/s",
-        human_ns(probe.fdatasync_4k.p50_ns),
-        human_ns(probe.fdatasync_4k.p99_ns),
-        probe.seq_durable_mb_s
-    );
+    println!("{}", probe.summary());
     println!("a projection of the {events}-event session handed back (best of {RUNS}, store open not timed):");
     for (name, checkpoint, cold) in hand_backs {
         println!(

@@ -155,12 +155,7 @@ fn main() {
 
     let mb = |b: u64| b as f64 / (1 << 20) as f64;
     let r = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
-    println!(
-        "probe: fdatasync p50 {} p99 {}, sequential durable {:.0} MB/s",
-        human_ns(probe.fdatasync_4k.p50_ns),
-        human_ns(probe.fdatasync_4k.p99_ns),
-        probe.seq_durable_mb_s
-    );
+    println!("{}", probe.summary());
     println!(
         "resume for writing of a {events}-event session (best of {RUNS}, one child process each):"
     );
