@@ -7,12 +7,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use sessionlog_format::segment_file_name;
 use sessionlog_log::{verify_store, Append, Durability, Log, LogOptions, RealStorage, Seq};
 
 use crate::error::{io_err, Error, Result};
 use crate::manifest::{store_id_hex, Manifest, ObjectRef, CACHE_DIR};
 use crate::object::ObjectStore;
-use crate::ship::{newest_generation, read_manifest};
+use crate::ship::newest_generation;
 
 /// How often a restore starts over from a newer manifest when an object of the one it read
 /// was removed meanwhile (a ship deletes the objects of manifests two generations old).
@@ -59,10 +60,10 @@ pub fn restore(
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let generation = newest_generation(objects)?.ok_or_else(|| Error::NothingShipped {
+        let manifest = crate::newest_manifest(objects)?.ok_or_else(|| Error::NothingShipped {
             location: objects.location(),
         })?;
-        let manifest = read_manifest(objects, generation)?;
+        let generation = manifest.generation;
         match restore_manifest(objects, &manifest, target, options) {
             Err(Error::MissingObject { .. })
                 if attempt < RESTORE_ATTEMPTS
@@ -121,7 +122,7 @@ fn restore_manifest(
     let staging = Staging::beside(target, "restoring")?;
     let mut bytes = 0;
     for segment in &manifest.segments {
-        let path = staging.path.join(format!("{:020}.seg", segment.id));
+        let path = staging.path.join(segment_file_name(segment.id));
         let mut file = File::create(&path).map_err(io_err("create", &path))?;
         for object in &segment.objects {
             let data = fetch(objects, object, manifest.generation)?;

@@ -10,6 +10,7 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
+use sessionlog_format::{parse_segment_file_name, segment_file_name};
 use sessionlog_log::{Log, Lsn, StreamInfo};
 
 use crate::error::{io_err, Error, Result};
@@ -223,13 +224,10 @@ impl Shipper {
         };
         let cache = self.plan_checkpoints(source.dir(), state, &mut uploads)?;
         let previous = state.last.as_ref();
-        if previous.is_some_and(|m| m.segments == segments && m.cache == cache) {
-            let last = previous
-                .map(|m| (m.generation, m.durable_lsn))
-                .unwrap_or_default();
+        if let Some(last) = previous.filter(|m| m.segments == segments && m.cache == cache) {
             return Ok(ShipReport {
-                generation: last.0,
-                durable_lsn: Lsn(last.1),
+                generation: last.generation,
+                durable_lsn: Lsn(last.durable_lsn),
                 wrote_manifest: false,
                 segments: segments.len(),
                 uploaded_objects: uploads.objects,
@@ -283,13 +281,7 @@ impl Shipper {
     /// segment's parts from it, and removes every object neither names: garbage of ships that
     /// failed before their manifest.
     fn load(&self, state: &mut State, ours: &str) -> Result<()> {
-        let mut generations: Vec<u64> = self
-            .objects
-            .list(MANIFEST_DIR)?
-            .iter()
-            .filter_map(|k| manifest_generation(k))
-            .collect();
-        generations.sort_unstable();
+        let generations = manifest_generations(&*self.objects)?;
         let newest = generations.last().copied();
         if let Some(generation) = newest {
             let last = read_manifest(&*self.objects, generation)?;
@@ -561,13 +553,20 @@ impl Shipper {
     }
 }
 
-/// The newest manifest at `objects`, if any.
-pub(crate) fn newest_generation(objects: &dyn ObjectStore) -> Result<Option<u64>> {
-    Ok(objects
+/// The generations of the manifests at `objects`, ascending.
+fn manifest_generations(objects: &dyn ObjectStore) -> Result<Vec<u64>> {
+    let mut generations: Vec<u64> = objects
         .list(MANIFEST_DIR)?
         .iter()
         .filter_map(|k| manifest_generation(k))
-        .max())
+        .collect();
+    generations.sort_unstable();
+    Ok(generations)
+}
+
+/// The newest manifest at `objects`, if any.
+pub(crate) fn newest_generation(objects: &dyn ObjectStore) -> Result<Option<u64>> {
+    Ok(manifest_generations(objects)?.last().copied())
 }
 
 /// Reads and decodes manifest `generation`.
@@ -580,21 +579,11 @@ pub(crate) fn read_manifest(objects: &dyn ObjectStore, generation: u64) -> Resul
     Manifest::decode(&key, &bytes)
 }
 
-fn segment_file_name(id: u64) -> String {
-    format!("{id:020}.seg")
-}
-
 /// The segment ids in `dir`, ascending.
 fn segment_ids(dir: &Path) -> Result<Vec<u64>> {
     let mut ids: Vec<u64> = fs::read_dir(dir)
         .map_err(io_err("list", dir))?
-        .filter_map(|e| {
-            let name = e.ok()?.file_name().into_string().ok()?;
-            let digits = name.strip_suffix(".seg")?;
-            (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
-                .then(|| digits.parse().ok())
-                .flatten()
-        })
+        .filter_map(|e| parse_segment_file_name(e.ok()?.file_name().to_str()?))
         .collect();
     ids.sort_unstable();
     Ok(ids)
