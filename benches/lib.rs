@@ -618,7 +618,7 @@ pub fn point_read_latencies(
 /// baseline the incremental resume and the maintained figures are measured against.
 pub fn whole_session(store: &sessionlog::Store, name: &str) -> sessionlog::session::Session {
     use sessionlog::session::{FormatVersion, Seq, Session};
-    let header = store.session_state(name).expect("state").header().clone();
+    let header = store.header(name).expect("header");
     let events = store.raw_events(name, Seq(0)).expect("events");
     Session::from_events(header, FormatVersion::current(), events).expect("whole fold")
 }

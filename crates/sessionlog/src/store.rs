@@ -573,6 +573,11 @@ impl Store {
         Ok(format)
     }
 
+    /// The header of session `name`, read from its first record (nothing is folded).
+    pub fn header(&self, name: &str) -> Result<SessionHeader> {
+        self.read_header(name, self.stream(name)?)
+    }
+
     /// The stored envelopes of a session's events from event seq `from` on, without folding
     /// the session. Collects them; [`Store::events`] streams them.
     pub fn raw_events(&self, name: &str, from: Seq) -> Result<Vec<Event>> {
