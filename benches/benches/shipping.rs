@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use sessionlog::build::{AssistantMessage, StepEnd, StepStart, TurnEnd, TurnStart, UserMessage};
 use sessionlog::{LogOptions, SessionHeader, Store, StoreOptions};
-use sessionlog_benches::{fresh_dir, probe, write_json};
+use sessionlog_benches::{dir_bytes, fresh_dir, probe, write_json};
 use sessionlog_remote::{
     restore, DirObjectStore, ObjectStore, RestoreOptions, S3Config, S3ObjectStore, Shipper,
 };
@@ -107,12 +107,7 @@ fn main() {
     let shipper = Arc::new(Shipper::new(objects.clone(), 0));
     let (shipped, store) = run("ship-shipped", seconds, Some(shipper.clone()));
     let last = shipper.ship(&store.log_reader()).expect("final ship");
-    let bytes: u64 = std::fs::read_dir(store.log_reader().dir())
-        .expect("list")
-        .filter_map(|e| e.ok()?.metadata().ok())
-        .filter(|m| m.is_file())
-        .map(|m| m.len())
-        .sum();
+    let bytes = dir_bytes(store.log_reader().dir());
     store.close().expect("close");
     let target = fresh_dir("ship-restored");
     std::fs::remove_dir(&target).expect("an absent target");
