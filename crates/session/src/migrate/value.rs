@@ -132,10 +132,7 @@ impl<'a> Val<'a> {
 
     /// The string member `key`, read without opening anything up.
     pub(crate) fn peek_str(&self, key: &str) -> Option<Cow<'_, str>> {
-        match self.peek(key)? {
-            Peek::Json(json) => json.as_str(),
-            Peek::Val(_) => None,
-        }
+        self.peek(key)?.as_str()
     }
 
     /// Whether member `key` is present, read without opening anything up.
