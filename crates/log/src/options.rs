@@ -54,15 +54,20 @@ pub enum Compression {
 }
 
 impl Compression {
+    /// zstd's default level.
+    const DEFAULT_ZSTD_LEVEL: i32 = 3;
+
     /// zstd at its default level, 3.
-    pub const ZSTD: Compression = Compression::Zstd { level: 3 };
+    pub const ZSTD: Compression = Compression::Zstd {
+        level: Self::DEFAULT_ZSTD_LEVEL,
+    };
 
     /// The level to compress a rewritten segment at, when it is compressed at all: the
     /// option's, or the default level for a segment that was compressed before.
     pub(crate) fn level_for(self, was_compressed: bool) -> Option<i32> {
         match self {
             Compression::Zstd { level } => Some(level),
-            Compression::None => was_compressed.then_some(3),
+            Compression::None => was_compressed.then_some(Self::DEFAULT_ZSTD_LEVEL),
         }
     }
 }
