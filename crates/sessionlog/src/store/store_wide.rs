@@ -214,9 +214,18 @@ impl Store {
         if !due || log.is_read_only() {
             return;
         }
-        let mut section = Vec::new();
+        // The count of parts kept goes first; it is filled in once the parts are written.
+        let mut body = vec![0u8; 8];
         let mut kept = 0u64;
         for (_, stream, slot) in &fold.parts {
+            let matched = fold.matched.get(&stream.0);
+            // A part that folded nothing past its checkpoint is written back as it was read:
+            // its watermark record was already read and checked against the log.
+            if let Some(e) = matched.filter(|e| e.watermark == slot.events + 1) {
+                put_entry(&mut body, stream.0, e);
+                kept += 1;
+                continue;
+            }
             let folded = slot.state.as_ref().ok().and_then(|state| {
                 let h = self.durable_cache_header(*stream, slot.events + 1)?;
                 let part = projection.encode(state).ok()?;
@@ -226,18 +235,12 @@ impl Store {
                     part,
                 })
             });
-            if let Some(e) = folded.as_ref().or_else(|| fold.matched.get(&stream.0)) {
-                put_u64(&mut section, stream.0);
-                put_u64(&mut section, e.watermark);
-                put_u64(&mut section, u64::from(e.last_record_crc));
-                put_u64(&mut section, e.part.len() as u64);
-                section.extend_from_slice(&e.part);
+            if let Some(e) = folded.as_ref().or(matched) {
+                put_entry(&mut body, stream.0, e);
                 kept += 1;
             }
         }
-        let mut body = Vec::with_capacity(8 + section.len());
-        put_u64(&mut body, kept);
-        body.extend_from_slice(&section);
+        body[..8].copy_from_slice(&kept.to_le_bytes());
         let header = CacheHeader {
             store_id: log.store_id(),
             stream_id: 0,
@@ -368,6 +371,15 @@ impl Store {
         }
         Ok(())
     }
+}
+
+/// Appends one session's part as [`decode_entries`] reads it.
+fn put_entry(out: &mut Vec<u8>, stream: u64, e: &Entry) {
+    put_u64(out, stream);
+    put_u64(out, e.watermark);
+    put_u64(out, u64::from(e.last_record_crc));
+    put_u64(out, e.part.len() as u64);
+    out.extend_from_slice(&e.part);
 }
 
 /// The parts of a store-wide checkpoint's section. spec: cache.md#store-wide-projections
