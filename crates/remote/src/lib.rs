@@ -26,7 +26,9 @@ pub use manifest::{
     Manifest, ObjectRef, ShippedCheckpoint, ShippedSegment, ShippedStream, MANIFEST_FORMAT,
 };
 pub use object::{DirObjectStore, ObjectStore};
-pub use owner::{recorded_token, EtcdLeases, LeaseGrant, LeaseService, Owner, OWNER_STREAM};
+pub use owner::{
+    recorded_token, EtcdLeases, LeaseGrant, LeaseService, Owner, Renewer, OWNER_STREAM,
+};
 pub use restore::{restore, RestoreOptions, RestoreReport};
 pub use s3::{S3Config, S3ObjectStore};
 pub use ship::{ShipReport, ShipSource, Shipper, MAX_TAIL_PARTS};

@@ -7,9 +7,11 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use sessionlog::{Durability, Store};
 
 use crate::error::{Error, Result};
@@ -121,6 +123,56 @@ impl Owner {
         }
     }
 
+    /// Whether the lease was found lost (by a refused renewal or a passed deadline): then it
+    /// stays lost. A lease whose deadline passed unnoticed counts as lost at the next
+    /// [`Owner::check`].
+    pub fn is_lost(&self) -> bool {
+        self.valid_until.lock().is_none()
+    }
+
+    /// Renews the lease in the background every third of its TTL until the returned
+    /// [`Renewer`] is dropped or the lease is lost. A failed renewal is retried sooner (every
+    /// tenth of the TTL) while the deadline has not passed; a lease service that reports the
+    /// lease gone, or a deadline that passes without a renewal, ends the renewer with the
+    /// lease lost, so every later [`Owner::check`] (and every commit through a [`Shipper`]
+    /// owned by this owner) fails.
+    ///
+    /// [`Shipper`]: crate::Shipper
+    pub fn keep_alive(self: &Arc<Owner>, leases: Arc<dyn LeaseService>) -> Renewer {
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let owner = Arc::clone(self);
+        let stopped = Arc::clone(&stop);
+        let ttl = self.grant.ttl;
+        let thread = std::thread::Builder::new()
+            .name(format!("sessionlog-lease-{}", self.shard))
+            .spawn(move || {
+                let mut wait = ttl / 3;
+                loop {
+                    {
+                        let (flag, wake) = &*stopped;
+                        let mut flag = flag.lock();
+                        if !*flag {
+                            wake.wait_for(&mut flag, wait);
+                        }
+                        if *flag {
+                            return;
+                        }
+                    }
+                    wait = match owner.renew(&*leases) {
+                        Ok(()) => ttl / 3,
+                        Err(_) if owner.check().is_err() => return,
+                        Err(_) => ttl / 10,
+                    };
+                }
+            });
+        Renewer {
+            stop,
+            // A thread that could not be started renews nothing: the lease then lapses at its
+            // deadline, which every check observes.
+            thread: thread.ok(),
+        }
+    }
+
     /// Fails with [`Error::LeaseLost`] unless the lease is still valid: call it before every
     /// commit (or use [`Owner::commit`]), so a writer that lost its lease stops before its
     /// next commit.
@@ -175,6 +227,34 @@ impl Owner {
         Error::LeaseLost {
             shard: self.shard.clone(),
             token: self.grant.token,
+        }
+    }
+}
+
+/// The background renewal of an [`Owner`]'s lease ([`Owner::keep_alive`]); dropping it stops
+/// the renewals (the lease then lapses at its deadline unless renewed otherwise).
+#[derive(Debug)]
+pub struct Renewer {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Renewer {
+    /// Whether the renewer still runs: false once the lease was lost (or the thread could
+    /// not be started).
+    pub fn is_running(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+}
+
+impl Drop for Renewer {
+    fn drop(&mut self) {
+        let (flag, wake) = &*self.stop;
+        *flag.lock() = true;
+        wake.notify_all();
+        if let Some(thread) = self.thread.take() {
+            // A renewal in flight ends within the lease service's request timeout.
+            let _ = thread.join();
         }
     }
 }

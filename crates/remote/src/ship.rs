@@ -20,6 +20,7 @@ use crate::manifest::{
     MANIFEST_DIR, MANIFEST_FORMAT, SEGMENT_DIR, TAIL_DIR,
 };
 use crate::object::ObjectStore;
+use crate::owner::Owner;
 
 /// An active segment shipped in more parts than this is shipped again as one part.
 pub const MAX_TAIL_PARTS: usize = 64;
@@ -106,6 +107,8 @@ pub struct ShipReport {
 pub struct Shipper {
     objects: Arc<dyn ObjectStore>,
     fencing_token: u64,
+    /// When set, every upload and the manifest wait for a valid lease of this owner.
+    owner: Option<Arc<Owner>>,
     state: Mutex<State>,
 }
 
@@ -170,8 +173,48 @@ impl Shipper {
         Shipper {
             objects,
             fencing_token,
+            owner: None,
             state: Mutex::new(State::default()),
         }
+    }
+
+    /// A shipper for the store `owner` owns: its manifests carry the owner's fencing token,
+    /// and it checks the lease before every object it uploads and before the manifest, so a
+    /// writer whose lease was lost ships nothing more. Keep the lease renewed
+    /// ([`Owner::keep_alive`]).
+    pub fn owned(objects: Arc<dyn ObjectStore>, owner: Arc<Owner>) -> Shipper {
+        Shipper {
+            objects,
+            fencing_token: owner.token(),
+            owner: Some(owner),
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// A commit at the shipped durability level: checks the lease (for an owned shipper),
+    /// runs `commit`, which must commit with `Durability::Sync`, then waits until a manifest
+    /// covers everything durable in `store` ([`Shipper::ship_through`]). A writer that lost
+    /// its lease is refused before `commit` runs, so it writes nothing more. An error after
+    /// `commit` ran means its events may be durable locally but are not acknowledged as
+    /// shipped.
+    pub fn commit<T, E>(
+        &self,
+        store: &sessionlog::Store,
+        commit: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T>
+    where
+        Error: From<E>,
+    {
+        self.check_owner()?;
+        let committed = commit()?;
+        let reader = store.log_reader();
+        self.ship_through(&reader, reader.durable_lsn())?;
+        Ok(committed)
+    }
+
+    /// Fails with [`Error::LeaseLost`] when this shipper's owner lost its lease.
+    fn check_owner(&self) -> Result<()> {
+        self.owner.as_ref().map_or(Ok(()), |owner| owner.check())
     }
 
     /// Ships what is new in `source`: sealed segments not shipped yet, the durable bytes of
@@ -207,6 +250,7 @@ impl Shipper {
         if source.is_read_only() {
             return Err(Error::ReadOnlySource);
         }
+        self.check_owner()?;
         let ours = store_id_hex(source.store_id());
         if !state.loaded {
             self.load(state, &ours)?;
@@ -255,6 +299,7 @@ impl Shipper {
                 .collect(),
         };
         let key = manifest_key(manifest.generation);
+        self.check_owner()?;
         if !self.objects.put_if_absent(&key, manifest.encode())? {
             return Err(Error::Fenced {
                 generation: manifest.generation,
@@ -522,6 +567,7 @@ impl Shipper {
     }
 
     fn upload(&self, key: &str, bytes: Bytes, uploads: &mut Uploads) -> Result<()> {
+        self.check_owner()?;
         uploads.objects += 1;
         uploads.bytes += bytes.len() as u64;
         self.objects.put(key, bytes)

@@ -43,8 +43,8 @@ fn records(store: &Store, name: &str) -> u64 {
 }
 
 /// The writer: takes the lease (waiting for an earlier owner's to expire), restores the
-/// shipped state when its directory is empty, records its token, then commits and ships one
-/// turn at a time, renewing before each, until killed.
+/// shipped state when its directory is empty, records its token, then commits one turn at a
+/// time at the shipped level, its lease renewed in the background, until killed.
 fn writer(shard: &str, dir: &Path, bucket: &Path) -> ! {
     let leases = leases();
     let started = Instant::now();
@@ -63,7 +63,9 @@ fn writer(shard: &str, dir: &Path, bucket: &Path) -> ! {
     }
     let store = Store::open(dir, small_store_options()).expect("writer: open");
     owner.record_in(&store).expect("writer: record token");
-    let shipper = Shipper::new(objects, owner.token());
+    let owner = Arc::new(owner);
+    let _renewer = owner.keep_alive(Arc::new(leases));
+    let shipper = Shipper::owned(objects, owner.clone());
     let mut out = std::io::stdout().lock();
     // The test harness has printed `test NAME ... ` without a line end: start a fresh line.
     writeln!(out).expect("stdout");
@@ -71,17 +73,12 @@ fn writer(shard: &str, dir: &Path, bucket: &Path) -> ! {
     writeln!(out, "lease {} {}", grant.lease_id, grant.token).expect("stdout");
     for i in 0.. {
         let name = format!("s{}", i % 2);
-        owner.renew(&leases).expect("writer: renew");
-        owner
-            .commit(|| -> sessionlog::Result<()> {
+        shipper
+            .commit(&store, || -> sessionlog::Result<()> {
                 write_turns(&store, &name, 1);
                 Ok(())
             })
-            .expect("writer: commit");
-        let reader = store.log_reader();
-        shipper
-            .ship_through(&reader, reader.durable_lsn())
-            .expect("writer: ship");
+            .expect("writer: shipped commit");
         writeln!(out, "acked {name} {}", records(&store, &name)).expect("stdout");
         out.flush().expect("flush");
     }

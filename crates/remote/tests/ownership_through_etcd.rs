@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use common::{assert_verifies, small_store_options, write_turns};
 use sessionlog::Store;
 use sessionlog_remote::{
-    recorded_token, restore, DirObjectStore, Error, EtcdLeases, Owner, RestoreOptions, Shipper,
+    recorded_token, restore, DirObjectStore, Error, EtcdLeases, LeaseService, Owner,
+    RestoreOptions, Shipper,
 };
 
 const TTL: Duration = Duration::from_secs(2);
@@ -192,4 +193,150 @@ fn after_node_loss_the_new_owner_restores_every_shipped_commit_and_the_old_one_i
     store_b.close().expect("close");
     owner_b.release(&leases).expect("release");
     older.release(&leases).expect("release");
+}
+
+/// The manifests at `objects`, counted.
+fn manifests(objects: &DirObjectStore) -> usize {
+    use sessionlog_remote::ObjectStore;
+    objects.list("manifests").expect("list manifests").len()
+}
+
+/// Tries a shipped commit of one turn; whether the commit itself ran, and the outcome.
+fn try_shipped_commit(shipper: &Shipper, store: &Store) -> (bool, Result<(), Error>) {
+    let mut ran = false;
+    let outcome = shipper.commit(store, || -> sessionlog::Result<()> {
+        ran = true;
+        write_turns(store, "s", 1);
+        Ok(())
+    });
+    (ran, outcome)
+}
+
+#[test]
+fn a_live_writer_whose_lease_is_revoked_stops_before_its_next_commit_and_ship() {
+    let test = "a_live_writer_whose_lease_is_revoked_stops_before_its_next_commit_and_ship";
+    let Some(leases) = cluster(test) else { return };
+    let leases = Arc::new(leases);
+    let shard = shard(test);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let objects = Arc::new(DirObjectStore::new(tmp.path().join("bucket")).expect("bucket"));
+    let store = Store::open(tmp.path().join("store"), small_store_options()).expect("open");
+    let owner = Arc::new(Owner::acquire(&*leases, &shard, "node-a", TTL).expect("acquire"));
+    owner.record_in(&store).expect("record the token");
+    let renewer = owner.keep_alive(leases.clone());
+    let shipper = Shipper::owned(objects.clone(), owner.clone());
+
+    // The background renewals keep the lease alive well past its TTL.
+    let started = Instant::now();
+    while started.elapsed() < TTL * 2 {
+        let (ran, outcome) = try_shipped_commit(&shipper, &store);
+        assert!(ran);
+        outcome.expect("a shipped commit while the renewer keeps the lease");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(renewer.is_running());
+    let shipped = manifests(&objects);
+    assert!(shipped > 0);
+    let acknowledged = store.export_dsh("s").expect("export");
+
+    // Another client revokes the lease under the live writer.
+    leases.release(owner.grant().lease_id).expect("revoke");
+    let revoked = Instant::now();
+    while renewer.is_running() {
+        assert!(
+            revoked.elapsed() < TTL,
+            "the renewer must notice the revoked lease within one renewal interval"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(owner.is_lost());
+    let (ran, outcome) = try_shipped_commit(&shipper, &store);
+    assert!(!ran, "the commit must not run once the lease is lost");
+    let err = outcome.unwrap_err();
+    assert!(matches!(err, Error::LeaseLost { .. }), "{err}");
+    // Nor does the shipper ship anything: write a local commit behind the owner's back and
+    // try to ship it.
+    write_turns(&store, "s", 1);
+    let err = shipper.ship(&store.log_reader()).unwrap_err();
+    assert!(matches!(err, Error::LeaseLost { .. }), "{err}");
+    assert_eq!(manifests(&objects), shipped, "no manifest after the loss");
+    let restored = tmp.path().join("restored");
+    restore(&*objects, &restored, &RestoreOptions::default()).expect("restore");
+    let restored_store = Store::open_read_only(&restored, small_store_options()).expect("open");
+    assert_eq!(
+        restored_store.export_dsh("s").expect("export"),
+        acknowledged,
+        "the shipped state ends with the last acknowledged commit"
+    );
+    // The shard is free at once.
+    let next = Owner::acquire(&*leases, &shard, "node-b", TTL).expect("b acquires");
+    assert!(next.token() > owner.token());
+    next.release(&*leases).expect("release");
+    drop(renewer);
+    store.close().expect("close");
+}
+
+#[test]
+fn a_writer_cut_off_from_etcd_stops_committing_before_another_node_can_take_the_shard() {
+    let test = "a_writer_cut_off_from_etcd_stops_committing_before_another_node_can_take_over";
+    let Some(leases) = cluster(test) else { return };
+    let shard = shard(test);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let objects = Arc::new(DirObjectStore::new(tmp.path().join("bucket")).expect("bucket"));
+    let store = Store::open(tmp.path().join("store"), small_store_options()).expect("open");
+    let owner = Arc::new(Owner::acquire(&leases, &shard, "node-a", TTL).expect("acquire"));
+    // The writer's renewals go to an address where no etcd answers: a partition between the
+    // writer and etcd, while etcd itself (and node b) carry on.
+    let unreachable = {
+        let socket = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let address = socket.local_addr().expect("address");
+        drop(socket);
+        EtcdLeases::new(&[format!("http://{address}")]).expect("endpoint")
+    };
+    let renewer = owner.keep_alive(Arc::new(unreachable));
+    let shipper = Shipper::owned(objects.clone(), owner.clone());
+
+    let started = Instant::now();
+    let mut first_refused: Option<Instant> = None;
+    let mut last_ran: Option<Instant> = None;
+    let taken_over = loop {
+        let (ran, outcome) = try_shipped_commit(&shipper, &store);
+        if ran {
+            assert!(first_refused.is_none(), "a lost lease stays lost");
+            outcome.expect("a shipped commit while the lease is valid");
+            last_ran = Some(Instant::now());
+        } else {
+            let err = outcome.unwrap_err();
+            assert!(matches!(err, Error::LeaseLost { .. }), "{err}");
+            first_refused.get_or_insert_with(Instant::now);
+        }
+        let asked = Instant::now();
+        match Owner::acquire(&leases, &shard, "node-b", TTL) {
+            Ok(next) => break (asked, next),
+            Err(Error::Owned { .. }) => {}
+            Err(e) => panic!("b acquires: {e}"),
+        }
+        assert!(
+            asked.duration_since(started) < TTL * 10,
+            "b never took the shard"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let (asked, next) = taken_over;
+    let first_refused = first_refused.expect("the writer was refused before b took the shard");
+    assert!(
+        first_refused < asked,
+        "the writer stopped before another node could own the shard"
+    );
+    assert!(
+        last_ran.is_some(),
+        "the writer committed while its lease was valid"
+    );
+    assert!(!renewer.is_running());
+    assert!(next.token() > owner.token());
+    let (ran, _) = try_shipped_commit(&shipper, &store);
+    assert!(!ran);
+    next.release(&leases).expect("release");
+    drop(renewer);
+    store.close().expect("close");
 }
