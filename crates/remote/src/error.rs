@@ -149,6 +149,9 @@ pub enum Error {
         /// The newest token the store records.
         recorded: u64,
     },
+    /// A download thread of a restore stopped without finishing its work.
+    #[error("a download thread of the restore stopped unexpectedly; retry the restore")]
+    FetchPanicked,
     /// The log failed.
     #[error(transparent)]
     Log(#[from] sessionlog_log::Error),
@@ -175,7 +178,7 @@ impl Error {
             | Error::NotDurable { .. }
             | Error::ReadOnlySource => ErrorClass::Refused,
             Error::StoreChanging | Error::Owned { .. } => ErrorClass::Busy,
-            Error::LeaseService { .. } => ErrorClass::Environment,
+            Error::LeaseService { .. } | Error::FetchPanicked => ErrorClass::Environment,
             Error::LeaseLost { .. } | Error::StaleOwner { .. } => ErrorClass::Refused,
             Error::Log(e) => e.class(),
             Error::Store(e) => e.class(),

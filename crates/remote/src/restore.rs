@@ -3,7 +3,9 @@
 
 use std::fs::{self, File};
 use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -120,17 +122,7 @@ fn restore_manifest(
     options: &RestoreOptions,
 ) -> Result<RestoreReport> {
     let staging = Staging::beside(target, "restoring")?;
-    let mut bytes = 0;
-    for segment in &manifest.segments {
-        let path = staging.path.join(segment_file_name(segment.id));
-        let mut file = File::create(&path).map_err(io_err("create", &path))?;
-        for object in &segment.objects {
-            let data = fetch(objects, object, manifest.generation)?;
-            bytes += data.len() as u64;
-            file.write_all(&data).map_err(io_err("write", &path))?;
-        }
-        file.sync_all().map_err(io_err("sync", &path))?;
-    }
+    let mut bytes = fetch_segments(objects, manifest, &staging.path)?;
     let mut checkpoints = 0;
     if options.sessions.is_empty() && !manifest.cache.is_empty() {
         let cache = staging.path.join(CACHE_DIR);
@@ -162,6 +154,68 @@ fn restore_manifest(
     };
     put_in_place(restored, target)?;
     Ok(report)
+}
+
+/// Objects fetched at the same time by a restore: enough to keep a loopback or LAN object
+/// store busy while one is written and checked, few enough that only this many objects
+/// (each at most a segment) are held in memory at once.
+const PARALLEL_FETCHES: usize = 6;
+
+/// Downloads every segment object of `manifest` into its segment file in `dir`, up to
+/// [`PARALLEL_FETCHES`] at a time, each written at its offset as soon as it is checked, then
+/// syncs every file. Returns the bytes written.
+fn fetch_segments(objects: &dyn ObjectStore, manifest: &Manifest, dir: &Path) -> Result<u64> {
+    let mut files = Vec::with_capacity(manifest.segments.len());
+    let mut work = Vec::new();
+    for segment in &manifest.segments {
+        let path = dir.join(segment_file_name(segment.id));
+        let file = File::create(&path).map_err(io_err("create", &path))?;
+        let index = files.len();
+        files.push((path, file));
+        work.extend(segment.objects.iter().map(|object| (index, object)));
+    }
+    // Largest first, so one big object does not start last and run alone.
+    work.sort_by_key(|(_, object)| std::cmp::Reverse(object.length));
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let fetcher = || -> Result<u64> {
+        let mut written = 0;
+        while !failed.load(Ordering::Relaxed) {
+            let Some(&(index, object)) = work.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                break;
+            };
+            let (path, file) = &files[index];
+            let stored = fetch(objects, object, manifest.generation).and_then(|data| {
+                file.write_all_at(&data, object.offset)
+                    .map_err(io_err("write", path))?;
+                Ok(data.len() as u64)
+            });
+            match stored {
+                Ok(n) => written += n,
+                Err(e) => {
+                    failed.store(true, Ordering::Relaxed);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(written)
+    };
+    let fetchers = PARALLEL_FETCHES.min(work.len()).max(1);
+    let results: Vec<Result<u64>> = std::thread::scope(|scope| {
+        let running: Vec<_> = (0..fetchers).map(|_| scope.spawn(fetcher)).collect();
+        running
+            .into_iter()
+            .map(|t| t.join().unwrap_or(Err(Error::FetchPanicked)))
+            .collect()
+    });
+    let mut bytes = 0;
+    for result in results {
+        bytes += result?;
+    }
+    for (path, file) in &files {
+        file.sync_all().map_err(io_err("sync", path))?;
+    }
+    Ok(bytes)
 }
 
 /// Downloads `object` and checks it against its manifest entry.
