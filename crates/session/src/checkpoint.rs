@@ -11,6 +11,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use crate::compaction::CompactionLocks;
 use crate::event::Seq;
 use crate::header::SessionHeader;
 use crate::repair::{PendingCall, TurnTracker};
@@ -28,7 +29,7 @@ pub const CHECKPOINT_MAGIC: u32 = u32::from_le_bytes(*b"SLST");
 
 /// The version of the checkpoint encoding and of the fold's meaning: bump it whenever
 /// either changes, so older checkpoints are rebuilt from the log.
-pub const CHECKPOINT_STATE_VERSION: u32 = 2;
+pub const CHECKPOINT_STATE_VERSION: u32 = 3;
 
 /// Why a checkpoint was not used. Every case means the same thing to the caller: rebuild
 /// the state by folding the session from the log.
@@ -234,6 +235,7 @@ impl SessionState {
         encode_tracker(&mut w, &self.tracker);
         w.opt(self.requests.header, Writer::u64);
         w.opt(self.requests.context, Writer::u64);
+        encode_locks(&mut w, &self.locks);
         if let Some(tokens) = &self.tokens {
             encode_tokens(&mut w, tokens);
         }
@@ -301,6 +303,7 @@ impl SessionState {
             header: decode_seq(&mut r, next_seq)?,
             context: decode_seq(&mut r, next_seq)?,
         };
+        let locks = decode_locks(&mut r)?;
         let tokens = match counter {
             Some(counter) => Some(decode_tokens(&mut r, counter, &surface, next_seq)?),
             None => None,
@@ -311,9 +314,36 @@ impl SessionState {
         state.surface = surface;
         state.tracker = tracker;
         state.requests = requests;
+        state.locks = locks;
         state.tokens = tokens;
         Ok(state)
     }
+}
+
+fn encode_locks(w: &mut Writer<'_>, locks: &CompactionLocks) {
+    w.len(locks.entries().count());
+    for (id, turn, replaced) in locks.entries() {
+        w.str(id);
+        w.str(turn);
+        w.bool(replaced);
+    }
+}
+
+// Per lock at least: two empty strings (8 bytes each) and the flag.
+const LOCK_BYTES: usize = 17;
+
+fn decode_locks(r: &mut Reader<'_>) -> Decoded<CompactionLocks> {
+    let count = r.count(LOCK_BYTES)?;
+    let mut locks = CompactionLocks::new();
+    for _ in 0..count {
+        let id = r.str()?;
+        let turn = r.str()?;
+        let replaced = r.bool()?;
+        if !locks.restore(id, turn, replaced) {
+            return Err(r.damaged("a compaction lock is listed twice"));
+        }
+    }
+    Ok(locks)
 }
 
 /// An optional seq of an event already folded (below `next_seq`).

@@ -21,6 +21,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::build::Position;
+use crate::compaction::CompactionLocks;
 use crate::error::{Error, Rule};
 use crate::event::{Event, Seq, SurfaceOp};
 use crate::header::SessionHeader;
@@ -83,7 +84,7 @@ pub(crate) struct RequestSeqs {
 
 /// Where an open [`SessionState::atomically`] started: enough to put the state back without
 /// having copied it. The turn tracker is small (open turn and step, calls of the open
-/// step), so it is saved whole; the surface is journaled per event; the token tally is
+/// step), so it is saved whole, as are the open compaction locks (rarely more than one); the surface is journaled per event; the token tally is
 /// saved as its scalars and the usage ledger's length.
 #[derive(Debug)]
 pub(crate) struct Savepoint {
@@ -92,12 +93,14 @@ pub(crate) struct Savepoint {
     tracker: TurnTracker,
     requests: RequestSeqs,
     tokens: Option<TallyMark>,
+    locks: CompactionLocks,
     journal_len: usize,
     outermost: bool,
 }
 
 /// The state of one session: header, format version, surface (with message presence and
-/// token estimates per node), turn state, request seqs, token tally, next seq.
+/// token estimates per node), turn state, request seqs, token tally, open compaction locks,
+/// next seq.
 #[derive(Debug, Clone)]
 pub struct SessionState {
     pub(crate) header: SessionHeader,
@@ -108,6 +111,8 @@ pub struct SessionState {
     pub(crate) tracker: TurnTracker,
     pub(crate) requests: RequestSeqs,
     pub(crate) tokens: Option<TokenTally>,
+    /// The compactions started and not ended yet, which restart repair closes.
+    pub(crate) locks: CompactionLocks,
     /// Surface undo steps; recorded only inside [`SessionState::atomically`].
     journal: Option<Vec<SurfaceUndo>>,
 }
@@ -123,6 +128,7 @@ impl PartialEq for SessionState {
             && self.tracker == other.tracker
             && self.requests == other.requests
             && self.tokens == other.tokens
+            && self.locks == other.locks
     }
 }
 
@@ -146,6 +152,7 @@ impl SessionState {
             tracker: TurnTracker::default(),
             requests: RequestSeqs::default(),
             tokens: None,
+            locks: CompactionLocks::new(),
             journal: None,
         }
     }
@@ -260,6 +267,7 @@ impl SessionState {
             tracker: self.tracker.clone(),
             requests: self.requests,
             tokens: self.tokens.as_ref().map(TokenTally::mark),
+            locks: self.locks.clone(),
             journal_len: journal.len(),
             outermost,
         }
@@ -302,6 +310,7 @@ impl SessionState {
         self.last = savepoint.last;
         self.tracker = savepoint.tracker;
         self.requests = savepoint.requests;
+        self.locks = savepoint.locks;
         if let (Some(tokens), Some(mark)) = (self.tokens.as_mut(), savepoint.tokens) {
             tokens.rewind(mark);
         }
@@ -347,6 +356,11 @@ impl SessionState {
     /// Whether the last turn is open (a restart would append closers).
     pub fn turn_open(&self) -> bool {
         self.tracker.turn_open()
+    }
+
+    /// The compactions started and not ended yet (a restart would close them).
+    pub fn compaction_locks(&self) -> &CompactionLocks {
+        &self.locks
     }
 
     /// The open turn's number, when the last turn is open and its `turn` is a safe integer.
@@ -573,6 +587,7 @@ impl SessionState {
             None => self.trim_ledger(),
         }
         self.tracker.apply(event);
+        self.locks.observe(event);
         self.last = Some(LastEvent {
             end_seed: event.event_type() == "session/end-seed",
             time: event.time(),

@@ -18,11 +18,18 @@ use sessionlog_session::{
 };
 
 const REGENERATE_ENV: &str = "SESSIONLOG_REGENERATE_VECTORS";
-const MEASURED_FILE: &str = "session_state_v2_tokens.bin";
-const PLAIN_FILE: &str = "session_state_v2_plain.bin";
-/// The files of state version 1 (whose usage ledger kept every record), kept as fixtures of
-/// a version this build refuses, so a checkpoint an older build wrote is rebuilt.
-const OLD_FILES: [&str; 2] = ["session_state_v1_tokens.bin", "session_state_v1_plain.bin"];
+const MEASURED_FILE: &str = "session_state_v3_tokens.bin";
+const PLAIN_FILE: &str = "session_state_v3_plain.bin";
+/// The files of older state versions, kept as fixtures of versions this build refuses, so
+/// a checkpoint an older build wrote is rebuilt: version 1 (whose usage ledger kept every
+/// record) and version 2 (whose compaction locks were a section of their own), with the
+/// version each holds.
+const OLD_FILES: [(&str, u32); 4] = [
+    ("session_state_v1_tokens.bin", 1),
+    ("session_state_v1_plain.bin", 1),
+    ("session_state_v2_tokens.bin", 2),
+    ("session_state_v2_plain.bin", 2),
+];
 
 fn vectors_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../format-spec/vectors")
@@ -34,8 +41,8 @@ fn input(event_type: &str, data: &str) -> EventInput {
 
 /// The session of the vectors (format-spec/vectors/README.md lists its events): one open
 /// turn and step, an envelope and window, a user prompt, a settlement that called a tool
-/// and got its result, a second settlement whose call is still pending, and a replacement
-/// of the prompt.
+/// and got its result, a second settlement whose call is still pending, a replacement of
+/// the prompt, and a compaction started and not ended.
 fn golden_session(counter: Option<Arc<dyn TokenCounter>>) -> Session {
     let header = SessionHeader::new("golden", 1_700_000_000_000, Some("/work"));
     let mut session = match counter {
@@ -77,6 +84,10 @@ fn golden_session(counter: Option<Arc<dyn TokenCounter>>) -> Session {
         )
         .with_surface_op(SurfaceOp::Replace { start: Seq(4), end: Seq(4) })
         .with_sources(vec![4]),
+        input(
+            "compaction/start",
+            r#"{"compactionId":"k1","turn":1}"#,
+        ),
     ];
     for input in inputs {
         if let Err(e) = session.try_append_with(input, RuleSet::Dsh) {
@@ -108,7 +119,7 @@ fn check(file: &str, counter: Option<Arc<dyn TokenCounter>>) -> SessionState {
     assert_eq!(&state, session.state(), "{file}: decoded state differs");
     assert_eq!(bytes[4..8], CHECKPOINT_STATE_VERSION.to_le_bytes());
     // The values format-spec/vectors/README.md lists.
-    assert_eq!(state.next_seq(), Seq(9));
+    assert_eq!(state.next_seq(), Seq(10));
     assert_eq!(state.surface(), [8, 5, 6, 7]);
     assert_eq!(state.replace_generation(), 1);
     assert_eq!(
@@ -126,6 +137,15 @@ fn check(file: &str, counter: Option<Arc<dyn TokenCounter>>) -> SessionState {
             .map(|e| e.event_type().to_owned())
             .collect::<Vec<_>>(),
         ["tool/result", "step/end", "turn/end"]
+    );
+    let ends = state.compaction_locks().closers(10, 1_700_000_000_000);
+    assert_eq!(
+        ends.iter().map(|e| e.data.as_str()).collect::<Vec<_>>(),
+        [format!(
+            r#"{{"compactionId":"k1","turn":1,"error":{:?}}}"#,
+            sessionlog_session::compaction::INTERRUPTED_COMPACTION
+        )],
+        "the open lock, its replacement not written"
     );
     state
 }
@@ -177,20 +197,20 @@ fn a_checkpoint_without_tokens_matches_its_golden_vector() {
 
 #[test]
 fn checkpoints_of_an_older_state_version_are_refused() {
-    for file in OLD_FILES {
+    for (file, version) in OLD_FILES {
         let path = vectors_dir().join(file);
         let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         assert_eq!(
             bytes[4..8],
-            1u32.to_le_bytes(),
-            "{file} is of state version 1"
+            version.to_le_bytes(),
+            "{file} is of state version {version}"
         );
         let counter: Option<Arc<dyn TokenCounter>> = file
             .contains("tokens")
             .then(|| Arc::new(HeuristicCounter) as Arc<dyn TokenCounter>);
         assert!(
             SessionState::decode_checkpoint(&bytes, FormatVersion::dsh_v0(), counter).is_err(),
-            "{file}: a state version 1 checkpoint must be refused (and rebuilt)"
+            "{file}: a state version {version} checkpoint must be refused (and rebuilt)"
         );
     }
 }

@@ -35,8 +35,8 @@ pub struct CacheHeader {
     pub last_record_crc: u32,
 }
 
-/// One named, versioned section of a cache file (the state checkpoint, the open
-/// compaction locks).
+/// One named, versioned section of a cache file (the session state's checkpoint, or a
+/// projection's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Section<'a> {
     /// What the bytes are.

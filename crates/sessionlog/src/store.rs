@@ -14,8 +14,8 @@ use sessionlog_session::{
 };
 
 use sessionlog_session::compaction::{
-    self, CompactionContext, CompactionLocks, CompactionOutcome, CompactionPolicy, PruneOptions,
-    StateAndPast, Summarizer,
+    self, CompactionContext, CompactionOutcome, CompactionPolicy, PruneOptions, StateAndPast,
+    Summarizer,
 };
 use sessionlog_session::store_trait::SessionCache;
 use sessionlog_session::tokens::{
@@ -315,11 +315,11 @@ impl Store {
     pub fn open_session_as_is(&self, name: &str) -> Result<SessionHandle> {
         let stream = self.stream(name)?;
         self.check_writable()?;
-        let (folded, cache) = self.resume(name, stream)?;
+        let (state, cache) = self.resume(name, stream)?;
         if self.refresh_checkpoint(&cache) {
-            self.write_checkpoint(stream, &folded);
+            self.write_checkpoint(stream, &state);
         }
-        self.handle(name, stream, folded, cache)
+        self.handle(name, stream, state, cache)
     }
 
     /// Whether a fold that used the checkpoint as `cache` says should write a new one.
@@ -360,7 +360,7 @@ impl Store {
         &self,
         name: &str,
         stream: StreamId,
-        folded: Folded,
+        state: SessionState,
         opened: CacheUse,
     ) -> Result<SessionHandle> {
         self.check_writable()?;
@@ -368,8 +368,8 @@ impl Store {
             return Err(Error::WriterBusy(name.to_owned()));
         }
         let registered = &self.inner.options.projections;
-        let views = if folded.state.next_seq().get() == 0 {
-            let header = folded.state.header();
+        let views = if state.next_seq().get() == 0 {
+            let header = state.header();
             registered
                 .0
                 .iter()
@@ -381,7 +381,7 @@ impl Store {
                 })
                 .collect()
         } else {
-            match self.resume_projections(name, stream, folded.state.header()) {
+            match self.resume_projections(name, stream, state.header()) {
                 Ok(views) => views,
                 Err(e) => {
                     self.inner.writers.lock().remove(&stream);
@@ -389,13 +389,13 @@ impl Store {
                 }
             }
         };
-        let past = LogPast::new(self.inner.log.clone(), stream, folded.state.header().id());
+        let past = LogPast::new(self.inner.log.clone(), stream, state.header().id());
         Ok(SessionHandle {
             store: self.clone(),
             name: name.to_owned(),
             stream,
-            checkpointed: folded.state.next_seq().get(),
-            folded,
+            checkpointed: state.next_seq().get(),
+            state,
             opened,
             past,
             last: None,
@@ -426,7 +426,7 @@ impl Store {
     /// event is kept, nothing is repaired and nothing is written.
     pub fn session_state(&self, name: &str) -> Result<SessionState> {
         let stream = self.stream(name)?;
-        Ok(self.resume(name, stream)?.0.state)
+        Ok(self.resume(name, stream)?.0)
     }
 
     /// The seq of the record after the last of `stream` (0 for a stream the log lacks).
@@ -466,7 +466,6 @@ impl Store {
         // interrupted compaction (an orphaned lock gets an error end; a summary that never got
         // its replacement stays unapplied). Each set of closers is one atomic batch.
         let closers: Vec<EventInput> = handle
-            .folded
             .state
             .repair_closers()?
             .into_iter()
@@ -742,11 +741,11 @@ impl Store {
     /// node and the latest request envelope from the log by seq. Never writes the log.
     pub fn view(&self, name: &str) -> Result<SessionView> {
         let stream = self.stream(name)?;
-        let (folded, cache) = self.resume(name, stream)?;
+        let (state, cache) = self.resume(name, stream)?;
         if self.refresh_checkpoint(&cache) {
-            self.write_checkpoint(stream, &folded);
+            self.write_checkpoint(stream, &state);
         }
-        let state = &folded.state;
+        let state = &state;
         let past = LogPast::new(self.inner.log.clone(), stream, state.header().id());
         let read = |seq: Seq| -> Result<Event> {
             past.event_at(seq)?
@@ -813,7 +812,7 @@ impl Store {
                 Ok(_) => {
                     let (cached, _) = self.resume(&name, stream)?;
                     let (fresh, _) = full.resume(&name, stream)?;
-                    if cached.state != fresh.state || cached.locks != fresh.locks {
+                    if cached != fresh {
                         CacheCheck::Unusable(
                             "the checkpoint plus the records after it differ from a fold of the log"
                                 .into(),
@@ -867,27 +866,6 @@ impl Store {
     }
 }
 
-/// What a writer or a view keeps of a session: its state (measuring tokens with the store's
-/// counter) and its open compaction locks, never its events.
-#[derive(Debug)]
-struct Folded {
-    state: SessionState,
-    locks: CompactionLocks,
-}
-
-impl Folded {
-    fn empty(
-        header: SessionHeader,
-        version: FormatVersion,
-        counter: Arc<dyn TokenCounter>,
-    ) -> Folded {
-        Folded {
-            state: SessionState::with_tokens(header, version, counter),
-            locks: CompactionLocks::new(),
-        }
-    }
-}
-
 /// The one writer of a session. Appends are validated against the session's state and
 /// folded into it, written to the log's buffer, and made durable by
 /// [`SessionHandle::commit`] (group-committed with every other session of the store). The
@@ -898,9 +876,9 @@ pub struct SessionHandle {
     store: Store,
     name: String,
     stream: StreamId,
-    /// The state (with its token tally, so pressure is O(1)) and the compaction locks
-    /// without their end, for restart repair.
-    folded: Folded,
+    /// The state (with its token tally, so pressure is O(1), and the compaction locks
+    /// without their end, for restart repair).
+    state: SessionState,
     /// The next seq when a checkpoint was last written or loaded.
     checkpointed: u64,
     /// How the open built the state.
@@ -928,7 +906,7 @@ impl SessionHandle {
 
     /// The session's state: header, surface, turn state, next seq.
     pub fn state(&self) -> &SessionState {
-        &self.folded.state
+        &self.state
     }
 
     /// How opening the handle built the session's state: from the checkpoint plus the
@@ -939,7 +917,7 @@ impl SessionHandle {
 
     /// The seq the next event gets.
     pub fn next_seq(&self) -> Seq {
-        self.folded.state.next_seq()
+        self.state.next_seq()
     }
 
     /// The session's events from seq `from` on, read from the store (appended events are
@@ -952,9 +930,9 @@ impl SessionHandle {
     /// back from the log by seq, verbatim (stored key order), skipping assistant settlements
     /// whose content is empty. O(surface), never O(session).
     pub fn derive_messages(&self) -> Result<Vec<String>> {
-        let version = self.folded.state.version();
-        let mut out = Vec::with_capacity(self.folded.state.surface_state().len());
-        for seq in self.folded.state.surface_state().iter() {
+        let version = self.state.version();
+        let mut out = Vec::with_capacity(self.state.surface_state().len());
+        for seq in self.state.surface_state().iter() {
             let event = self
                 .past
                 .event_at(Seq(seq))?
@@ -985,20 +963,20 @@ impl SessionHandle {
     /// Whether restart repair would append closers now: the last turn, or a compaction, is
     /// open. (A live writer continues them; a restart closes them.)
     pub fn needs_restart_repair(&self) -> bool {
-        self.folded.state.turn_open() || !self.folded.locks.is_empty()
+        self.state.turn_open() || !self.state.compaction_locks().is_empty()
     }
 
     /// Whether a compaction lock is open (its `compaction/end` is not written yet).
     pub fn has_open_compaction(&self) -> bool {
-        !self.folded.locks.is_empty()
+        !self.state.compaction_locks().is_empty()
     }
 
     /// The `compaction/end` events that would close every compaction lock left open.
     fn compaction_closers(&self) -> Vec<EventInput> {
-        let time = self.folded.state.last_event_time().unwrap_or(0);
-        self.folded
-            .locks
-            .closers(self.folded.state.next_seq().get(), time)
+        let time = self.state.last_event_time().unwrap_or(0);
+        self.state
+            .compaction_locks()
+            .closers(self.state.next_seq().get(), time)
     }
 
     /// Builds `event` (a typed builder of [`crate::build`] or a raw [`EventInput`]) at the
@@ -1006,8 +984,8 @@ impl SessionHandle {
     /// it to the session and to the log buffer. A builder with no time set gets the wall
     /// clock. A refused event changes nothing.
     pub fn append(&mut self, event: impl BuildEvent) -> Result<&Event> {
-        let input = event.build(&self.folded.state.position(wall_clock_ms()))?;
-        let seq = self.folded.state.next_seq().get();
+        let input = event.build(&self.state.position(wall_clock_ms()))?;
+        let seq = self.state.next_seq().get();
         if let Some(given) = input.seq {
             if given != seq {
                 return Err(sessionlog_session::Error::SeqMismatch {
@@ -1017,7 +995,7 @@ impl SessionHandle {
                 .into());
             }
         }
-        let format = self.folded.state.header().format();
+        let format = self.state.header().format();
         let event = input.into_event_for(seq, format)?;
         self.write(std::slice::from_ref(&event), RuleSet::Native)?;
         Ok(self.last.insert(event))
@@ -1033,14 +1011,14 @@ impl SessionHandle {
         let log = &self.store.inner.log;
         let stream = self.stream;
         let past = &self.past;
-        let folded = &mut self.folded;
+        let state = &mut self.state;
         let fed = !self.views.is_empty();
         if let [event] = events {
             // The one record's kind and size, kept in place: nothing allocated per append.
             let mut size: Option<(u8, u64)> = None;
             // One event: checked, written, then folded; nothing to take back if the log
             // refuses it, so no savepoint (a copy of the turn tracker) per append.
-            folded.state.append_then(event, rules, past, || {
+            state.append_then(event, rules, past, || {
                 let payload = record_payload(event, max)?;
                 let kind = kind_tag(event);
                 let mut append = Append::new(stream, kind, &payload);
@@ -1051,17 +1029,11 @@ impl SessionHandle {
                 }
                 Ok::<_, Error>(())
             })?;
-            folded.locks.observe(event);
-            projected::feed_all(
-                &mut self.views,
-                folded.state.version(),
-                events,
-                size.as_slice(),
-            );
+            projected::feed_all(&mut self.views, state.version(), events, size.as_slice());
             return Ok(());
         }
         let mut sizes: Vec<(u8, u64)> = Vec::new();
-        folded.state.atomically(|state| {
+        state.atomically(|state| {
             let mut records: Vec<(u8, Vec<u8>)> = Vec::with_capacity(events.len());
             for (i, event) in events.iter().enumerate() {
                 let before = WithPending::new(past, events.get(..i).unwrap_or_default());
@@ -1083,10 +1055,7 @@ impl SessionHandle {
             }
             Ok::<_, Error>(())
         })?;
-        for event in events {
-            folded.locks.observe(event);
-        }
-        projected::feed_all(&mut self.views, folded.state.version(), events, &sizes);
+        projected::feed_all(&mut self.views, state.version(), events, &sizes);
         Ok(())
     }
 
@@ -1099,8 +1068,8 @@ impl SessionHandle {
 
     /// [`SessionHandle::append_atomic`], returning the events appended.
     fn append_batch(&mut self, inputs: Vec<EventInput>) -> Result<Vec<Event>> {
-        let first = self.folded.state.next_seq().get();
-        let format = self.folded.state.header().format();
+        let first = self.state.next_seq().get();
+        let format = self.state.header().format();
         let events = inputs
             .into_iter()
             .enumerate()
@@ -1114,12 +1083,12 @@ impl SessionHandle {
     /// up to date with every append: O(1), whatever the session's length. Estimates are made
     /// with [`StoreOptions::token_counter`].
     pub fn pressure(&self) -> ContextPressure {
-        match self.folded.state.pressure() {
+        match self.state.pressure() {
             Some(pressure) => pressure,
             // Not reached: a handle's state is always made measuring tokens.
             None => TokenProjection::new(
                 self.store.inner.options.token_counter.clone(),
-                self.folded.state.version().clone(),
+                self.state.version().clone(),
             )
             .pressure(),
         }
@@ -1128,7 +1097,7 @@ impl SessionHandle {
     /// The maintained token figures (estimates by [`StoreOptions::token_counter`]): surface
     /// and envelope estimates, exact usage, pressure. O(1).
     pub fn token_view(&self) -> Option<TokenView> {
-        self.folded.state.token_view()
+        self.state.token_view()
     }
 
     /// Token measurement of the session: the exact usage ledger, per-node estimates by
@@ -1137,12 +1106,11 @@ impl SessionHandle {
     /// surface and tally, O(surface)); else a fold of the session's records with `counter`.
     pub fn tokens(&self, counter: Arc<dyn TokenCounter>) -> Result<TokenProjection> {
         let maintained = self
-            .folded
             .state
             .token_counter()
             .is_some_and(|c| c.name() == counter.name());
         if maintained {
-            if let Some(projection) = TokenProjection::from_state(&self.folded.state) {
+            if let Some(projection) = TokenProjection::from_state(&self.state) {
                 return Ok(projection);
             }
         }
@@ -1154,7 +1122,7 @@ impl SessionHandle {
     /// log by seq.
     pub fn source(&self) -> StateAndPast<'_> {
         StateAndPast {
-            state: &self.folded.state,
+            state: &self.state,
             past: &self.past,
         }
     }
@@ -1170,7 +1138,7 @@ impl SessionHandle {
         time: i64,
     ) -> Result<CompactionOutcome> {
         let projection = self.tokens(counter)?;
-        let id = format!("{}-{}", self.name, self.folded.state.next_seq().get());
+        let id = format!("{}-{}", self.name, self.state.next_seq().get());
         let outcome = compaction::compact(
             &self.source(),
             &projection,
@@ -1229,10 +1197,10 @@ impl SessionHandle {
         if !self.store.inner.log.is_stream_durable(self.stream) {
             return;
         }
-        let next = self.folded.state.next_seq().get();
+        let next = self.state.next_seq().get();
         let refresh = self.store.inner.options.cache_refresh_events;
         if next.saturating_sub(self.checkpointed) >= refresh {
-            self.store.write_checkpoint(self.stream, &self.folded);
+            self.store.write_checkpoint(self.stream, &self.state);
             self.checkpointed = next;
         }
         for slot in &mut self.views {

@@ -190,3 +190,61 @@ fn a_checkpoint_of_another_version_or_counter_is_rebuilt_from_the_log() {
     assert_eq!(view.surface.nodes(), &session.surface()[..]);
     assert_eq!(view.surface.derive_messages(), session.derive_messages());
 }
+
+#[test]
+fn a_checkpoint_of_the_older_layout_with_a_separate_locks_section_is_rebuilt() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let store = Store::open(dir.path(), opts()).expect("store");
+        write_session(&store);
+        store.close().expect("close");
+    }
+    let file = std::fs::read_dir(dir.path().join("cache"))
+        .expect("cache dir")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.extension().is_some_and(|x| x == "slpc"))
+        .expect("a checkpoint");
+    // The layout before the locks moved into the state: a state section of version 2, then
+    // a compaction-locks section of version 1 (here: no lock), under the same framing.
+    let bytes = std::fs::read(&file).expect("read");
+    let (header, parts) = sessionlog::cache::decode(
+        &bytes,
+        &[("state", sessionlog::session::CHECKPOINT_STATE_VERSION)],
+    )
+    .expect("the checkpoint this build wrote");
+    let mut old_state = parts[0].to_vec();
+    old_state[4..8].copy_from_slice(&2u32.to_le_bytes());
+    let old = sessionlog::cache::encode(
+        &header,
+        &[
+            sessionlog::cache::Section {
+                name: "state",
+                version: 2,
+                bytes: &old_state,
+            },
+            sessionlog::cache::Section {
+                name: "compaction-locks",
+                version: 1,
+                bytes: &0u64.to_le_bytes(),
+            },
+        ],
+    );
+    std::fs::write(&file, old).expect("write");
+
+    let store = Store::open(dir.path(), opts()).expect("store");
+    let h = store.open_session_as_is("s").expect("resume");
+    assert!(
+        matches!(
+            h.opened_from(),
+            CacheUse::Rebuilt(CacheMiss::Incompatible(_))
+        ),
+        "{:?}",
+        h.opened_from()
+    );
+    assert!(h.has_open_compaction(), "the rebuilt state has the lock");
+    drop(h);
+    // The rebuild wrote a checkpoint of this layout, which the next open uses.
+    let h = store.open_session_as_is("s").expect("resume");
+    assert_eq!(*h.opened_from(), CacheUse::Hit { folded: 0 });
+    assert!(h.has_open_compaction(), "the lock is in the new checkpoint");
+}

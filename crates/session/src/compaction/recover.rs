@@ -10,7 +10,6 @@
 //! - replacement written (crash before the end only): the compaction took effect, so the
 //!   end is a plain one, as the transaction would have written it.
 
-use crate::error::Error;
 use crate::event::{Event, EventInput, Seq, SurfaceOp};
 use crate::json::ObjectWriter;
 use crate::session::Session;
@@ -74,44 +73,27 @@ impl CompactionLocks {
         }
     }
 
-    /// Appends the encoding of the open locks to `out` (a store keeps it beside the state's
-    /// checkpoint): 8 bytes lock count, then per lock its `compactionId` and `turn` (JSON
-    /// text) as 8-byte-length-prefixed UTF-8, and 1 byte, 1 when its replacement is written.
-    /// spec: cache.md#compaction-locks
-    pub fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&(self.open.len() as u64).to_le_bytes());
-        for lock in &self.open {
-            for text in [&lock.id, &lock.turn] {
-                out.extend_from_slice(&(text.len() as u64).to_le_bytes());
-                out.extend_from_slice(text.as_bytes());
-            }
-            out.push(u8::from(lock.replaced));
-        }
+    /// The open locks, in the order they were taken: each one's `compactionId`, its `turn`
+    /// (JSON text) and whether its replacement is written. The session state's checkpoint
+    /// stores them this way. spec: cache.md#session-state
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (&str, &str, bool)> + '_ {
+        self.open
+            .iter()
+            .map(|o| (o.id.as_str(), o.turn.as_str(), o.replaced))
     }
 
-    /// Decodes what [`CompactionLocks::encode`] wrote; refuses any other bytes (never
-    /// panics).
-    pub fn decode(bytes: &[u8]) -> Result<CompactionLocks, Error> {
-        let mut r = LockReader(bytes);
-        let count = r.u64()?;
-        let mut open: Vec<Open> = Vec::new();
-        for _ in 0..count {
-            let id = r.text()?;
-            let turn = r.text()?;
-            let replaced = match r.take(1)? {
-                [0] => false,
-                [1] => true,
-                _ => return Err(LockReader::bad("a flag other than 0 or 1")),
-            };
-            if open.iter().any(|o| o.id == id) {
-                return Err(LockReader::bad("a lock listed twice"));
-            }
-            open.push(Open { id, turn, replaced });
+    /// Takes one more lock, as read back from a checkpoint; `false` (and nothing taken)
+    /// when a lock with that id is open already, which no fold produces.
+    pub(crate) fn restore(&mut self, id: &str, turn: &str, replaced: bool) -> bool {
+        if self.open.iter().any(|o| o.id == id) {
+            return false;
         }
-        if !r.0.is_empty() {
-            return Err(LockReader::bad("bytes after the locks"));
-        }
-        Ok(CompactionLocks { open })
+        self.open.push(Open {
+            id: id.to_owned(),
+            turn: turn.to_owned(),
+            replaced,
+        });
+        true
     }
 
     /// Whether any lock is open.
@@ -146,44 +128,9 @@ impl CompactionLocks {
 /// from the session's next seq on and the last event's time. Call at a cold load (after
 /// [`Session::repair`](crate::Session::repair)), never while a compaction may be running.
 pub fn recover_compaction(session: &Session) -> Vec<EventInput> {
-    let mut locks = CompactionLocks::new();
-    for event in session.events() {
-        locks.observe(event);
-    }
-    let time = session.events().last().map_or(0, |e| e.time());
-    locks.closers(session.next_seq().get(), time)
-}
-
-/// A bounds-checked reader of [`CompactionLocks::encode`]'s bytes.
-struct LockReader<'a>(&'a [u8]);
-
-impl<'a> LockReader<'a> {
-    fn bad(detail: &str) -> Error {
-        Error::Decode {
-            what: "compaction locks",
-            detail: detail.to_owned(),
-        }
-    }
-
-    fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
-        if self.0.len() < n {
-            return Err(Self::bad("the bytes end early"));
-        }
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Ok(head)
-    }
-
-    fn u64(&mut self) -> Result<u64, Error> {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(self.take(8)?);
-        Ok(u64::from_le_bytes(b))
-    }
-
-    fn text(&mut self) -> Result<String, Error> {
-        let len = usize::try_from(self.u64()?).map_err(|_| Self::bad("a length overflows"))?;
-        std::str::from_utf8(self.take(len)?)
-            .map(str::to_owned)
-            .map_err(|_| Self::bad("a text is not UTF-8"))
-    }
+    let state = session.state();
+    let time = state.last_event_time().unwrap_or(0);
+    state
+        .compaction_locks()
+        .closers(state.next_seq().get(), time)
 }

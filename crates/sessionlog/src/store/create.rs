@@ -11,9 +11,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use sessionlog_log::{Append, Durability, Log, StreamId};
 use sessionlog_session::{
     encode_event, encode_header, import_jsonl, kind_tag, DshImport, ImportOptions, SessionHeader,
+    SessionState,
 };
 
-use super::{Folded, ImportSummary, SessionHandle, Store, KIND_SESSION_HEADER};
+use super::{ImportSummary, SessionHandle, Store, KIND_SESSION_HEADER};
 use crate::error::{Error, Result};
 
 /// Names starting with this byte are the store's own (staging names); no session has one.
@@ -86,12 +87,12 @@ impl Store {
                 Durability::Sync,
             )
             .map_err(exists_as_session)?;
-        let folded = Folded::empty(
+        let state = SessionState::with_tokens(
             header,
             self.inner.options.version.clone(),
             self.inner.options.token_counter.clone(),
         );
-        self.handle(name, stream, folded, super::CacheUse::Disabled)
+        self.handle(name, stream, state, super::CacheUse::Disabled)
     }
 
     /// Imports a DeepSeek Harness `session.jsonl` as session `name` (default: the header's id).

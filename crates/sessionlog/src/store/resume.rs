@@ -6,40 +6,33 @@
 use std::path::Path;
 
 use sessionlog_log::{Seq as LogSeq, StreamId};
-use sessionlog_session::compaction::CompactionLocks;
 use sessionlog_session::{FormatVersion, SessionHeader, SessionState, CHECKPOINT_STATE_VERSION};
 
-use super::{pipeline, CacheUse, Folded, LogPast, Store};
+use super::{pipeline, CacheUse, LogPast, Store};
 use crate::cache::{self, CacheHeader, CacheMiss, Section};
 use crate::error::Result;
 
-/// The section holding the state machine's checkpoint. spec: cache.md#session-state
+/// The one section of a session's checkpoint file: the state machine's checkpoint (its
+/// compaction locks included). spec: cache.md#session-state
 const STATE_SECTION: &str = "state";
-/// The section holding the open compaction locks. spec: cache.md#compaction-locks
-const LOCKS_SECTION: &str = "compaction-locks";
-/// Version of the compaction-locks encoding.
-const LOCKS_VERSION: u32 = 1;
 
-fn sections() -> [(&'static str, u32); 2] {
-    [
-        (STATE_SECTION, CHECKPOINT_STATE_VERSION),
-        (LOCKS_SECTION, LOCKS_VERSION),
-    ]
+fn sections() -> [(&'static str, u32); 1] {
+    [(STATE_SECTION, CHECKPOINT_STATE_VERSION)]
 }
 
 impl Store {
     /// Folds session `name` into the state a writer or a view needs: from its checkpoint
     /// when one can be used, plus the records after its watermark; otherwise from the whole
     /// log (and says why). Records are streamed from the log; no event is kept.
-    pub(super) fn resume(&self, name: &str, stream: StreamId) -> Result<(Folded, CacheUse)> {
+    pub(super) fn resume(&self, name: &str, stream: StreamId) -> Result<(SessionState, CacheUse)> {
         let header = self.read_header(name, stream)?;
         let log = &self.inner.log;
         let next = self.next_record(stream);
         // A session declaring DSH V1 or later is read with its own format's rules.
         let version = FormatVersion::for_header(&self.inner.options.version, &header);
-        let (mut folded, start, mut cache) = if self.inner.options.projection_cache {
+        let (mut state, start, mut cache) = if self.inner.options.projection_cache {
             match self.load_checkpoint(stream, next, &version) {
-                Ok((folded, watermark)) => (folded, watermark, CacheUse::Hit { folded: 0 }),
+                Ok((state, watermark)) => (state, watermark, CacheUse::Hit { folded: 0 }),
                 Err(miss) => (
                     self.empty_fold(header.clone(), version),
                     1,
@@ -56,18 +49,18 @@ impl Store {
         let past = LogPast::new(log.clone(), stream, header.id());
         let events = self.stored_events(name, stream, LogSeq(start), LogSeq(next));
         let count = pipeline::fold_events(next.saturating_sub(start), events, |mut event| {
-            folded.state.load(&mut event, &past)?;
-            folded.locks.observe(&event);
+            state.load(&mut event, &past)?;
             Ok(())
         })?;
         if let CacheUse::Hit { folded } = &mut cache {
             *folded = count;
         }
-        Ok((folded, cache))
+        Ok((state, cache))
     }
 
-    fn empty_fold(&self, header: SessionHeader, version: FormatVersion) -> Folded {
-        Folded::empty(header, version, self.inner.options.token_counter.clone())
+    /// The state of an empty session, measuring tokens with the store's counter.
+    fn empty_fold(&self, header: SessionHeader, version: FormatVersion) -> SessionState {
+        SessionState::with_tokens(header, version, self.inner.options.token_counter.clone())
     }
 
     /// The checkpoint of `stream` and its watermark, if the file proves it matches this log
@@ -78,11 +71,11 @@ impl Store {
         stream: StreamId,
         next: u64,
         version: &FormatVersion,
-    ) -> std::result::Result<(Folded, u64), CacheMiss> {
+    ) -> std::result::Result<(SessionState, u64), CacheMiss> {
         let path = cache::cache_path(self.inner.log.dir(), stream);
         let bytes = self.read_cache_file(&path)?;
         let (h, parts) = self.check_cache_file(&bytes, &sections(), stream, next)?;
-        let (Some(state), Some(locks)) = (parts.first(), parts.get(1)) else {
+        let [state] = parts.as_slice() else {
             return Err(CacheMiss::Incompatible("sections missing".into()));
         };
         let state = SessionState::decode_checkpoint(
@@ -98,39 +91,28 @@ impl Store {
                 h.watermark - 1
             )));
         }
-        let locks = CompactionLocks::decode(locks)
-            .map_err(|e| CacheMiss::Incompatible(format!("compaction locks: {e}")))?;
-        Ok((Folded { state, locks }, h.watermark))
+        Ok((state, h.watermark))
     }
 
-    /// Writes the checkpoint of `folded` (every record of `stream` folded) when caching is
+    /// Writes the checkpoint of `state` (every record of `stream` folded) when caching is
     /// on, the store is writable and every record of the stream is durable: a crash can
     /// then never take back what the checkpoint claims. Never syncs the log and never fails
     /// the caller: a checkpoint that cannot be written costs speed, not correctness.
-    pub(super) fn write_checkpoint(&self, stream: StreamId, folded: &Folded) {
-        let watermark = folded.state.next_seq().get() + 1;
+    pub(super) fn write_checkpoint(&self, stream: StreamId, state: &SessionState) {
+        let watermark = state.next_seq().get() + 1;
         let Some(header) = self.durable_cache_header(stream, watermark) else {
             return;
         };
-        let mut state = Vec::new();
-        folded.state.encode_checkpoint(&mut state);
-        let mut locks = Vec::new();
-        folded.locks.encode(&mut locks);
-        let [(state_name, state_version), (locks_name, locks_version)] = sections();
+        let mut bytes = Vec::new();
+        state.encode_checkpoint(&mut bytes);
+        let [(name, version)] = sections();
         let bytes = cache::encode(
             &header,
-            &[
-                Section {
-                    name: state_name,
-                    version: state_version,
-                    bytes: &state,
-                },
-                Section {
-                    name: locks_name,
-                    version: locks_version,
-                    bytes: &locks,
-                },
-            ],
+            &[Section {
+                name,
+                version,
+                bytes: &bytes,
+            }],
         );
         self.write_cache_file(&cache::cache_path(self.inner.log.dir(), stream), &bytes);
     }
