@@ -41,6 +41,8 @@ pub struct CrashResult {
     pub bytes_len: u64,
     /// Allocated bytes of its files.
     pub bytes_alloc: u64,
+    /// sessionlog only: apparent and allocated bytes once its sealed segments are compressed.
+    pub compressed: Option<(u64, u64)>,
 }
 
 fn io_err(e: impl std::fmt::Display) -> io::Error {
@@ -96,6 +98,12 @@ pub fn run(kind: Kind, dir: &Path, per_session: usize) -> io::Result<CrashResult
     let (bytes_len, bytes_alloc) = dir_bytes(dir);
 
     let (found, reopen) = reopen(kind, dir)?;
+    let compressed = if kind == Kind::Sessionlog {
+        crate::replay::compress_sealed(dir)?;
+        Some(dir_bytes(dir))
+    } else {
+        None
+    };
     let _ = std::fs::remove_dir_all(dir);
     Ok(CrashResult {
         kind,
@@ -104,6 +112,7 @@ pub fn run(kind: Kind, dir: &Path, per_session: usize) -> io::Result<CrashResult
         found,
         bytes_len,
         bytes_alloc,
+        compressed,
     })
 }
 

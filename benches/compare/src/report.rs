@@ -337,6 +337,17 @@ impl Report {
                     )),
                     thousands(c.found as f64)
                 );
+                if let Some((len, alloc)) = c.compressed {
+                    let _ = writeln!(
+                        s,
+                        "| {}, sealed segments compressed (`gc --compress`) | {} | – | – | {:.0} | {:.0} | {} | – |",
+                        c.kind.name(),
+                        thousands(c.events as f64),
+                        alloc as f64 / e,
+                        len as f64 / e,
+                        sl.map_or("–".into(), |b| ratio(alloc as f64, b.bytes_alloc as f64)),
+                    );
+                }
             }
             let _ = writeln!(
                 s,
