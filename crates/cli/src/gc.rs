@@ -144,8 +144,13 @@ pub(crate) fn gc(
         }
         None => RetentionReport::default(),
     };
-    let segments_before = store.log_reader().stats().segments;
     let bytes_before = segment_bytes(dir)?;
+    // With `--compress` the store is at rest (this process holds it): the active segment is
+    // sealed too, so every event ends up compressed, not only those of full segments.
+    if rewrites.compress {
+        store.seal_active_segment()?;
+    }
+    let segments_before = store.log_reader().stats().segments;
     let bar = bar(segments_before, "segments");
     let report = store.reclaim_with_progress(&mut |r| {
         bar.set_position((r.segments_removed.len() + r.segments_rewritten.len()) as u64)

@@ -88,7 +88,8 @@ enum Command {
         #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u32).range(0..=100))]
         rewrite_below: Option<u32>,
         /// Also compress every sealed segment not compressed yet (zstd blocks; reads
-        /// decompress one block). Compressed segments stay compressed.
+        /// decompress one block), sealing the active segment first so it is compressed
+        /// too. Compressed segments stay compressed.
         #[arg(long)]
         compress: bool,
     },

@@ -433,6 +433,16 @@ impl Log {
         crate::BackgroundReclaim::start(self.clone(), interval)
     }
 
+    /// Seals the active segment, durably, and starts the next one, when the active segment
+    /// holds a record of any stream (returns whether it did). The active segment is never
+    /// compressed or rewritten; once sealed, the next [`reclaim`](Self::reclaim) compresses it
+    /// (with [`LogOptions::compression`](crate::LogOptions::compression) on) or rewrites it
+    /// like any sealed segment. For a store at rest (`sessionlog gc --compress`): sealing on
+    /// every reclaim of a busy store would leave many small segments.
+    pub fn seal_active(&self) -> Result<bool> {
+        self.inner.seal_active()
+    }
+
     /// Makes everything committed so far durable.
     pub fn flush(&self) -> Result<()> {
         self.inner.flush()

@@ -346,7 +346,7 @@ pub(crate) fn open(
             (seg, SEGMENT_HEADER_LEN as u64)
         }
         None => {
-            let seg = create_segment(&*storage, dir, store_id, next_id, &options)?;
+            let seg = create_segment(&*storage, dir, store_id, next_id, &options, false)?;
             (seg, SEGMENT_HEADER_LEN as u64)
         }
     };

@@ -255,7 +255,7 @@ impl Inner {
         if fits(st) {
             return Ok(());
         }
-        if let Err(e) = self.roll(st) {
+        if let Err(e) = self.roll(st, false) {
             let what = format!("sealing segment {}: {e}", st.active.id);
             return Err(self.poison(st, what));
         }
@@ -264,8 +264,29 @@ impl Inner {
         Ok(())
     }
 
-    /// Seals the active segment and starts the next. Called with no I/O in flight.
-    fn roll(&self, st: &mut State) -> Result<()> {
+    /// Seals the active segment when it holds a record of any stream, and starts the next,
+    /// so that a reclaim may compress or rewrite what it holds. Returns whether it sealed.
+    /// A segment that holds nothing past its catalog records is left as it is.
+    pub(crate) fn seal_active(&self) -> Result<bool> {
+        self.check_writable()?;
+        let mut st = self.state.lock();
+        self.wait_idle(&mut st);
+        Self::check_usable(&st)?;
+        if !st.catalog.streams.values().any(|s| s.active.is_some()) {
+            return Ok(false);
+        }
+        // The store is at rest: the next segment starts small, as a new store's first does.
+        if let Err(e) = self.roll(&mut st, true) {
+            let what = format!("sealing segment {}: {e}", st.active.id);
+            return Err(self.poison(&mut st, what));
+        }
+        self.wake_all();
+        Ok(true)
+    }
+
+    /// Seals the active segment and starts the next, reserved whole or, when `start_small`,
+    /// growing from a small first step. Called with no I/O in flight.
+    fn roll(&self, st: &mut State, start_small: bool) -> Result<()> {
         let id = st.active.id;
         let file = st.active.file.clone();
         let path = st.active.path.clone();
@@ -310,6 +331,7 @@ impl Inner {
             self.store_id,
             next,
             &self.options,
+            start_small,
         )?;
         st.end = SEGMENT_HEADER_LEN as u64;
         st.buf_offset = st.end;
@@ -700,6 +722,7 @@ pub(crate) fn create_segment(
     store_id: [u8; 16],
     id: SegmentId,
     options: &crate::options::LogOptions,
+    start_small: bool,
 ) -> Result<ActiveSegment> {
     if id.0 > MAX_SEGMENT_ID {
         return Err(Error::InvalidInput(format!(
@@ -711,7 +734,9 @@ pub(crate) fn create_segment(
     let file: Arc<dyn StorageFile> = storage
         .open_file(&path, OpenMode::CreateNew)
         .map_err(io_err("creating", &path))?;
-    let allocated = match next_allocation(id, 0, SEGMENT_HEADER_LEN as u64, options) {
+    // A segment started small is reserved as a store's first segment is, then grows.
+    let sized_as = if start_small { SegmentId(1) } else { id };
+    let allocated = match next_allocation(sized_as, 0, SEGMENT_HEADER_LEN as u64, options) {
         Some(len) if options.preallocate => {
             file.allocate(len).map_err(io_err("preallocating", &path))?;
             len
@@ -750,6 +775,8 @@ pub(crate) fn create_segment(
 /// fits, capped at the segment size, so a small store stays small. Every later segment is
 /// reserved whole at once: the store has filled a segment already, so it is not small, and
 /// in the preallocation bench a whole reservation was the faster choice for durable commits.
+/// A later segment that was started small ([`Inner::seal_active`]: the store was at rest)
+/// keeps growing by doubling from what it holds.
 pub(crate) fn next_allocation(
     segment: SegmentId,
     allocated: u64,
@@ -760,7 +787,7 @@ pub(crate) fn next_allocation(
     if needed <= allocated || allocated >= cap {
         return None;
     }
-    let first = if segment.0 > 1 {
+    let first = if segment.0 > 1 && allocated == 0 {
         cap
     } else {
         options.first_preallocation_bytes

@@ -253,3 +253,39 @@ fn records_larger_than_a_block_and_batches_spanning_blocks_read_back() {
     log.close().expect("close");
     verify_intact(dir.path());
 }
+
+#[test]
+fn sealing_the_active_segment_lets_reclaim_compress_every_record() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(dir.path(), options().with_compression(Compression::ZSTD)).expect("open");
+    let ids = fill(&log);
+    let active_before = segment_files(dir.path()).len();
+    assert!(log.seal_active().expect("seal"), "the active segment held records");
+    assert!(
+        !log.seal_active().expect("seal again"),
+        "a segment holding only its catalog checkpoint is not sealed"
+    );
+    let report = log.reclaim().expect("reclaim");
+    assert_eq!(
+        report.segments_compressed.len(),
+        active_before,
+        "every segment that held a record, the one sealed included: {report:?}"
+    );
+    let after = segment_files(dir.path());
+    assert_eq!(after.len(), active_before + 1);
+    for (name, file) in &after[..after.len() - 1] {
+        assert_eq!(version(file), 2, "{name} is compressed");
+    }
+    check_every_record(&log, &ids);
+    // Commits go on in the new active segment.
+    let later = log.create_stream("later").expect("create");
+    log.commit(&[Append::new(later, 1, b"after")], Durability::Sync)
+        .expect("commit");
+    log.close().expect("close");
+    verify_intact(dir.path());
+    let log = Log::open(dir.path(), options()).expect("reopen");
+    check_every_record(&log, &ids);
+    let last = log.read(later, Seq(0)).expect("read");
+    assert_eq!(&last.payload[..], b"after");
+    log.close().expect("close");
+}

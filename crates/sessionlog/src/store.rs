@@ -669,6 +669,13 @@ impl Store {
         Ok(self.inner.log.reclaim_with_progress(progress)?)
     }
 
+    /// Seals the log's active segment when it holds events, so the next
+    /// [`reclaim`](Self::reclaim) compresses it too ([`sessionlog_log::Log::seal_active`]).
+    /// For a store at rest, as `sessionlog gc --compress` uses it.
+    pub fn seal_active_segment(&self) -> Result<bool> {
+        Ok(self.inner.log.seal_active()?)
+    }
+
     /// Runs [`reclaim`](Self::reclaim) on a thread of its own, once now and then every
     /// `interval`, until the returned handle is stopped or dropped or the store is closed
     /// ([`sessionlog_log::Log::start_background_reclaim`]). Stop it before closing the store
