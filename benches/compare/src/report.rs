@@ -340,7 +340,7 @@ impl Report {
                 if let Some((len, alloc)) = c.compressed {
                     let _ = writeln!(
                         s,
-                        "| {}, sealed segments compressed (`gc --compress`) | {} | – | – | {:.0} | {:.0} | {} | – |",
+                        "| {}, compressed by `gc --compress` | {} | – | – | {:.0} | {:.0} | {} | – |",
                         c.kind.name(),
                         thousands(c.events as f64),
                         alloc as f64 / e,
