@@ -79,8 +79,9 @@ impl Inner {
     /// Rewrites those of the sealed segments `ids` whose live share is below the options'
     /// threshold and whose next segment starts with a durable catalog checkpoint, without the
     /// records of deleted streams. They go as one group, so the group shares its syncs: every
-    /// new file is written, then each is synced (the first sync finds most of the data already
-    /// on its way), then each is renamed over its segment, then the directory is synced once.
+    /// new file is written, then all are synced together ([`Storage::sync_all_files`]: on a
+    /// real disk at once, so the file system can commit them in one journal transaction),
+    /// then each is renamed over its segment, then the directory is synced once.
     /// Each rename is atomic on its own, so a crash leaves each segment old or new, whole.
     /// The caller holds the reclaim lock.
     pub(crate) fn rewrite_group(&self, ids: &[SegmentId]) -> Result<Vec<Rewritten>> {
@@ -97,9 +98,10 @@ impl Inner {
         self.flush()?;
         let mut staged: Vec<Staged> = Vec::with_capacity(plans.len());
         let written = self.stage_all(plans, &mut staged).and_then(|()| {
-            for s in &staged {
-                s.file.sync_all().map_err(io_err("syncing", &s.temp))?;
-            }
+            let files: Vec<Arc<dyn StorageFile>> = staged.iter().map(|s| s.file.clone()).collect();
+            self.storage
+                .sync_all_files(&files)
+                .map_err(|(i, e)| io_err("syncing", &staged[i].temp)(e))?;
             // A log closed meanwhile (or poisoned) replaces nothing more.
             Self::check_usable(&self.state.lock())
         });
