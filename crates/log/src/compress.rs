@@ -12,9 +12,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use sessionlog_format::{
-    block_crc, encode_block_directory, padded_len, segment_format_version, verify_batch,
-    BlockEntry, CompressedLayout, FooterView, SegmentHeader, BATCH_TRAILER_LEN, FOOTER_TRAILER_LEN,
-    FORMAT_VERSION_COMPRESSED, SEGMENT_HEADER_LEN,
+    block_crc, encode_block_directory, padded_len, segment_format_version, BlockEntry,
+    CompressedLayout, FooterView, SegmentHeader, FOOTER_TRAILER_LEN, FORMAT_VERSION_COMPRESSED,
+    SEGMENT_HEADER_LEN,
 };
 
 use crate::error::{corrupted, io_err, Result};
@@ -24,33 +24,39 @@ use crate::ids::SegmentId;
 /// point read decompresses little, large enough for zstd to find repeats across records.
 pub(crate) const BLOCK_TARGET_BYTES: usize = 8 << 10;
 
-/// Where the blocks of `data` (a sealed segment's bytes up to its end of data) end: at the
-/// first start of a batch, a record or a batch trailer at least [`BLOCK_TARGET_BYTES`] past
-/// the block's start, and at the end of data, so no structure spans two blocks and a point
-/// read finds its record whole in one block. spec: segment.md#compressed-segments
-fn block_cuts(data: &[u8], id: SegmentId) -> Result<Vec<usize>> {
-    let mut cuts = Vec::new();
-    let mut block_start = SEGMENT_HEADER_LEN;
-    let mut at = SEGMENT_HEADER_LEN;
-    while at < data.len() {
-        let batch = verify_batch(&data[at..], id.0, at as u64)
-            .map_err(|e| corrupted(id, at as u64, "batch of a segment to compress", Some(e)))?;
-        let end = batch.end_offset() as usize;
-        let starts = std::iter::once(at)
-            .chain(batch.records().map(|r| r.offset as usize))
-            .chain(std::iter::once(end - BATCH_TRAILER_LEN));
-        for point in starts {
-            if point - block_start >= BLOCK_TARGET_BYTES {
-                cuts.push(point);
-                block_start = point;
-            }
+/// Where the blocks of a segment's data end, chosen while the data is written: at the first
+/// start of a batch, a record or a batch trailer at least [`BLOCK_TARGET_BYTES`] past the
+/// block's start, and at the end of data, so no structure spans two blocks and a point read
+/// finds its record whole in one block. spec: segment.md#compressed-segments
+#[derive(Debug)]
+pub(crate) struct BlockCuts {
+    block_start: usize,
+    cuts: Vec<usize>,
+}
+
+impl BlockCuts {
+    pub fn new() -> BlockCuts {
+        BlockCuts {
+            block_start: SEGMENT_HEADER_LEN,
+            cuts: Vec::new(),
         }
-        at = end;
     }
-    if block_start < data.len() {
-        cuts.push(data.len());
+
+    /// Offers the start of a batch, a record or a batch trailer, in increasing order.
+    pub fn offer(&mut self, point: usize) {
+        if point.saturating_sub(self.block_start) >= BLOCK_TARGET_BYTES {
+            self.cuts.push(point);
+            self.block_start = point;
+        }
     }
-    Ok(cuts)
+
+    /// The cuts, the last at `data_end`.
+    pub fn finish(mut self, data_end: usize) -> Vec<usize> {
+        if self.block_start < data_end {
+            self.cuts.push(data_end);
+        }
+        self.cuts
+    }
 }
 
 thread_local! {
@@ -94,8 +100,14 @@ pub(crate) fn is_compressed(bytes: &[u8]) -> bool {
 }
 
 /// The compressed file for the sealed segment whose whole (uncompressed, version 1) file is
-/// `image`, its data cut into blocks of whole batches compressed at zstd `level`.
-pub(crate) fn compress_image(image: &[u8], id: SegmentId, level: i32) -> Result<Vec<u8>> {
+/// `image`, its data cut at `cuts` (from [`BlockCuts`], made while the image was written)
+/// into blocks compressed at zstd `level`.
+pub(crate) fn compress_image(
+    image: &[u8],
+    id: SegmentId,
+    level: i32,
+    cuts: &[usize],
+) -> Result<Vec<u8>> {
     let header = SegmentHeader::decode(image)
         .map_err(|e| corrupted(id, 0, "header of a segment to compress", Some(e)))?;
     let footer = FooterView::decode(image, id.0)
@@ -107,8 +119,10 @@ pub(crate) fn compress_image(image: &[u8], id: SegmentId, level: i32) -> Result<
     let mut out = header.encode_compressed().to_vec();
     let mut blocks: Vec<BlockEntry> = Vec::new();
     let mut start = SEGMENT_HEADER_LEN;
-    for cut in block_cuts(data, id)? {
-        let logical = &data[start..cut];
+    for &cut in cuts {
+        let logical = data
+            .get(start..cut)
+            .ok_or_else(|| corrupted(id, cut as u64, "block cut outside the data", None))?;
         let stored = zstd::bulk::compress(logical, level)
             .map_err(io_err("compressing", format!("segment {id}")))?;
         let stored_offset = out.len() as u64;
@@ -165,11 +179,14 @@ impl Blocks {
         let start = u64::from(self.layout.blocks[i].logical_offset);
         {
             let mut recent = self.recent.lock();
+            // A sequential read asks for the block it read last, record after record: that
+            // one is first and stays where it is.
             if let Some(at) = recent.iter().position(|(b, _)| *b == i) {
-                let hit = recent.remove(at);
-                let bytes = hit.1.clone();
-                recent.insert(0, hit);
-                return Ok((bytes, start));
+                if at > 0 {
+                    let hit = recent.remove(at);
+                    recent.insert(0, hit);
+                }
+                return Ok((recent[0].1.clone(), start));
             }
         }
         let bytes = Bytes::from(self.decompress(file, id, i)?);

@@ -16,9 +16,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sessionlog_format::{
-    verify_batch, BatchEncoder, RecordHeader, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
+    verify_batch, BatchEncoder, RecordHeader, BATCH_TRAILER_LEN, RECORD_HEADER_LEN,
+    SEGMENT_HEADER_LEN,
 };
 
+use crate::compress::BlockCuts;
 use crate::error::{corrupted, io_err, Result};
 use crate::ids::SegmentId;
 use crate::log::Inner;
@@ -80,7 +82,7 @@ impl Inner {
     /// threshold and whose next segment starts with a durable catalog checkpoint, without the
     /// records of deleted streams. They go as one group, so the group shares its syncs: every
     /// new file is written, then all are synced together ([`Storage::sync_all_files`]: on a
-    /// real disk at once, so the file system can commit them in one journal transaction),
+    /// real disk at once, so their writes and flushes overlap),
     /// then each is renamed over its segment, then the directory is synced once.
     /// Each rename is atomic on its own, so a crash leaves each segment old or new, whole.
     /// The caller holds the reclaim lock.
@@ -133,10 +135,10 @@ impl Inner {
     fn stage_all(&self, plans: Vec<Plan>, staged: &mut Vec<Staged>) -> Result<()> {
         for plan in plans {
             let seg = &plan.segment;
-            let (mut image, live_bytes) =
+            let (mut image, live_bytes, cuts) =
                 rewritten_image(seg, &plan.dropped, self.options.index_interval_bytes)?;
             if let Some(level) = self.options.compression.level_for(seg.blocks.is_some()) {
-                image = crate::compress::compress_image(&image, seg.id, level)?;
+                image = crate::compress::compress_image(&image, seg.id, level, &cuts)?;
             }
             let temp = rewrite_path(&self.dir, seg.id);
             let file = self.write_rewrite(&temp, &image)?;
@@ -276,8 +278,12 @@ fn swap_in(st: &mut State, new: &Arc<SealedSegment>, dropped: &[u64]) {
 /// Segment `seg` with the records of `dropped` streams left out: the same header, each batch
 /// that keeps a record copied as a new batch of the records it keeps (seqs, kinds, flags and
 /// payloads unchanged; offsets, links and checksums of the new place), and a footer. Returns
-/// the file's bytes and the record bytes copied.
-fn rewritten_image(seg: &SealedSegment, dropped: &[u64], interval: u32) -> Result<(Vec<u8>, u64)> {
+/// the file's bytes, the record bytes copied, and where compressed blocks of it would end.
+fn rewritten_image(
+    seg: &SealedSegment,
+    dropped: &[u64],
+    interval: u32,
+) -> Result<(Vec<u8>, u64, Vec<usize>)> {
     let id = seg.id;
     let image = seg.logical_image()?;
     let bytes = &image[..];
@@ -289,6 +295,7 @@ fn rewritten_image(seg: &SealedSegment, dropped: &[u64], interval: u32) -> Resul
     let mut scan = ScanOutcome::default();
     let mut at = SEGMENT_HEADER_LEN;
     let mut copied = 0u64;
+    let mut cuts = BlockCuts::new();
     while at < data_end {
         let batch = verify_batch(&data[at..], id.0, at as u64)
             .map_err(|e| corrupted(id, at as u64, "batch of a sealed segment", Some(e)))?;
@@ -302,6 +309,7 @@ fn rewritten_image(seg: &SealedSegment, dropped: &[u64], interval: u32) -> Resul
         }
         // Everything before this batch is durable by the time the file is renamed in.
         let offset = out.len() as u64;
+        cuts.offer(out.len());
         let mut enc = BatchEncoder::begin(&mut out, id.0, offset, offset);
         for r in &kept {
             let payload = batch.payload(r);
@@ -320,11 +328,14 @@ fn rewritten_image(seg: &SealedSegment, dropped: &[u64], interval: u32) -> Resul
             );
             copied += (RECORD_HEADER_LEN + sessionlog_format::padded_len(payload.len())) as u64;
             note_record(&mut scan, &r.header, new_offset, payload, interval);
+            cuts.offer(new_offset as usize);
         }
         enc.finish();
+        cuts.offer(out.len() - BATCH_TRAILER_LEN);
     }
     scan.data_end = out.len() as u64;
+    let cuts = cuts.finish(out.len());
     let footer = scan.footer(id);
     out.extend_from_slice(&footer);
-    Ok((out, copied))
+    Ok((out, copied, cuts))
 }

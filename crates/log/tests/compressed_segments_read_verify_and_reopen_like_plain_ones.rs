@@ -260,7 +260,10 @@ fn sealing_the_active_segment_lets_reclaim_compress_every_record() {
     let log = Log::open(dir.path(), options().with_compression(Compression::ZSTD)).expect("open");
     let ids = fill(&log);
     let active_before = segment_files(dir.path()).len();
-    assert!(log.seal_active().expect("seal"), "the active segment held records");
+    assert!(
+        log.seal_active().expect("seal"),
+        "the active segment held records"
+    );
     assert!(
         !log.seal_active().expect("seal again"),
         "a segment holding only its catalog checkpoint is not sealed"
