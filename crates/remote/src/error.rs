@@ -149,9 +149,9 @@ pub enum Error {
         /// The newest token the store records.
         recorded: u64,
     },
-    /// A download thread of a restore stopped without finishing its work.
-    #[error("a download thread of the restore stopped unexpectedly; retry the restore")]
-    FetchPanicked,
+    /// A thread uploading or downloading objects stopped without finishing its work.
+    #[error("a thread transferring objects stopped unexpectedly; retry the ship or restore")]
+    WorkerPanicked,
     /// The log failed.
     #[error(transparent)]
     Log(#[from] sessionlog_log::Error),
@@ -178,7 +178,7 @@ impl Error {
             | Error::NotDurable { .. }
             | Error::ReadOnlySource => ErrorClass::Refused,
             Error::StoreChanging | Error::Owned { .. } => ErrorClass::Busy,
-            Error::LeaseService { .. } | Error::FetchPanicked => ErrorClass::Environment,
+            Error::LeaseService { .. } | Error::WorkerPanicked => ErrorClass::Environment,
             Error::LeaseLost { .. } | Error::StaleOwner { .. } => ErrorClass::Refused,
             Error::Log(e) => e.class(),
             Error::Store(e) => e.class(),

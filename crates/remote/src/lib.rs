@@ -15,6 +15,7 @@ mod error;
 mod manifest;
 mod object;
 mod owner;
+mod parallel;
 mod restore;
 mod s3;
 mod ship;

@@ -5,7 +5,6 @@ use std::fs::{self, File};
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -15,6 +14,7 @@ use sessionlog_log::{verify_store, Append, Durability, Log, LogOptions, RealStor
 use crate::error::{io_err, Error, Result};
 use crate::manifest::{store_id_hex, Manifest, ObjectRef, CACHE_DIR};
 use crate::object::ObjectStore;
+use crate::parallel;
 use crate::ship::newest_generation;
 
 /// How often a restore starts over from a newer manifest when an object of the one it read
@@ -156,14 +156,9 @@ fn restore_manifest(
     Ok(report)
 }
 
-/// Objects fetched at the same time by a restore: enough to keep a loopback or LAN object
-/// store busy while one is written and checked, few enough that only this many objects
-/// (each at most a segment) are held in memory at once.
-const PARALLEL_FETCHES: usize = 6;
-
-/// Downloads every segment object of `manifest` into its segment file in `dir`, up to
-/// [`PARALLEL_FETCHES`] at a time, each written at its offset as soon as it is checked, then
-/// syncs every file. Returns the bytes written.
+/// Downloads every segment object of `manifest` into its segment file in `dir`, several at a
+/// time, each written at its offset as soon as it is checked, then syncs every file. Returns
+/// the bytes written.
 fn fetch_segments(objects: &dyn ObjectStore, manifest: &Manifest, dir: &Path) -> Result<u64> {
     let mut files = Vec::with_capacity(manifest.segments.len());
     let mut work = Vec::new();
@@ -176,46 +171,17 @@ fn fetch_segments(objects: &dyn ObjectStore, manifest: &Manifest, dir: &Path) ->
     }
     // Largest first, so one big object does not start last and run alone.
     work.sort_by_key(|(_, object)| std::cmp::Reverse(object.length));
-    let next = AtomicUsize::new(0);
-    let failed = AtomicBool::new(false);
-    let fetcher = || -> Result<u64> {
-        let mut written = 0;
-        while !failed.load(Ordering::Relaxed) {
-            let Some(&(index, object)) = work.get(next.fetch_add(1, Ordering::Relaxed)) else {
-                break;
-            };
-            let (path, file) = &files[index];
-            let stored = fetch(objects, object, manifest.generation).and_then(|data| {
-                file.write_all_at(&data, object.offset)
-                    .map_err(io_err("write", path))?;
-                Ok(data.len() as u64)
-            });
-            match stored {
-                Ok(n) => written += n,
-                Err(e) => {
-                    failed.store(true, Ordering::Relaxed);
-                    return Err(e);
-                }
-            }
-        }
-        Ok(written)
-    };
-    let fetchers = PARALLEL_FETCHES.min(work.len()).max(1);
-    let results: Vec<Result<u64>> = std::thread::scope(|scope| {
-        let running: Vec<_> = (0..fetchers).map(|_| scope.spawn(fetcher)).collect();
-        running
-            .into_iter()
-            .map(|t| t.join().unwrap_or(Err(Error::FetchPanicked)))
-            .collect()
-    });
-    let mut bytes = 0;
-    for result in results {
-        bytes += result?;
-    }
+    let written = parallel::for_each(&work, |&(index, object)| {
+        let (path, file) = &files[index];
+        let data = fetch(objects, object, manifest.generation)?;
+        file.write_all_at(&data, object.offset)
+            .map_err(io_err("write", path))?;
+        Ok(data.len() as u64)
+    })?;
     for (path, file) in &files {
         file.sync_all().map_err(io_err("sync", path))?;
     }
-    Ok(bytes)
+    Ok(written.iter().sum())
 }
 
 /// Downloads `object` and checks it against its manifest entry.

@@ -21,9 +21,13 @@ use crate::manifest::{
 };
 use crate::object::ObjectStore;
 use crate::owner::Owner;
+use crate::parallel;
 
 /// An active segment shipped in more parts than this is shipped again as one part.
 pub const MAX_TAIL_PARTS: usize = 64;
+
+/// Queued upload bytes at which a ship sends what it queued before it reads more files.
+const SEND_AT_BYTES: usize = 64 << 20;
 
 /// How often a ship starts over when the store rolled a segment under it.
 const PLAN_ATTEMPTS: usize = 5;
@@ -100,16 +104,51 @@ pub struct ShipReport {
     pub failed_deletes: usize,
 }
 
-/// Ships one store to one location, one ship at a time: concurrent callers of
-/// [`Shipper::ship_through`] wait for the ship in flight and share it when it covers them
-/// (group shipping).
+/// Ships one store to one location. Concurrent callers of [`Shipper::ship_through`] share
+/// ships (group shipping): a caller whose commit a ship in flight covers waits for that ship.
+/// Ships run in two stages, pipelined: while one ship writes its manifest, the next one
+/// already uploads its objects; manifests are written one at a time, in the order their ships
+/// were planned.
 #[derive(Debug)]
 pub struct Shipper {
     objects: Arc<dyn ObjectStore>,
     fencing_token: u64,
     /// When set, every upload and the manifest wait for a valid lease of this owner.
     owner: Option<Arc<Owner>>,
+    /// The first stage, one ship at a time: planning and uploading objects.
     state: Mutex<State>,
+    /// The second stage, one ship at a time: writing the manifest. A ship takes it before it
+    /// lets go of `state`, so manifests are written in planning order.
+    publish: Mutex<()>,
+    /// The manifests written, and the plan waiting for its manifest; held only briefly.
+    manifests: Mutex<Published>,
+}
+
+/// The newest manifests written (or found) and the newest plan handed to the second stage.
+#[derive(Debug, Default)]
+struct Published {
+    last: Option<Manifest>,
+    before_last: Option<Manifest>,
+    /// What the newest planned ship will name, while its manifest is not written yet.
+    pending: Option<Pending>,
+}
+
+/// A planned ship whose manifest is not written yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Pending {
+    segments: Vec<ShippedSegment>,
+    cache: Vec<ShippedCheckpoint>,
+    durable_lsn: u64,
+}
+
+/// What the first stage of a ship found.
+enum Planned {
+    /// Nothing is new since the newest manifest.
+    Unchanged(ShipReport),
+    /// Nothing is new since a ship whose manifest is being written: wait for it.
+    Pending,
+    /// A manifest to write, and the uploads made for it.
+    New(Manifest, Uploads),
 }
 
 /// A file as it was when its bytes were shipped: a later ship re-reads it only when this
@@ -136,8 +175,6 @@ impl FileStamp {
 #[derive(Debug, Default)]
 struct State {
     loaded: bool,
-    last: Option<Manifest>,
-    before_last: Option<Manifest>,
     sealed: HashMap<u64, (FileStamp, ObjectRef)>,
     checkpoints: HashMap<String, (FileStamp, ObjectRef)>,
     tail: Option<Tail>,
@@ -159,11 +196,19 @@ impl Tail {
     }
 }
 
-/// Counts of one ship's uploads.
+/// One ship's uploads: the objects planned, sent together once the plan is complete.
 #[derive(Debug, Default)]
 struct Uploads {
     objects: usize,
     bytes: u64,
+    queue: Vec<(String, Bytes)>,
+}
+
+/// Queues `bytes` for upload under `key`.
+fn upload(key: &str, bytes: Bytes, uploads: &mut Uploads) {
+    uploads.objects += 1;
+    uploads.bytes += bytes.len() as u64;
+    uploads.queue.push((key.to_owned(), bytes));
 }
 
 impl Shipper {
@@ -175,6 +220,8 @@ impl Shipper {
             fencing_token,
             owner: None,
             state: Mutex::new(State::default()),
+            publish: Mutex::new(()),
+            manifests: Mutex::new(Published::default()),
         }
     }
 
@@ -188,6 +235,8 @@ impl Shipper {
             fencing_token: owner.token(),
             owner: Some(owner),
             state: Mutex::new(State::default()),
+            publish: Mutex::new(()),
+            manifests: Mutex::new(Published::default()),
         }
     }
 
@@ -221,8 +270,7 @@ impl Shipper {
     /// the active segment since the last ship, changed checkpoints, then a manifest (unless
     /// nothing changed).
     pub fn ship(&self, source: &dyn ShipSource) -> Result<ShipReport> {
-        let mut state = self.state.lock();
-        self.ship_locked(source, &mut state)
+        self.run(source, None)
     }
 
     /// Returns once a manifest reaches `position` (everything before it is shipped),
@@ -230,11 +278,7 @@ impl Shipper {
     /// `durable_lsn()` read after a commit with `Durability::Sync` returned (or the end of the
     /// commit's batch). Callers waiting at the same time share one ship.
     pub fn ship_through(&self, source: &dyn ShipSource, position: Lsn) -> Result<u64> {
-        let mut state = self.state.lock();
-        if let Some(last) = state.last.as_ref().filter(|m| m.durable_lsn >= position.0) {
-            return Ok(last.generation);
-        }
-        let report = self.ship_locked(source, &mut state)?;
+        let report = self.run(source, Some(position))?;
         if report.durable_lsn.0 < position.0 {
             return Err(Error::NotDurable { lsn: position.0 });
         }
@@ -243,10 +287,67 @@ impl Shipper {
 
     /// The newest manifest this shipper wrote or found.
     pub fn last_manifest(&self) -> Option<Manifest> {
-        self.state.lock().last.clone()
+        self.manifests.lock().last.clone()
     }
 
-    fn ship_locked(&self, source: &dyn ShipSource, state: &mut State) -> Result<ShipReport> {
+    /// One ship, or (with `position`) as many as it takes until a manifest reaches
+    /// `position`, sharing ships with concurrent callers.
+    fn run(&self, source: &dyn ShipSource, position: Option<Lsn>) -> Result<ShipReport> {
+        loop {
+            if let Some(report) = position.and_then(|p| self.covering(p)) {
+                return Ok(report);
+            }
+            let mut state = self.state.lock();
+            if let Some(p) = position {
+                if let Some(report) = self.covering(p) {
+                    return Ok(report);
+                }
+                let pending = self
+                    .manifests
+                    .lock()
+                    .pending
+                    .as_ref()
+                    .map(|p| p.durable_lsn);
+                if pending.is_some_and(|lsn| lsn >= p.0) {
+                    // A ship whose manifest is being written covers it: wait for that one.
+                    drop(state);
+                    drop(self.publish.lock());
+                    continue;
+                }
+            }
+            match self.plan(source, &mut state)? {
+                Planned::Unchanged(report) => return Ok(report),
+                Planned::Pending => {
+                    // Nothing new since the ship being written: wait for it, then look again
+                    // (it may have failed).
+                    drop(state);
+                    drop(self.publish.lock());
+                }
+                Planned::New(manifest, uploads) => {
+                    // Take the second stage before the next ship can plan, so manifests are
+                    // written in planning order; then let the next ship upload meanwhile.
+                    let publishing = self.publish.lock();
+                    drop(state);
+                    let written = self.write_manifest(manifest, &uploads);
+                    drop(publishing);
+                    return written;
+                }
+            }
+        }
+    }
+
+    /// A report of the newest manifest when it reaches `position`.
+    fn covering(&self, position: Lsn) -> Option<ShipReport> {
+        let manifests = self.manifests.lock();
+        let last = manifests
+            .last
+            .as_ref()
+            .filter(|m| m.durable_lsn >= position.0)?;
+        Some(unchanged(last, &Uploads::default()))
+    }
+
+    /// The first stage: uploads what is new and drafts the manifest naming it.
+    fn plan(&self, source: &dyn ShipSource, state: &mut State) -> Result<Planned> {
         if source.is_read_only() {
             return Err(Error::ReadOnlySource);
         }
@@ -256,9 +357,71 @@ impl Shipper {
             self.load(state, &ours)?;
         }
         let mut uploads = Uploads::default();
+        let planned = self
+            .plan_objects(source, state, &mut uploads)
+            .and_then(|planned| self.send(&mut uploads).map(|()| planned));
+        let (segments, durable_lsn, cache) = match planned {
+            Ok(planned) => planned,
+            Err(e) => {
+                // What this plan recorded as shipped may not have been uploaded: forget it,
+                // so the next ship reads the files again (and ships the tail from its start).
+                *state = State {
+                    loaded: state.loaded,
+                    ..State::default()
+                };
+                return Err(e);
+            }
+        };
+        let sessions = source
+            .streams()
+            .into_iter()
+            .map(|s| ShippedStream {
+                name: s.name,
+                stream: s.id.0,
+                next_seq: s.next_seq.0,
+            })
+            .collect();
+        let mut manifests = self.manifests.lock();
+        let same = |s: &[ShippedSegment], c: &[ShippedCheckpoint]| s == segments && c == cache;
+        match (&manifests.pending, &manifests.last) {
+            (Some(pending), _) if same(&pending.segments, &pending.cache) => {
+                return Ok(Planned::Pending)
+            }
+            (None, Some(last)) if same(&last.segments, &last.cache) => {
+                return Ok(Planned::Unchanged(unchanged(last, &uploads)))
+            }
+            _ => {}
+        }
+        manifests.pending = Some(Pending {
+            segments: segments.clone(),
+            cache: cache.clone(),
+            durable_lsn: durable_lsn.0,
+        });
+        let manifest = Manifest {
+            format: MANIFEST_FORMAT,
+            store_id: ours,
+            // Numbered when it is written: see `write_manifest`.
+            generation: 0,
+            fencing_token: self.fencing_token,
+            durable_lsn: durable_lsn.0,
+            segments,
+            cache,
+            sessions,
+        };
+        Ok(Planned::New(manifest, uploads))
+    }
+
+    /// The segments and checkpoints of the shipped state, their new objects queued in
+    /// `uploads`.
+    fn plan_objects(
+        &self,
+        source: &dyn ShipSource,
+        state: &mut State,
+        uploads: &mut Uploads,
+    ) -> Result<(Vec<ShippedSegment>, Lsn, Vec<ShippedCheckpoint>)> {
         let mut planned = None;
         for _ in 0..PLAN_ATTEMPTS {
-            planned = self.plan_segments(source, state, &mut uploads)?;
+            planned = self.plan_segments(source, state, uploads)?;
             if planned.is_some() {
                 break;
             }
@@ -266,60 +429,58 @@ impl Shipper {
         let Some((segments, durable_lsn)) = planned else {
             return Err(Error::StoreChanging);
         };
-        let cache = self.plan_checkpoints(source.dir(), state, &mut uploads)?;
-        let previous = state.last.as_ref();
-        if let Some(last) = previous.filter(|m| m.segments == segments && m.cache == cache) {
-            return Ok(ShipReport {
-                generation: last.generation,
-                durable_lsn: Lsn(last.durable_lsn),
-                wrote_manifest: false,
-                segments: segments.len(),
-                uploaded_objects: uploads.objects,
-                uploaded_bytes: uploads.bytes,
-                deleted_objects: 0,
-                failed_deletes: 0,
-            });
+        let cache = self.plan_checkpoints(source.dir(), state, uploads)?;
+        Ok((segments, durable_lsn, cache))
+    }
+
+    /// The second stage: writes `manifest` as the generation after the newest one, then
+    /// forgets the manifest before the last one. Called holding `publish`.
+    fn write_manifest(&self, mut manifest: Manifest, uploads: &Uploads) -> Result<ShipReport> {
+        let written = (|| {
+            manifest.generation = self
+                .manifests
+                .lock()
+                .last
+                .as_ref()
+                .map_or(1, |m| m.generation + 1);
+            let key = manifest_key(manifest.generation);
+            self.check_owner()?;
+            if !self.objects.put_if_absent(&key, manifest.encode())? {
+                return Err(Error::Fenced {
+                    generation: manifest.generation,
+                    location: self.objects.location(),
+                });
+            }
+            Ok(())
+        })();
+        let mut manifests = self.manifests.lock();
+        let mine = manifests.pending.as_ref().is_some_and(|p| {
+            p.durable_lsn == manifest.durable_lsn && p.segments == manifest.segments
+        });
+        if mine {
+            manifests.pending = None;
         }
-        let manifest = Manifest {
-            format: MANIFEST_FORMAT,
-            store_id: ours,
-            generation: previous.map_or(1, |m| m.generation + 1),
-            fencing_token: self.fencing_token,
-            durable_lsn: durable_lsn.0,
-            segments,
-            cache,
-            sessions: source
-                .streams()
-                .into_iter()
-                .map(|s| ShippedStream {
-                    name: s.name,
-                    stream: s.id.0,
-                    next_seq: s.next_seq.0,
-                })
-                .collect(),
-        };
-        let key = manifest_key(manifest.generation);
-        self.check_owner()?;
-        if !self.objects.put_if_absent(&key, manifest.encode())? {
-            return Err(Error::Fenced {
-                generation: manifest.generation,
-                location: self.objects.location(),
-            });
-        }
-        let (deleted, failed) = self.forget_before_last(state, &manifest);
+        written?;
+        let doomed = doomed_keys(&manifests, &manifest);
+        manifests.before_last = manifests.last.take();
         let report = ShipReport {
             generation: manifest.generation,
-            durable_lsn,
+            durable_lsn: Lsn(manifest.durable_lsn),
             wrote_manifest: true,
             segments: manifest.segments.len(),
             uploaded_objects: uploads.objects,
             uploaded_bytes: uploads.bytes,
-            deleted_objects: deleted,
-            failed_deletes: failed,
+            deleted_objects: 0,
+            failed_deletes: 0,
         };
-        state.before_last = state.last.take();
-        state.last = Some(manifest);
-        Ok(report)
+        manifests.last = Some(manifest);
+        drop(manifests);
+        let (deleted_objects, failed_deletes) = self.delete_all(doomed);
+        Ok(ShipReport {
+            deleted_objects,
+            failed_deletes,
+            ..report
+        })
     }
 
     /// Reads the newest manifest at the location (and the one before it), adopts the active
@@ -337,7 +498,7 @@ impl Shipper {
                     ours: ours.to_owned(),
                 });
             }
-            state.before_last = generation
+            let before_last = generation
                 .checked_sub(1)
                 .filter(|g| generations.contains(g))
                 .and_then(|g| read_manifest(&*self.objects, g).ok());
@@ -346,17 +507,22 @@ impl Shipper {
                 parts: s.objects.clone(),
                 checked: false,
             });
-            state.last = Some(last);
+            let mut manifests = self.manifests.lock();
+            manifests.last = Some(last);
+            manifests.before_last = before_last;
         }
-        let keep: HashSet<&str> = [state.last.as_ref(), state.before_last.as_ref()]
+        let manifests = self.manifests.lock();
+        let keep: HashSet<String> = [manifests.last.as_ref(), manifests.before_last.as_ref()]
             .into_iter()
             .flatten()
             .flat_map(|m| m.object_keys())
+            .map(str::to_owned)
             .collect();
+        drop(manifests);
         let keep_generation = newest.map_or(0, |g| g.saturating_sub(1));
         for dir in [SEGMENT_DIR, TAIL_DIR, CACHE_DIR] {
             for key in self.objects.list(dir)? {
-                if !keep.contains(key.as_str()) {
+                if !keep.contains(&key) {
                     self.objects.delete(&key)?;
                 }
             }
@@ -391,6 +557,10 @@ impl Shipper {
             let Some(object) = self.ship_sealed(dir, id, state, uploads)? else {
                 return Ok(None);
             };
+            if uploads.queue.iter().map(|(_, b)| b.len()).sum::<usize>() >= SEND_AT_BYTES {
+                // A store shipped for the first time is not held in memory whole.
+                self.send(uploads)?;
+            }
             segments.push(ShippedSegment {
                 id,
                 sealed: true,
@@ -420,7 +590,7 @@ impl Shipper {
     ) -> Result<Option<ObjectRef>> {
         let path = dir.join(segment_file_name(id));
         let key_of = |length, crc32| segment_key(id, length, crc32);
-        let shipped = self.ship_file(&path, state.sealed.get(&id), key_of, state, uploads)?;
+        let shipped = self.ship_file(&path, state.sealed.get(&id), key_of, uploads)?;
         Ok(shipped.map(|(stamp, object)| {
             state.sealed.insert(id, (stamp, object.clone()));
             object
@@ -435,7 +605,6 @@ impl Shipper {
         path: &Path,
         seen: Option<&(FileStamp, ObjectRef)>,
         key_of: impl FnOnce(u64, u32) -> String,
-        state: &State,
         uploads: &mut Uploads,
     ) -> Result<Option<(FileStamp, ObjectRef)>> {
         let Some((stamp, bytes)) = read_whole(path, seen.map(|s| &s.0))? else {
@@ -452,8 +621,8 @@ impl Shipper {
             length,
             crc32,
         };
-        if !self.was_shipped(state, &object.key) {
-            self.upload(&object.key, bytes, uploads)?;
+        if !self.was_shipped(&object.key) {
+            upload(&object.key, bytes, uploads);
         }
         Ok(Some((stamp, object)))
     }
@@ -512,7 +681,7 @@ impl Shipper {
                 length: end - start,
                 crc32,
             };
-            self.upload(&part.key, Bytes::from(bytes), uploads)?;
+            upload(&part.key, Bytes::from(bytes), uploads);
             tail.parts.push(part);
         }
         let parts = tail.parts.clone();
@@ -543,7 +712,7 @@ impl Shipper {
             let seen = state.checkpoints.get(&name);
             let key_of = |length, crc32| cache_key(&name, length, crc32);
             // A checkpoint removed meanwhile is simply not shipped: checkpoints are caches.
-            let Some((stamp, object)) = self.ship_file(&path, seen, key_of, state, uploads)? else {
+            let Some((stamp, object)) = self.ship_file(&path, seen, key_of, uploads)? else {
                 continue;
             };
             state
@@ -558,38 +727,31 @@ impl Shipper {
         Ok(shipped)
     }
 
-    /// Whether a kept manifest names `key` (so its object is in the bucket).
-    fn was_shipped(&self, state: &State, key: &str) -> bool {
-        [state.last.as_ref(), state.before_last.as_ref()]
-            .into_iter()
-            .flatten()
-            .any(|m| m.object_keys().any(|k| k == key))
+    /// Whether the newest manifest names `key` (so its object is in the bucket, and stays
+    /// there while a ship planned now is written: a manifest's writing deletes only objects
+    /// of the manifest two generations back that neither of the newer two names).
+    fn was_shipped(&self, key: &str) -> bool {
+        let manifests = self.manifests.lock();
+        manifests
+            .last
+            .as_ref()
+            .is_some_and(|m| m.object_keys().any(|k| k == key))
     }
 
-    fn upload(&self, key: &str, bytes: Bytes, uploads: &mut Uploads) -> Result<()> {
-        self.check_owner()?;
-        uploads.objects += 1;
-        uploads.bytes += bytes.len() as u64;
-        self.objects.put(key, bytes)
+    /// Uploads the queued objects, several at a time, each after a lease check.
+    fn send(&self, uploads: &mut Uploads) -> Result<()> {
+        let queue = std::mem::take(&mut uploads.queue);
+        parallel::for_each(&queue, |(key, bytes)| {
+            self.check_owner()?;
+            self.objects.put(key, bytes.clone())
+        })
+        .map(drop)
     }
 
-    /// After `new` was written: deletes the manifest before the last one and every object
-    /// that only it named. Failures leave garbage that the next shipper's load removes.
-    fn forget_before_last(&self, state: &State, new: &Manifest) -> (usize, usize) {
-        let Some(old) = state.before_last.as_ref() else {
-            return (0, 0);
-        };
-        let keep: HashSet<&str> = [state.last.as_ref(), Some(new)]
-            .into_iter()
-            .flatten()
-            .flat_map(|m| m.object_keys())
-            .collect();
+    /// Deletes `keys`; failures leave garbage that the next shipper's load removes.
+    fn delete_all(&self, keys: Vec<String>) -> (usize, usize) {
         let (mut deleted, mut failed) = (0, 0);
-        let doomed = old.object_keys().filter(|k| !keep.contains(k));
-        for key in doomed
-            .map(str::to_owned)
-            .chain([manifest_key(old.generation)])
-        {
+        for key in keys {
             match self.objects.delete(&key) {
                 Ok(()) => deleted += 1,
                 Err(_) => failed += 1,
@@ -597,6 +759,38 @@ impl Shipper {
         }
         (deleted, failed)
     }
+}
+
+/// The report of a ship that found nothing new since `last`.
+fn unchanged(last: &Manifest, uploads: &Uploads) -> ShipReport {
+    ShipReport {
+        generation: last.generation,
+        durable_lsn: Lsn(last.durable_lsn),
+        wrote_manifest: false,
+        segments: last.segments.len(),
+        uploaded_objects: uploads.objects,
+        uploaded_bytes: uploads.bytes,
+        deleted_objects: 0,
+        failed_deletes: 0,
+    }
+}
+
+/// Once `new` is written after `published.last`: the manifest before the last one and every
+/// object that only it names.
+fn doomed_keys(published: &Published, new: &Manifest) -> Vec<String> {
+    let Some(old) = published.before_last.as_ref() else {
+        return Vec::new();
+    };
+    let keep: HashSet<&str> = [published.last.as_ref(), Some(new)]
+        .into_iter()
+        .flatten()
+        .flat_map(|m| m.object_keys())
+        .collect();
+    old.object_keys()
+        .filter(|k| !keep.contains(k))
+        .map(str::to_owned)
+        .chain([manifest_key(old.generation)])
+        .collect()
 }
 
 /// The generations of the manifests at `objects`, ascending.
