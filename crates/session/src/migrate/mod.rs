@@ -297,8 +297,9 @@ impl<'a> Ev<'a> {
         remove(&mut self.env, key)
     }
 
-    /// The event as the V4 writer writes it: sourceEventSeqs as V2's ranges.
-    fn write_latest(&mut self) -> String {
+    /// Appends the event as the V4 writer writes it (sourceEventSeqs as V2's ranges) and
+    /// its line feed.
+    fn write_latest(&mut self, out: &mut String) {
         if let Some(seqs) = self.sources() {
             set(
                 &mut self.env,
@@ -306,14 +307,226 @@ impl<'a> Ev<'a> {
                 Val::Text(source_list_text(&seqs, true)),
             );
         }
-        let mut out = String::new();
-        value::write_obj(&self.env, &mut out);
-        out
+        value::write_obj(&self.env, out);
+        out.push('\n');
     }
 }
 
-/// One stage: a format's events to the next format's.
-type Stage = for<'a> fn(&HeaderFacts, Vec<Ev<'a>>) -> Result<Vec<Ev<'a>>, Refusal>;
+/// One stage as the chain drives it: the events in order, each handed to [`Step::push`],
+/// which appends what the stage emits to `out`; then [`Step::finish`].
+pub(crate) trait Step<'a> {
+    fn push(&mut self, ev: Ev<'a>, out: &mut Vec<Ev<'a>>) -> Result<(), Refusal>;
+
+    /// After the last event: what the stage still holds or adds at the end.
+    fn finish(&mut self, _out: &mut Vec<Ev<'a>>) -> Result<(), Refusal> {
+        Ok(())
+    }
+}
+
+type BoxedStep<'s, 'a> = Box<dyn Step<'a> + Send + 's>;
+
+/// Stages run one after the other, one event at a time, so no stage's whole output is held.
+/// DSH runs each stage over the whole session before the next one, so a session two stages
+/// refuse is refused by the earlier stage: here a stage that refuses gets no more events,
+/// nor does any stage after it, while the stages before it go on to the end, and the
+/// refusal that counts is the earliest stage's (each stage sees the same events, in the same
+/// order, up to its own first refusal, as it does in DSH's order).
+struct Chain<'s, 'a> {
+    /// The stages, each with its place in the whole migration (stages, then the checks).
+    stages: Vec<(usize, BoxedStep<'s, 'a>)>,
+    refused: Option<(usize, Refusal)>,
+    batch: Vec<Ev<'a>>,
+    next: Vec<Ev<'a>>,
+}
+
+impl<'s, 'a> Chain<'s, 'a> {
+    fn new(stages: Vec<(usize, BoxedStep<'s, 'a>)>) -> Chain<'s, 'a> {
+        Chain {
+            stages,
+            refused: None,
+            batch: Vec::new(),
+            next: Vec::new(),
+        }
+    }
+
+    /// How many stages still take events: those before the one that refused.
+    fn live(&self) -> usize {
+        match &self.refused {
+            None => self.stages.len(),
+            Some((refusing, _)) => self
+                .stages
+                .iter()
+                .take_while(|(place, _)| place < refusing)
+                .count(),
+        }
+    }
+
+    /// Runs `self.batch` through the stages from `first` on and appends what the last one
+    /// emits to `out`.
+    fn run(&mut self, first: usize, out: &mut Vec<Ev<'a>>) {
+        for local in first..self.stages.len() {
+            if local >= self.live() {
+                self.batch.clear();
+                return;
+            }
+            let Some((place, stage)) = self.stages.get_mut(local) else {
+                break;
+            };
+            for ev in self.batch.drain(..) {
+                if let Err(refusal) = stage.push(ev, &mut self.next) {
+                    // Every later stage is already starved, so this one is the earliest.
+                    self.refused = Some((*place, refusal));
+                    break;
+                }
+            }
+            std::mem::swap(&mut self.batch, &mut self.next);
+            self.next.clear();
+        }
+        out.append(&mut self.batch);
+    }
+
+    fn push(&mut self, ev: Ev<'a>, out: &mut Vec<Ev<'a>>) {
+        self.batch.push(ev);
+        self.run(0, out);
+    }
+
+    /// Ends each stage in order, what it emits at the end going through the stages after it.
+    fn finish(&mut self, out: &mut Vec<Ev<'a>>) {
+        for local in 0..self.stages.len() {
+            if local >= self.live() {
+                break;
+            }
+            let Some((place, stage)) = self.stages.get_mut(local) else {
+                break;
+            };
+            if let Err(refusal) = stage.finish(&mut self.batch) {
+                self.refused = Some((*place, refusal));
+            }
+            self.run(local + 1, out);
+        }
+    }
+}
+
+/// Events handed from the first stages to the last ones at a time.
+const BATCH_EVENTS: usize = 1024;
+
+/// The stages from format `from` on, with their places: V0 -> V1 is place 0, V3 -> V4 place
+/// 3, and DSH's V4 reader checks ([`v3_v4::Lifecycle`]) place 4.
+fn stages<'s, 'a: 's>(
+    facts: &'s HeaderFacts,
+    from: DshFormat,
+    events: usize,
+) -> Vec<(usize, BoxedStep<'s, 'a>)> {
+    let mut stages: Vec<(usize, BoxedStep<'s, 'a>)> = vec![
+        (0, Box::new(v0_v1::Stage::new(facts))),
+        (1, Box::new(v1_v2::Stage::new(facts, events))),
+        (2, Box::new(v2_v3::Stage::new(facts, events))),
+        (3, Box::new(v3_v4::Stage::new(events))),
+    ];
+    stages.drain(..usize::from(from.number()).min(stages.len()));
+    stages.push((4, Box::new(v3_v4::Lifecycle::new(from))));
+    stages
+}
+
+/// Migrates `events` of a session declaring `from` and appends the latest format's lines to
+/// `out`, or returns DSH's reason for refusing. Two threads share the work: one reads the
+/// events and runs the stages up to V2, the other the later stages and the writing, a batch
+/// of events at a time.
+fn migrate_into(
+    facts: &HeaderFacts,
+    from: DshFormat,
+    events: &[Event],
+    out: &mut String,
+) -> Result<(), Refusal> {
+    let (front, back): (Vec<_>, Vec<_>) = stages(facts, from, events.len())
+        .into_iter()
+        .partition(|(place, _)| *place < 2);
+    std::thread::scope(|scope| {
+        let (hand, take) = std::sync::mpsc::sync_channel::<Vec<Ev<'_>>>(4);
+        let front = scope.spawn(move || {
+            let mut chain = Chain::new(front);
+            let mut batch = Vec::with_capacity(BATCH_EVENTS);
+            let mut handing = true;
+            for event in events {
+                chain.push(Ev::from_event(event), &mut batch);
+                if chain.live() == 0 {
+                    break;
+                }
+                if batch.len() >= BATCH_EVENTS {
+                    let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH_EVENTS));
+                    // The back half stops taking once it refuses; the front goes on, since
+                    // a refusal of its own would come first.
+                    handing = handing && hand.send(full).is_ok();
+                }
+            }
+            chain.finish(&mut batch);
+            if handing {
+                let _ = hand.send(batch);
+            }
+            chain.refused
+        });
+        let mut chain = Chain::new(back);
+        let mut written = Vec::new();
+        for batch in take.iter() {
+            for ev in batch {
+                chain.push(ev, &mut written);
+            }
+            if chain.live() == 0 {
+                break;
+            }
+            for ev in written.iter_mut() {
+                ev.write_latest(out);
+            }
+            written.clear();
+        }
+        drop(take);
+        if chain.live() > 0 {
+            chain.finish(&mut written);
+            for ev in written.iter_mut() {
+                ev.write_latest(out);
+            }
+        }
+        let front = front
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        match front.or(chain.refused) {
+            Some((_, refusal)) => Err(refusal),
+            None => Ok(()),
+        }
+    })
+}
+
+/// The refusal of DSH's migration from format `from`, as an export reports it.
+fn refused(from: DshFormat, reason: String) -> Error {
+    Error::Export {
+        format: DshFormat::LATEST,
+        reason: format!(
+            "DSH's own migration from format {from} refuses this session: {reason} (DSH refuses \
+             the format {from} file too; export it at format {from})"
+        ),
+    }
+}
+
+/// Appends the latest format's header line and the migrated event lines to `out`, each
+/// with its line feed; returns that header.
+fn migrate_text(
+    header: &SessionHeader,
+    events: &[Event],
+    out: &mut String,
+) -> Result<SessionHeader, Error> {
+    let from = header.format();
+    let facts = HeaderFacts {
+        id: header.id().to_owned(),
+        is_seeded: header.is_seeded(),
+        seed_length: header.seed_length().unwrap_or(0),
+        created_at: header.created_at().unwrap_or(0),
+    };
+    let latest = header.as_written_by_latest()?;
+    out.push_str(latest.raw());
+    out.push('\n');
+    migrate_into(&facts, from, events, out).map_err(|r| refused(from, r.0))?;
+    Ok(latest)
+}
 
 /// DSH's migration of a session declaring an older format to the latest: the header and
 /// the events DSH writes into `session.v4.jsonl` (before the `session/end-seed` a resume
@@ -322,34 +535,9 @@ pub fn to_latest(
     header: &SessionHeader,
     events: &[Event],
 ) -> Result<(SessionHeader, Vec<String>), Error> {
-    let from = header.format();
-    let refused = |reason: String| Error::Export {
-        format: DshFormat::LATEST,
-        reason: format!(
-            "DSH's own migration from format {from} refuses this session: {reason} (DSH refuses \
-             the format {from} file too; export it at format {from})"
-        ),
-    };
-    let facts = HeaderFacts {
-        id: header.id().to_owned(),
-        is_seeded: header.is_seeded(),
-        seed_length: header.seed_length().unwrap_or(0),
-        created_at: header.created_at().unwrap_or(0),
-    };
-    let latest = header.as_written_by_latest()?;
-    let mut stream: Vec<Ev<'_>> = events.iter().map(Ev::from_event).collect();
-    let stages: [Stage; 4] = [
-        v0_v1::migrate,
-        v1_v2::migrate,
-        v2_v3::migrate,
-        v3_v4::migrate,
-    ];
-    for stage in stages.iter().skip(usize::from(from.number())) {
-        stream = stage(&facts, stream).map_err(|r| refused(r.0))?;
-    }
-    v3_v4::check_lifecycle(from, &mut stream).map_err(|r| refused(r.0))?;
-    let out: Vec<String> = stream.iter_mut().map(Ev::write_latest).collect();
-    Ok((latest, out))
+    let mut text = String::new();
+    let latest = migrate_text(header, events, &mut text)?;
+    Ok((latest, text.lines().skip(1).map(str::to_owned).collect()))
 }
 
 /// The file DSH's migration writes for a session declaring an older format: the latest
@@ -359,16 +547,11 @@ pub fn export_latest(
     events: &[Event],
     zstd: bool,
 ) -> Result<Vec<u8>, Error> {
-    let (latest, migrated) = to_latest(header, events)?;
+    // Room for the events as stored and a little growth each, so the text is rarely moved.
     let mut out = String::with_capacity(
-        latest.raw().len() + 1 + migrated.iter().map(|line| line.len() + 1).sum::<usize>(),
+        header.raw().len() + 64 + events.iter().map(|e| e.raw().len() + 64).sum::<usize>(),
     );
-    out.push_str(latest.raw());
-    out.push('\n');
-    for line in &migrated {
-        out.push_str(line);
-        out.push('\n');
-    }
+    migrate_text(header, events, &mut out)?;
     if zstd {
         crate::zstd_file::encode(out.as_bytes())
     } else {

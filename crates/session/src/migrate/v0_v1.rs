@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use super::value::{get, has, remove, set, text_of, Obj, Val};
-use super::{malformed_in, unsupported, Ev, HeaderFacts, Refusal};
+use super::{malformed_in, unsupported, Ev, HeaderFacts, Refusal, Step};
 use crate::version::DshFormat;
 
 #[derive(Default)]
@@ -17,23 +17,33 @@ struct State {
     compaction_id: Option<String>,
 }
 
-pub(super) fn migrate<'a>(
-    header: &HeaderFacts,
-    events: Vec<Ev<'a>>,
-) -> Result<Vec<Ev<'a>>, Refusal> {
-    let mut state = State::default();
-    let sid = header.id.as_str();
-    let mut out = Vec::with_capacity(events.len());
-    for mut ev in events {
+/// The stage, one event at a time.
+pub(super) struct Stage<'h> {
+    sid: &'h str,
+    state: State,
+}
+
+impl<'h> Stage<'h> {
+    pub(super) fn new(header: &'h HeaderFacts) -> Stage<'h> {
+        Stage {
+            sid: header.id.as_str(),
+            state: State::default(),
+        }
+    }
+}
+
+impl<'a> Step<'a> for Stage<'_> {
+    fn push(&mut self, mut ev: Ev<'a>, out: &mut Vec<Ev<'a>>) -> Result<(), Refusal> {
+        let (sid, state) = (self.sid, &mut self.state);
         rename_compaction(&mut ev);
         refuse_unsupported_legacy(&mut ev, sid)?;
         turn_start(&mut ev);
         turn_end(&mut ev);
         request_header(&mut ev);
         steering(&mut ev, sid);
-        retry(&mut ev, sid, &mut state);
-        compaction(&mut ev, sid, &mut state);
-        legacy_message(&mut ev, sid, &state)?;
+        retry(&mut ev, sid, state);
+        compaction(&mut ev, sid, state);
+        legacy_message(&mut ev, sid, state)?;
         if ev.ty != "assistant/chunk" {
             check_payload(&mut ev)?;
         }
@@ -41,8 +51,8 @@ pub(super) fn migrate<'a>(
             state.message_ids.insert(ev.seq, id);
         }
         out.push(ev);
+        Ok(())
     }
-    Ok(out)
 }
 
 fn legacy_id(sid: &str, seq: u64) -> String {

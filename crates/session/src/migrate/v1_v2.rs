@@ -6,7 +6,7 @@
 //! the `turn/end` it lacked; a goal-change message is split in two.
 
 use super::value::{get, seq_array, set, text_of, Obj, Val};
-use super::{interrupted_turn_end, queues_next_turn, unsupported, Ev, HeaderFacts, Refusal};
+use super::{interrupted_turn_end, queues_next_turn, unsupported, Ev, HeaderFacts, Refusal, Step};
 use crate::version::DshFormat;
 
 /// One record of a compact stream.
@@ -234,7 +234,7 @@ struct Pending<'a> {
     after_last_chunk: Vec<Ev<'a>>,
 }
 
-struct Stage<'a> {
+pub(super) struct Stage<'a> {
     seeded: bool,
     source_cut: u64,
     target_cut: Option<u64>,
@@ -249,34 +249,43 @@ struct Stage<'a> {
     out: Vec<Ev<'a>>,
 }
 
-pub(super) fn migrate<'a>(
-    header: &HeaderFacts,
-    events: Vec<Ev<'a>>,
-) -> Result<Vec<Ev<'a>>, Refusal> {
-    let mut stage = Stage {
-        seeded: header.is_seeded,
-        source_cut: header.seed_length,
-        target_cut: if header.is_seeded { None } else { Some(0) },
-        target_seq: 0,
-        mapping: vec![None; events.len()],
-        open_turn: None,
-        open_step: None,
-        previous_spliced: false,
-        pending: None,
-        last_time: i64::try_from(header.created_at).unwrap_or(0),
-        out: Vec::with_capacity(events.len()),
-    };
-    for ev in events {
-        stage.event(ev)?;
+impl<'a> Stage<'a> {
+    /// The stage for a session of `events` events.
+    pub(super) fn new(header: &HeaderFacts, events: usize) -> Stage<'a> {
+        Stage {
+            seeded: header.is_seeded,
+            source_cut: header.seed_length,
+            target_cut: if header.is_seeded { None } else { Some(0) },
+            target_seq: 0,
+            mapping: vec![None; events],
+            open_turn: None,
+            open_step: None,
+            previous_spliced: false,
+            pending: None,
+            last_time: i64::try_from(header.created_at).unwrap_or(0),
+            out: Vec::new(),
+        }
     }
-    stage.finish_attempt()?;
-    if stage.seeded && stage.target_cut.is_none() {
-        stage.target_cut = Some(stage.target_seq);
-        let marker = end_seed(stage.target_seq, stage.last_time);
-        stage.out.push(marker);
-        stage.target_seq += 1;
+}
+
+impl<'a> Step<'a> for Stage<'a> {
+    fn push(&mut self, ev: Ev<'a>, out: &mut Vec<Ev<'a>>) -> Result<(), Refusal> {
+        let done = self.event(ev);
+        out.append(&mut self.out);
+        done
     }
-    Ok(stage.out)
+
+    fn finish(&mut self, out: &mut Vec<Ev<'a>>) -> Result<(), Refusal> {
+        let done = self.finish_attempt();
+        if done.is_ok() && self.seeded && self.target_cut.is_none() {
+            self.target_cut = Some(self.target_seq);
+            let marker = end_seed(self.target_seq, self.last_time);
+            self.out.push(marker);
+            self.target_seq += 1;
+        }
+        out.append(&mut self.out);
+        done
+    }
 }
 
 fn end_seed<'a>(seq: u64, time: i64) -> Ev<'a> {

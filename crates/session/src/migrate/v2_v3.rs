@@ -7,12 +7,12 @@
 
 use super::sha256::hex_digest;
 use super::value::{get, remove, set, Obj, Val};
-use super::{malformed_in, unsupported, Ev, HeaderFacts, Refusal, SeqMap};
+use super::{malformed_in, unsupported, Ev, HeaderFacts, Refusal, SeqMap, Step};
 use crate::json::write_js_string;
 
 const SYSTEM_PROMPT_PLUGIN: &str = "@deepseek-ai/dsh-system-prompt";
 
-struct Stage<'h, 'a> {
+pub(super) struct Stage<'h, 'a> {
     header: &'h HeaderFacts,
     mapping: SeqMap,
     target_seq: u64,
@@ -22,28 +22,32 @@ struct Stage<'h, 'a> {
     out: Vec<Ev<'a>>,
 }
 
-pub(super) fn migrate<'a>(
-    header: &HeaderFacts,
-    events: Vec<Ev<'a>>,
-) -> Result<Vec<Ev<'a>>, Refusal> {
-    let mut stage = Stage {
-        header,
-        mapping: SeqMap::new(
-            events.len(),
-            2,
-            "reference must name an earlier source event",
-            "sequence references must be an array",
-        ),
-        target_seq: 0,
-        step: None,
-        head: None,
-        prompt: String::new(),
-        out: Vec::with_capacity(events.len() + 2),
-    };
-    for ev in events {
-        stage.event(ev)?;
+impl<'h, 'a> Stage<'h, 'a> {
+    /// The stage for a session of `events` events.
+    pub(super) fn new(header: &'h HeaderFacts, events: usize) -> Stage<'h, 'a> {
+        Stage {
+            header,
+            mapping: SeqMap::new(
+                events,
+                2,
+                "reference must name an earlier source event",
+                "sequence references must be an array",
+            ),
+            target_seq: 0,
+            step: None,
+            head: None,
+            prompt: String::new(),
+            out: Vec::new(),
+        }
     }
-    Ok(stage.out)
+}
+
+impl<'a> Step<'a> for Stage<'_, 'a> {
+    fn push(&mut self, ev: Ev<'a>, out: &mut Vec<Ev<'a>>) -> Result<(), Refusal> {
+        let done = self.event(ev);
+        out.append(&mut self.out);
+        done
+    }
 }
 
 fn is_surface(ty: &str) -> bool {

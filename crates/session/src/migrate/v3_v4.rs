@@ -8,8 +8,7 @@ use std::borrow::Cow;
 
 use super::value::{get, has, remove, set, text_of, Obj, Peek, Val};
 use super::{
-    interrupted_turn_end, malformed_in, queues_next_turn, unsupported, Ev, HeaderFacts, Refusal,
-    SeqMap,
+    interrupted_turn_end, malformed_in, queues_next_turn, unsupported, Ev, Refusal, SeqMap, Step,
 };
 use crate::version::DshFormat;
 
@@ -58,7 +57,7 @@ const SAME_NAME_PRODUCERS: [&str; 25] = [
     "dsh-session-title-llm",
 ];
 
-struct Stage {
+pub(super) struct Stage {
     mapping: SeqMap,
     turn: Option<u64>,
     step_open: bool,
@@ -66,34 +65,36 @@ struct Stage {
     next_seq: u64,
 }
 
-pub(super) fn migrate<'a>(
-    _header: &HeaderFacts,
-    events: Vec<Ev<'a>>,
-) -> Result<Vec<Ev<'a>>, Refusal> {
-    let mut stage = Stage {
-        mapping: SeqMap::new(
-            events.len(),
-            3,
-            "V3 reference must name an earlier source event",
-            "V3 event references must be an array",
-        ),
-        turn: None,
-        step_open: false,
-        next_turn_spliced: false,
-        next_seq: 0,
-    };
-    let mut out = Vec::with_capacity(events.len());
-    for mut ev in events {
-        if let Some(turn) = stage.observe_restart(&mut ev) {
+impl Stage {
+    /// The stage for a session of `events` events.
+    pub(super) fn new(events: usize) -> Stage {
+        Stage {
+            mapping: SeqMap::new(
+                events,
+                3,
+                "V3 reference must name an earlier source event",
+                "V3 event references must be an array",
+            ),
+            turn: None,
+            step_open: false,
+            next_turn_spliced: false,
+            next_seq: 0,
+        }
+    }
+}
+
+impl<'a> Step<'a> for Stage {
+    fn push(&mut self, mut ev: Ev<'a>, out: &mut Vec<Ev<'a>>) -> Result<(), Refusal> {
+        if let Some(turn) = self.observe_restart(&mut ev) {
             out.push(interrupted_turn_end(
-                stage.next_seq,
+                self.next_seq,
                 ev.time(),
                 Val::int(turn),
             ));
-            stage.next_seq += 1;
+            self.next_seq += 1;
         }
-        let target = stage.next_seq;
-        stage.next_seq += 1;
+        let target = self.next_seq;
+        self.next_seq += 1;
         let ignorable = ev.get("ignorable").and_then(|v| v.as_bool()) == Some(true);
         if !DshFormat::V3.knows(&ev.ty) {
             if !ignorable {
@@ -109,21 +110,21 @@ pub(super) fn migrate<'a>(
             if ev.seq != target {
                 ev.set_seq(target);
             }
-            stage.mapping.push(target);
+            self.mapping.push(target);
             out.push(ev);
-            continue;
+            return Ok(());
         }
         if ev.seq != target {
-            stage.remap(&mut ev, target)?;
+            self.remap(&mut ev, target)?;
         }
-        stage.mapping.push(target);
+        self.mapping.push(target);
         let seq = ev.seq;
         for_each_message(&mut ev, &mut |message| rewrite_source(message, seq))?;
         lift_tool_result(&mut ev)?;
         migrate_content(&mut ev)?;
         out.push(ev);
+        Ok(())
     }
-    Ok(out)
 }
 
 impl Stage {
@@ -552,62 +553,94 @@ fn migrate_chunk(chunk: &mut Val<'_>, subject: &str) -> Result<(), Refusal> {
 /// The checks of DSH's V4 reader on the migrated artifact that the corpus meets (the
 /// reader's turn, step and compaction ownership rules; its other relationship rules are not
 /// repeated here): an `assistant/attempt` inside the open turn and step it names, and a
-/// compaction owned by the turn open when it runs (`null` between turns).
-pub(super) fn check_lifecycle(from: DshFormat, events: &mut [Ev<'_>]) -> Result<(), Refusal> {
-    let refuse = |what: &str| {
+/// compaction owned by the turn open when it runs (`null` between turns). One event at a
+/// time, after the last stage.
+pub(super) struct Lifecycle {
+    from: DshFormat,
+    turn: Option<String>,
+    step: Option<String>,
+    /// The open compaction's owner turn (its text, `null` between turns).
+    compaction: Option<String>,
+}
+
+impl Lifecycle {
+    pub(super) fn new(from: DshFormat) -> Lifecycle {
+        Lifecycle {
+            from,
+            turn: None,
+            step: None,
+            compaction: None,
+        }
+    }
+
+    fn refuse(&self, what: &str) -> Result<(), Refusal> {
         Err(Refusal(format!(
-            "Session migration from {from} to v4 refuses the transformed artifact: {what}"
+            "Session migration from {} to v4 refuses the transformed artifact: {what}",
+            self.from
         )))
-    };
-    let (mut turn, mut step): (Option<String>, Option<String>) = (None, None);
-    // The open compaction's owner turn (its text, `null` between turns).
-    let mut compaction: Option<String> = None;
-    let open_turn = |turn: &Option<String>| turn.clone().unwrap_or_else(|| "null".to_owned());
-    for ev in events.iter_mut() {
+    }
+
+    fn open_turn(&self) -> String {
+        self.turn.clone().unwrap_or_else(|| "null".to_owned())
+    }
+
+    fn check(&mut self, ev: &mut Ev<'_>) -> Result<(), Refusal> {
         match ev.ty.as_ref() {
             "turn/start" => {
-                turn = Some(text_of(ev.field("turn")));
-                step = None;
+                self.turn = Some(text_of(ev.field("turn")));
+                self.step = None;
             }
             "turn/end" => {
-                turn = None;
-                step = None;
+                self.turn = None;
+                self.step = None;
             }
-            "step/start" => step = Some(text_of(ev.field("step"))),
-            "step/end" => step = None,
-            "session/end-seed" => compaction = None,
+            "step/start" => self.step = Some(text_of(ev.field("step"))),
+            "step/end" => self.step = None,
+            "session/end-seed" => self.compaction = None,
             "assistant/attempt" => {
                 let here = (
                     Some(text_of(ev.field("turn"))),
                     Some(text_of(ev.field("step"))),
                 );
-                if turn.is_none() || step.is_none() || here != (turn.clone(), step.clone()) {
-                    return refuse("assistant/attempt does not match an open turn and step");
+                if self.turn.is_none()
+                    || self.step.is_none()
+                    || here != (self.turn.clone(), self.step.clone())
+                {
+                    return self.refuse("assistant/attempt does not match an open turn and step");
                 }
             }
             "compaction/start" => {
-                if compaction.is_some() {
-                    return refuse("compaction/start overlaps an open compaction");
+                if self.compaction.is_some() {
+                    return self.refuse("compaction/start overlaps an open compaction");
                 }
                 let owner = text_of(ev.field("turn"));
-                if owner != open_turn(&turn) {
-                    return refuse("compaction/start does not match the open turn");
+                if owner != self.open_turn() {
+                    return self.refuse("compaction/start does not match the open turn");
                 }
-                compaction = Some(owner);
+                self.compaction = Some(owner);
             }
             ty @ ("compaction/summary" | "compaction/end") => {
-                if compaction
+                if self
+                    .compaction
                     .as_ref()
-                    .is_some_and(|owner| *owner != open_turn(&turn))
+                    .is_some_and(|owner| *owner != self.open_turn())
                 {
-                    return refuse(&format!("{ty} does not match the open turn"));
+                    return self.refuse(&format!("{ty} does not match the open turn"));
                 }
                 if ty == "compaction/end" {
-                    compaction = None;
+                    self.compaction = None;
                 }
             }
             _ => {}
         }
+        Ok(())
     }
-    Ok(())
+}
+
+impl<'a> Step<'a> for Lifecycle {
+    fn push(&mut self, mut ev: Ev<'a>, out: &mut Vec<Ev<'a>>) -> Result<(), Refusal> {
+        self.check(&mut ev)?;
+        out.push(ev);
+        Ok(())
+    }
 }
