@@ -23,7 +23,9 @@ use std::time::{Duration, Instant};
 use sessionlog::session::SessionHeader;
 use sessionlog::{Store, StoreOptions};
 use sessionlog_benches::{fill_compare_session, fresh_dir, human_ns, ns, probe};
-use sessionlog_session::{export_dsh, import_jsonl, DshFormat, ExportOptions, ImportOptions};
+use sessionlog_session::{
+    export_dsh, import_and_export, import_jsonl, DshFormat, ExportOptions, ImportOptions,
+};
 
 const RUNS: usize = 3;
 
@@ -71,13 +73,13 @@ fn sessionlog_store_export(store_dir: &Path, v4: &Path) -> (Duration, u64) {
 fn sessionlog_file_to_file(v0: &Path, v4: &Path) -> (Duration, Vec<u8>) {
     let started = Instant::now();
     let bytes = std::fs::read(v0).expect("V0 file");
-    let imported = import_jsonl(&bytes, &ImportOptions::default()).expect("import");
-    drop(bytes);
-    let out = export_dsh(
-        &imported.session,
+    let (imported, out) = import_and_export(
+        &bytes,
+        &ImportOptions::default(),
         &ExportOptions::default().with_format(Some(DshFormat::V4)),
     )
-    .expect("V4 export");
+    .expect("import and V4 export");
+    drop((bytes, imported));
     let mut file = std::fs::File::create(v4).expect("V4 file");
     file.write_all(&out).expect("write");
     file.sync_data().expect("fdatasync");

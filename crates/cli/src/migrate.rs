@@ -18,8 +18,8 @@ use sessionlog_adapters::{
     decode_session_dir, encode_session_dir, newest_session_file, DshDirStore, SqliteStore,
 };
 use sessionlog_session::{
-    export_dsh, export_format, import_jsonl, Event, ExportOptions, ImportOptions, NewEvent,
-    SessionStore, StoreError,
+    export_format, import_and_export, Event, ExportOptions, ImportOptions, NewEvent, SessionStore,
+    StoreError,
 };
 
 use crate::{open_store, Failure};
@@ -358,14 +358,17 @@ fn rewrite_dsh_session(dir: &Path, name: &str, options: &ExportOptions) -> Resul
         .map_err(err)?
         .ok_or_else(|| Failure::new(2, format!("session {name:?}: its copy is missing")))?;
     let bytes = std::fs::read(&written).map_err(err)?;
-    let imported = import_jsonl(&bytes, &ImportOptions::default().with_repair(false))
-        .map_err(|e| Failure::new(3, format!("session {name:?}: {e}")))?;
     let refused = |e: sessionlog_session::Error| Failure::new(3, format!("session {name:?}: {e}"));
+    let (imported, out) = import_and_export(
+        &bytes,
+        &ImportOptions::default().with_repair(false),
+        options,
+    )
+    .map_err(refused)?;
     let target = match options.format {
         Some(format) => format,
         None => export_format(&imported.session).map_err(refused)?,
     };
-    let out = export_dsh(&imported.session, options).map_err(refused)?;
     let final_path = session_dir.join(target.file_name(options.zstd));
     let temp = session_dir.join(format!("{}.writing", target.file_name(options.zstd)));
     let mut file = std::fs::File::create(&temp).map_err(err)?;

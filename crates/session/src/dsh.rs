@@ -105,6 +105,13 @@ fn line_text(bytes: &[u8]) -> &[u8] {
 
 /// The physical scan of spec §7.
 pub fn scan(file: &[u8]) -> Result<ScannedLog, Error> {
+    scan_checked(file).map(|(scanned, _)| scanned)
+}
+
+/// [`scan`], also telling for each retained envelope whether the scan found its whole text
+/// lossless JSON (a line kept as it was), so parsing it need not check that again; an
+/// envelope unpacked from a row, or one that broke the lossless rule, is not so marked.
+fn scan_checked(file: &[u8]) -> Result<(ScannedLog, Vec<bool>), Error> {
     let header_end = file.iter().position(|b| *b == b'\n');
     let header_bytes = line_text(&file[..header_end.unwrap_or(file.len())]);
     let header_text = std::str::from_utf8(header_bytes).map_err(|_| Error::Header {
@@ -115,6 +122,7 @@ pub fn scan(file: &[u8]) -> Result<ScannedLog, Error> {
     let mut pos = header_end.map_or(file.len(), |e| e + 1);
     let mut committed = pos;
     let mut events: Vec<String> = Vec::new();
+    let mut checked: Vec<bool> = Vec::new();
     let mut issue: Option<(usize, String)> = None;
     // DSH numbers the lines after the header from 1.
     let mut line_no = 0;
@@ -126,8 +134,8 @@ pub fn scan(file: &[u8]) -> Result<ScannedLog, Error> {
         let line = line_text(&file[pos..pos + len]);
         let line_end = pos + len + 1;
         pos = line_end;
-        let records = match parse_line(line, packed_rows) {
-            Ok(records) => records,
+        let (records, lossless) = match parse_line(line, packed_rows) {
+            Ok(parsed) => parsed,
             Err(LineError::Null) => {
                 return Err(Error::invalid(
                     events.len() as u64,
@@ -180,6 +188,7 @@ pub fn scan(file: &[u8]) -> Result<ScannedLog, Error> {
             issue = Some((line_no, detail));
             continue;
         }
+        checked.extend(std::iter::repeat_n(lossless, records.len()));
         events.extend(records);
         committed = line_end;
     }
@@ -188,11 +197,14 @@ pub fn scan(file: &[u8]) -> Result<ScannedLog, Error> {
         file_bytes: file.len(),
         reason: issue.map_or_else(|| "torn final record (no line feed)".to_owned(), |(_, d)| d),
     });
-    Ok(ScannedLog {
-        header,
-        events,
-        tail,
-    })
+    Ok((
+        ScannedLog {
+            header,
+            events,
+            tail,
+        },
+        checked,
+    ))
 }
 
 /// DSH numbers the lines after the header from 1, and its messages (kept word for word, so
@@ -216,13 +228,15 @@ fn type_of(raw: &str) -> Option<String> {
         .map(|t| t.into_owned())
 }
 
-fn parse_line(line: &[u8], packed_rows: bool) -> Result<Vec<String>, LineError> {
-    let text = match json::validate(line) {
-        Ok(text) => text,
+/// The envelopes of one line, and whether the line is lossless JSON as a whole.
+fn parse_line(line: &[u8], packed_rows: bool) -> Result<(Vec<String>, bool), LineError> {
+    let (text, lossless) = match json::validate(line) {
+        Ok(text) => (text, true),
         // A lossless-rule violation still parses; the semantic load refuses it later.
-        Err(e) if !e.kind.is_syntax() => {
-            std::str::from_utf8(line).map_err(|_| LineError::Unparsable)?
-        }
+        Err(e) if !e.kind.is_syntax() => (
+            std::str::from_utf8(line).map_err(|_| LineError::Unparsable)?,
+            false,
+        ),
         Err(_) => return Err(LineError::Unparsable),
     };
     let value = JsonRef::new(text);
@@ -234,10 +248,10 @@ fn parse_line(line: &[u8], packed_rows: bool) -> Result<Vec<String>, LineError> 
         Some(t) if value.is_object() && ROW_TYPES.contains(&t.as_str()) && !packed_rows => {
             Err(LineError::Unparsable)
         }
-        Some(t) if value.is_object() && ROW_TYPES.contains(&t.as_str()) => {
-            unpack_row(value).ok_or(LineError::Unparsable)
-        }
-        _ => Ok(vec![value.raw().to_owned()]),
+        Some(t) if value.is_object() && ROW_TYPES.contains(&t.as_str()) => unpack_row(value)
+            .map(|rows| (rows, false))
+            .ok_or(LineError::Unparsable),
+        _ => Ok((vec![value.raw().to_owned()], lossless)),
     }
 }
 
@@ -251,6 +265,13 @@ pub fn import_jsonl(file: &[u8], options: &ImportOptions) -> Result<DshImport, E
     }
     let decoded = zstd_file::decode(file)?;
     let mut imported = import_plain(&decoded.plain, options, true)?;
+    note_torn_frame(&mut imported, &decoded);
+    Ok(imported)
+}
+
+/// A compressed file whose last frame was torn, and whose decompressed stream was not cut
+/// otherwise, reports the torn frame as its cut tail.
+fn note_torn_frame(imported: &mut DshImport, decoded: &zstd_file::Decoded) {
     if decoded.torn_frame_bytes > 0 && imported.tail.is_none() {
         imported.tail = Some(TailCut {
             committed_bytes: decoded.plain.len(),
@@ -261,24 +282,43 @@ pub fn import_jsonl(file: &[u8], options: &ImportOptions) -> Result<DshImport, E
             ),
         });
     }
-    Ok(imported)
 }
 
 fn import_plain(file: &[u8], options: &ImportOptions, zstd: bool) -> Result<DshImport, Error> {
-    let scanned = scan(file)?;
-    if options.strict_header {
-        scanned.header.validate_strict()?;
-    }
+    let (scanned, checked) = scan_checked(file)?;
+    let (header, events) = parse_scanned(scanned.header, scanned.events, checked, options)?;
     // A header declaring V1 or later is read with its own format's rules
     // (`SessionState::new` picks them); V0 with the caller's.
-    let version = options.version.clone();
-    let events = scanned
-        .events
-        .iter()
+    let session = Session::from_events(header, options.version.clone(), events)?;
+    finish_import(session, scanned.tail, options, zstd)
+}
+
+/// The events of a scanned file, parsed; the header checked as `options` asks.
+fn parse_scanned(
+    header: SessionHeader,
+    raw: Vec<String>,
+    checked: Vec<bool>,
+    options: &ImportOptions,
+) -> Result<(SessionHeader, Vec<Event>), Error> {
+    if options.strict_header {
+        header.validate_strict()?;
+    }
+    // A line the scan found lossless is not scanned again, and its text moves into the event.
+    let events = raw
+        .into_iter()
+        .zip(checked)
         .enumerate()
-        .map(|(i, raw)| Event::parse(raw, i as u64))
+        .map(|(i, (raw, lossless))| Event::parse_owned(raw, i as u64, !lossless))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut session = Session::from_events(scanned.header, version, events)?;
+    Ok((header, events))
+}
+
+fn finish_import(
+    mut session: Session,
+    tail: Option<TailCut>,
+    options: &ImportOptions,
+    zstd: bool,
+) -> Result<DshImport, Error> {
     let closers = if options.repair {
         session.repair()?
     } else {
@@ -286,10 +326,57 @@ fn import_plain(file: &[u8], options: &ImportOptions, zstd: bool) -> Result<DshI
     };
     Ok(DshImport {
         session,
-        tail: scanned.tail,
+        tail,
         closers,
         zstd,
     })
+}
+
+/// [`import_jsonl`] of `file`, then [`export_dsh`] of the imported session with `export`:
+/// the same session, file and errors (an import error before any export error). When the
+/// export is DSH's migration to the latest format, the file is migrated while its events
+/// are validated and folded, side by side on two threads, instead of after.
+pub fn import_and_export(
+    file: &[u8],
+    import: &ImportOptions,
+    export: &ExportOptions,
+) -> Result<(DshImport, Vec<u8>), Error> {
+    let decoded = if zstd_file::is_zstd(file) {
+        Some(zstd_file::decode(file)?)
+    } else {
+        None
+    };
+    let zstd = decoded.is_some();
+    let plain = decoded.as_ref().map_or(file, |d| d.plain.as_slice());
+    let (scanned, checked) = scan_checked(plain)?;
+    if !needs_migration(scanned.header.format(), export.format) {
+        let imported = import_jsonl(file, import)?;
+        let out = export_dsh(&imported.session, export)?;
+        return Ok((imported, out));
+    }
+    let (header, mut events) = parse_scanned(scanned.header, scanned.events, checked, import)?;
+    Session::upgrade_all(&header, &mut events)?;
+    let version = import.version.clone();
+    let (folded, migrated) = std::thread::scope(|scope| {
+        let fold = scope.spawn(|| Session::fold_all(header.clone(), version, &events));
+        let migrated = crate::migrate::export_latest(&header, &events, export.zstd);
+        let folded = fold
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (folded, migrated)
+    });
+    let session = Session::from_folded(folded?, events);
+    let mut imported = finish_import(session, scanned.tail, import, zstd)?;
+    if let Some(decoded) = &decoded {
+        note_torn_frame(&mut imported, decoded);
+    }
+    let out = if imported.closers.is_empty() {
+        migrated?
+    } else {
+        // Closers joined the session: they are migrated with it.
+        export_dsh(&imported.session, export)?
+    };
+    Ok((imported, out))
 }
 
 /// How to export a session as a DSH file.

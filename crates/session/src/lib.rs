@@ -41,8 +41,9 @@ pub use codec::{
     kind_tag,
 };
 pub use dsh::{
-    event_for_format, export_dsh, export_format, export_jsonl, header_for_format, import_jsonl,
-    needs_migration, DshImport, ExportOptions, FormatChoice, ImportOptions, TailCut,
+    event_for_format, export_dsh, export_format, export_jsonl, header_for_format,
+    import_and_export, import_jsonl, needs_migration, DshImport, ExportOptions, FormatChoice,
+    ImportOptions, TailCut,
 };
 pub use error::{Error, Rule, ValidationError};
 pub use event::{Event, EventInput, Seq, SurfaceOp};

@@ -69,23 +69,43 @@ impl Session {
         version: FormatVersion,
         mut events: Vec<Event>,
     ) -> Result<Session, Error> {
+        Session::upgrade_all(&header, &mut events)?;
+        let state = Session::fold_all(header, version, &events)?;
+        Ok(Session { state, events })
+    }
+
+    /// The first part of [`Session::from_events`]: legacy shapes upgraded in memory (the
+    /// stored text, type and sources stay as they were).
+    pub(crate) fn upgrade_all(header: &SessionHeader, events: &mut [Event]) -> Result<(), Error> {
         for index in 0..events.len() {
             let (before, rest) = events.split_at_mut(index);
             if let Some(event) = rest.first_mut() {
                 upgrade_event(event, &&*before, header.id())?;
             }
         }
-        let mut session = Session::new(header, version);
-        for event in &events {
-            session.state.check_vocabulary(event)?;
+        Ok(())
+    }
+
+    /// The rest of [`Session::from_events`], on upgraded events: the vocabulary checked,
+    /// then every event validated and folded; [`Session::from_folded`] makes the session.
+    pub(crate) fn fold_all(
+        header: SessionHeader,
+        version: FormatVersion,
+        events: &[Event],
+    ) -> Result<SessionState, Error> {
+        let mut state = SessionState::new(header, version);
+        for event in events {
+            state.check_vocabulary(event)?;
         }
         for (i, event) in events.iter().enumerate() {
-            session
-                .state
-                .fold(event, RuleSet::Dsh, &events.get(..i).unwrap_or_default())?;
+            state.fold(event, RuleSet::Dsh, &events.get(..i).unwrap_or_default())?;
         }
-        session.events = events;
-        Ok(session)
+        Ok(state)
+    }
+
+    /// The session of `events` and the state [`Session::fold_all`] folded from them.
+    pub(crate) fn from_folded(state: SessionState, events: Vec<Event>) -> Session {
+        Session { state, events }
     }
 
     /// A cold load: [`Session::from_events`] followed by [`Session::repair`]. Returns the
