@@ -238,7 +238,15 @@ pub(crate) fn open(
                 let (bytes, scan) = if read_only {
                     scan_copy(&*file, &path, bytes, id, &options, &mut catalog)?
                 } else {
-                    let scan = scan_active(&*storage, dir, &bytes, id, &options, &mut catalog)?;
+                    let scan = scan_active(
+                        &*storage,
+                        dir,
+                        (&*file, &path),
+                        &bytes,
+                        id,
+                        &options,
+                        &mut catalog,
+                    )?;
                     (bytes, scan)
                 };
                 report.clean_close = scan.clean_close;
@@ -320,12 +328,6 @@ pub(crate) fn open(
                         erase_tail(&*seg.file, &seg.path, seg.id, cut.offset, &options)?;
                 }
                 report.tail_cut = Some(cut.clone());
-            }
-            if !read_only {
-                // Bytes found on disk may still sit only in the page cache (the last process
-                // was killed, not the machine). Sync them before any new batch's
-                // `synced_through` vouches for them. spec: recovery.md#ordering
-                seg.file.sync_all().map_err(io_err("syncing", &seg.path))?;
             }
             adopt_active(&mut catalog, &mut seg, scan);
             (seg, end)
@@ -421,28 +423,71 @@ struct ActiveScan {
     clean_close: bool,
 }
 
+/// Scans the active segment after a crash, and makes what it holds durable: bytes found on
+/// disk may still sit only in the page cache (the last process was killed, not the machine),
+/// and must be durable before any new batch's `synced_through` vouches for them. Data (and the
+/// size needed to read it) is what must be durable: `fdatasync`. spec: recovery.md#ordering
+/// Only the part that holds data is looked at: the
+/// file system's holes and unwritten extents past it read as zeros by definition, so the scan
+/// takes them as the zeros it would have found, without faulting in (and comparing) the
+/// unwritten rest of a preallocated segment. spec: recovery.md#tail-table
 fn scan_active(
     storage: &dyn Storage,
     dir: &Path,
+    (file, path): (&dyn StorageFile, &Path),
     bytes: &[u8],
     id: SegmentId,
     options: &LogOptions,
     catalog: &mut Catalog,
 ) -> Result<ActiveScan> {
+    let sync = || file.sync_data().map_err(io_err("syncing", path));
     if let Some(outcome) = crate::clean::read(storage, dir, id, bytes, catalog)? {
+        sync()?;
         return Ok(ActiveScan {
             outcome,
             clean_close: true,
         });
     }
-    let outcome = scan_segment(
-        bytes,
-        id,
-        RoleFact::Active,
-        options.recovery_mode,
-        catalog,
-        options.index_interval_bytes,
-    )?;
+    let data_end = file.data_end().map_err(io_err("reading", path))?;
+    let with_data = usize::try_from(data_end)
+        .ok()
+        .and_then(|end| bytes.get(..end))
+        .unwrap_or(bytes);
+    let mut scan = || {
+        scan_segment(
+            with_data,
+            id,
+            RoleFact::Active,
+            options.recovery_mode,
+            catalog,
+            options.index_interval_bytes,
+        )
+    };
+    // The scan reads only the mapping and does no storage call, so the sync runs beside it
+    // (its wait on the disk overlaps the scan's CPU work) and storage calls keep their order.
+    let (synced, scanned) = std::thread::scope(|s| {
+        match std::thread::Builder::new()
+            .name("sessionlog-open-sync".into())
+            .spawn_scoped(s, sync)
+        {
+            Ok(handle) => {
+                let scanned = scan();
+                let synced = handle.join().unwrap_or_else(|_| {
+                    Err(io_err("syncing", path)(std::io::Error::other(
+                        "the syncing thread panicked",
+                    )))
+                });
+                (synced, scanned)
+            }
+            Err(_) => (sync(), scan()),
+        }
+    });
+    synced?;
+    let mut outcome = scanned?;
+    if let Some(cut) = &mut outcome.cut {
+        // What is cut runs to the end of the file, holes included.
+        cut.bytes = (bytes.len() as u64).saturating_sub(cut.offset);
+    }
     Ok(ActiveScan {
         outcome,
         clean_close: false,

@@ -53,6 +53,14 @@ pub trait StorageFile: Send + Sync + fmt::Debug {
     /// becomes at least `len` and unwritten bytes read as zero. May be a plain `set_len`.
     fn allocate(&self, len: u64) -> io::Result<()>;
 
+    /// An offset from which the file holds no data up to its end, as far as the file system
+    /// can tell: every byte from there on is a hole or an unwritten (fallocated) extent and
+    /// reads as zero. Lets the open of a preallocated segment check its unwritten rest without
+    /// reading it. The default knows nothing and says `len()`: read everything.
+    fn data_end(&self) -> io::Result<u64> {
+        self.len()
+    }
+
     /// A read-only view of the whole file as it is now. The caller promises that the file is
     /// not written or truncated while any view of it lives (sealed segments; the active
     /// segment only while `open` scans it).
@@ -167,6 +175,32 @@ impl StorageFile for RealFile {
             }
             Err(e) => Err(e.into()),
         }
+    }
+
+    fn data_end(&self) -> io::Result<u64> {
+        use rustix::fs::{seek, SeekFrom};
+        let len = self.len()?;
+        // Walk data ranges with SEEK_DATA/SEEK_HOLE; the end of the last one is the answer.
+        // ext4 and xfs report unwritten extents as holes unless the page cache holds data for
+        // them. A file system without SEEK_DATA reports the whole file as data. A file with
+        // more ranges than this is not worth walking: say `len`, and let the caller read.
+        const MAX_RANGES: usize = 64;
+        let mut end = 0;
+        for _ in 0..MAX_RANGES {
+            let data = match seek(&self.file, SeekFrom::Data(end)) {
+                Ok(data) => data,
+                Err(rustix::io::Errno::NXIO) => return Ok(end),
+                Err(e) if e == rustix::io::Errno::INVAL || e == rustix::io::Errno::OPNOTSUPP => {
+                    return Ok(len)
+                }
+                Err(e) => return Err(e.into()),
+            };
+            end = seek(&self.file, SeekFrom::Hole(data))?;
+            if end >= len {
+                return Ok(len);
+            }
+        }
+        Ok(len)
     }
 
     fn map_readonly(&self) -> io::Result<Bytes> {

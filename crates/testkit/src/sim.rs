@@ -537,6 +537,17 @@ impl StorageFile for SimFile {
         Ok(())
     }
 
+    /// Reports the trailing all-zero 4 KiB blocks as a hole, as a file system reports the
+    /// unwritten extents of a preallocated file, so opens exercise the path that does not
+    /// read them.
+    fn data_end(&self) -> io::Result<u64> {
+        const BLOCK: usize = 4096;
+        let (mut state, _) = self.begin(OpKind::Read)?;
+        let image = &state.inode_mut(self.inode).written;
+        let last_data = image.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+        Ok(last_data.next_multiple_of(BLOCK).min(image.len()) as u64)
+    }
+
     fn map_readonly(&self) -> io::Result<Bytes> {
         let (mut state, _) = self.begin(OpKind::Read)?;
         let image = Bytes::from(state.inode_mut(self.inode).written.clone());
