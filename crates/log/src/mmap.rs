@@ -8,7 +8,7 @@ use std::path::Path;
 
 use bytes::Bytes;
 
-/// Maps a sealed segment read-only and hands it out as `Bytes` that own the mapping.
+/// Maps a sealed segment (or a cache file) read-only and hands it out as `Bytes` that own the mapping.
 pub(crate) fn map_file(file: &File, path: &Path) -> io::Result<Bytes> {
     if file.metadata()?.len() == 0 {
         return Ok(Bytes::new());
@@ -25,6 +25,10 @@ pub(crate) fn map_file(file: &File, path: &Path) -> io::Result<Bytes> {
     // name, which unlinks the old file without touching its bytes. An unlinked file's blocks
     // stay valid for every mapping of it until the last one is dropped. Other writers are kept out by the
     // store's exclusive LOCK file, which every sessionlog process opening for writing takes.
+    // (3) Large cache files of the sessionlog facade (projection checkpoints): each is written
+    // whole under a temporary name, then renamed into place, and never opened for writing
+    // again; a newer checkpoint replaces it by another rename and a deleted session's by an
+    // unlink, neither of which touches the mapped bytes.
     // A read-only open takes no lock, so it maps only segments that a later segment follows:
     // a writer created that next segment only after sealing this one, and never changes it
     // again. The last segment, which a live writer may still append to, seal or cut, is

@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use bytes::Bytes;
 use sessionlog_log::storage::OpenMode;
 use sessionlog_log::{Storage, StreamId};
 
@@ -207,21 +208,31 @@ impl<'a> Reader<'a> {
         Ok(u32::from_le_bytes(b))
     }
 }
-/// Reads a session's cache file, if any.
+/// Files at least this large are mapped rather than read: a large projection checkpoint
+/// (a long session's transcript) is then read in place by the projection, page by page as
+/// it is used, instead of being copied whole first.
+const MAP_BYTES: u64 = 1 << 20;
+
+/// Reads a cache file, if any: mapped when large (cache files are written whole under a
+/// temporary name and renamed into place, never written again; see `map_readonly`), read
+/// into memory otherwise.
 pub(crate) fn read(
     storage: &Arc<dyn Storage>,
     path: &Path,
-) -> Result<Option<Vec<u8>>, std::io::Error> {
+) -> Result<Option<Bytes>, std::io::Error> {
     let file = match storage.open_file(path, OpenMode::ReadOnly) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
     let len = file.len()?;
+    if len >= MAP_BYTES {
+        return file.map_readonly().map(Some);
+    }
     let mut buf =
         vec![0u8; usize::try_from(len).map_err(|_| std::io::Error::other("cache file too large"))?];
     file.read_exact_at(&mut buf, 0)?;
-    Ok(Some(buf))
+    Ok(Some(Bytes::from(buf)))
 }
 
 /// Replaces a session's cache file: write a temporary file, then rename it over the old one.

@@ -19,6 +19,7 @@ use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
+pub use ::bytes::Bytes;
 use sessionlog_session::{Event, FormatVersion, SessionHeader};
 
 pub mod stats;
@@ -137,6 +138,23 @@ pub trait Projection: Send + Sync + 'static {
     /// Decodes a checkpoint written by [`Projection::encode`] of this version. Must refuse,
     /// never panic on, bytes it did not write.
     fn decode(&self, bytes: &[u8]) -> Result<Self::State, ProjectionError>;
+
+    /// [`Projection::decode`] of bytes the state may keep: the store hands a checkpoint over
+    /// this way (mapped from its file when large), so a projection whose checkpoint is
+    /// large can read it in place, lazily, instead of copying it into its state. Decodes
+    /// the bytes by default.
+    fn decode_shared(&self, bytes: Bytes) -> Result<Self::State, ProjectionError> {
+        self.decode(&bytes)
+    }
+}
+
+/// [`Projection::checkpoint_every`] for a projection whose checkpoint grows with the
+/// session (it keeps something of every call or row): a new checkpoint after a sixteenth
+/// more events at the earliest, which bounds the bytes rewritten over a session's life to
+/// about seventeen times its final checkpoint, instead of growing with the square of its
+/// length.
+pub(crate) fn growing_checkpoint_every(refresh_events: u64, events: u64) -> u64 {
+    refresh_events.max(events / 16)
 }
 
 /// A projection state without its type, as the store keeps it.
@@ -154,6 +172,7 @@ pub(crate) trait Registered: Send + Sync {
     fn apply(&self, state: &mut AnyState, event: &StoredEvent<'_>) -> Result<(), ProjectionError>;
     fn encode(&self, state: &AnyState) -> Result<Vec<u8>, ProjectionError>;
     fn decode(&self, bytes: &[u8]) -> Result<AnyState, ProjectionError>;
+    fn decode_shared(&self, bytes: Bytes) -> Result<AnyState, ProjectionError>;
 }
 
 /// Runs consumer code, turning a panic into [`ProjectionError::Panicked`].
@@ -235,6 +254,12 @@ impl<P: Projection> Registered for P {
     fn decode(&self, bytes: &[u8]) -> Result<AnyState, ProjectionError> {
         guarded("decode", || {
             Projection::decode(self, bytes).map(|s| Box::new(s) as AnyState)
+        })
+    }
+
+    fn decode_shared(&self, bytes: Bytes) -> Result<AnyState, ProjectionError> {
+        guarded("decode", || {
+            Projection::decode_shared(self, bytes).map(|s| Box::new(s) as AnyState)
         })
     }
 }
@@ -395,10 +420,20 @@ pub mod bytes {
 
         /// The next string written by [`put_str`].
         pub fn str(&mut self) -> Result<String, ProjectionError> {
-            let len = self.count(1)?;
-            let bytes = self.take(len)?;
+            let bytes = self.str_bytes()?;
             String::from_utf8(bytes.to_vec())
                 .map_err(|_| ProjectionError::Undecodable("text that is not UTF-8".into()))
+        }
+
+        /// The bytes of the next string written by [`put_str`], not checked to be UTF-8.
+        pub fn str_bytes(&mut self) -> Result<&'a [u8], ProjectionError> {
+            let len = self.count(1)?;
+            self.take(len)
+        }
+
+        /// The bytes not read yet.
+        pub fn rest(&self) -> &'a [u8] {
+            self.0
         }
 
         /// Refuses bytes left over.

@@ -1,5 +1,5 @@
-//! The golden projection checkpoints in `format-spec/vectors/` (`stats`, `tool-audit` and
-//! `transcript`, version 1) are what the shipped folds encode for the session below, and decode to the
+//! The golden projection checkpoints in `format-spec/vectors/` (`stats` and `tool-audit`
+//! version 1, `transcript` version 2) are what the shipped folds encode for the session below, and decode to the
 //! states `format-spec/vectors/README.md` describes, so `format-spec/cache.md#projections`
 //! cannot drift from the code.
 //!
@@ -21,7 +21,7 @@ use sessionlog::{Projection, StoredEvent};
 const REGENERATE_ENV: &str = "SESSIONLOG_REGENERATE_VECTORS";
 const STATS_FILE: &str = "projection_stats_v1.bin";
 const AUDIT_FILE: &str = "projection_tool_audit_v1.bin";
-const TRANSCRIPT_FILE: &str = "projection_transcript_v1.bin";
+const TRANSCRIPT_FILE: &str = "projection_transcript_v2.bin";
 
 fn vectors_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../format-spec/vectors")
@@ -213,5 +213,106 @@ fn the_transcript_vector_decodes_to_the_documented_rows() {
     );
     for cut in 0..bytes.len() {
         assert!(Transcript.decode(&bytes[..cut]).is_err(), "cut at {cut}");
+    }
+}
+
+/// The golden session, then a streamed run settled by a message, a replacement of the
+/// replacement at seq 8 (whose source, seq 5, was shadowed already), a run left unsettled.
+fn longer_events() -> Vec<Event> {
+    let t = 1_700_000_001_000i64;
+    let mut events = golden_events();
+    let chunk = || EventInput::new("assistant/chunk", t, r#"{"turn":2,"step":1,"delta":"x"}"#);
+    let more = [
+        EventInput::new("turn/start", t, r#"{"turn":2,"kind":"user"}"#),
+        chunk(),
+        chunk(),
+        EventInput::new(
+            "assistant/message",
+            t + 5,
+            r#"{"turn":2,"step":1,"message":{"id":"a2","role":"assistant","content":[{"type":"text","text":"done"}],"source":{"kind":"model","provider":"p","model":"m"}}}"#,
+        )
+        .with_surface_op(SurfaceOp::Append),
+        EventInput::new(
+            "tool/result",
+            t + 6,
+            r#"{"turn":1,"step":1,"message":{"id":"r-c1b","role":"user","source":{"kind":"tool","callId":"c1"},"content":[{"type":"tool-result","toolCallId":"c1","content":[{"type":"text","text":"o"}],"isError":false}]}}"#,
+        )
+        .with_surface_op(SurfaceOp::Replace { start: Seq(8), end: Seq(8) })
+        .with_sources(vec![5, 8]),
+        chunk(),
+    ];
+    let first = events.len() as u64;
+    events.extend(
+        more.into_iter()
+            .enumerate()
+            .map(|(i, input)| input.into_event(first + i as u64).expect("an event")),
+    );
+    events
+}
+
+#[test]
+fn a_transcript_resumed_from_its_checkpoint_at_any_event_folds_on_as_a_whole_fold() {
+    let header = SessionHeader::new("golden", 1_700_000_000_000, Some("/work"));
+    let version = FormatVersion::dsh_v0();
+    let events = longer_events();
+    let feed = |state: &mut SessionTranscript, events: &[Event]| {
+        for event in events {
+            let stored = StoredEvent {
+                kind: kind_tag(event),
+                record_bytes: encode_event(event).len() as u64,
+                event,
+                version: &version,
+            };
+            Transcript.apply(state, &stored).expect("folds");
+        }
+    };
+    let written = |state: &SessionTranscript| {
+        let mut out = Vec::new();
+        state.write("golden", &mut out).expect("write");
+        String::from_utf8(out).expect("utf-8")
+    };
+    let mut whole = Transcript.init(&header);
+    feed(&mut whole, &events);
+    let text = written(&whole);
+    assert!(
+        text.contains("~   8  tool        [replaces seq 5..=5; cites seq 5]"),
+        "{text}"
+    );
+    assert!(text.contains("[shadowed by seq 15]"), "{text}");
+    assert!(
+        text.contains("2 streamed chunks (seq 12..=13), settled in seq 14"),
+        "{text}"
+    );
+    assert!(
+        text.contains("1 streamed chunk (seq 16), never settled"),
+        "{text}"
+    );
+    for cut in 0..=events.len() {
+        // Resumed once, and resumed again from a checkpoint of the resumed state.
+        for again in [None, Some(cut + (events.len() - cut) / 2)] {
+            let mut state = Transcript.init(&header);
+            feed(&mut state, &events[..cut]);
+            let mut bytes = Vec::new();
+            Transcript.encode(&state, &mut bytes);
+            let mut resumed = Transcript.decode_shared(bytes.into()).expect("decodes");
+            let rest = &events[cut..];
+            match again {
+                None => feed(&mut resumed, rest),
+                Some(at) => {
+                    let (a, b) = rest.split_at(at - cut);
+                    feed(&mut resumed, a);
+                    let mut bytes = Vec::new();
+                    Transcript.encode(&resumed, &mut bytes);
+                    resumed = Transcript.decode(&bytes).expect("decodes");
+                    feed(&mut resumed, b);
+                }
+            }
+            assert_eq!(resumed, whole, "resumed at {cut}, again at {again:?}");
+            assert_eq!(
+                written(&resumed),
+                text,
+                "resumed at {cut}, again at {again:?}"
+            );
+        }
     }
 }

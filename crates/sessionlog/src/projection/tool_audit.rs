@@ -95,6 +95,12 @@ impl Projection for ToolAudit {
         tag == kind::TOOL_CALL || sessionlog_session::is_surface_kind(tag)
     }
 
+    /// The audit's checkpoint holds every call with its arguments, so it grows with the
+    /// session.
+    fn checkpoint_every(&self, refresh_events: u64, events: u64) -> u64 {
+        super::growing_checkpoint_every(refresh_events, events)
+    }
+
     fn init(&self, _header: &SessionHeader) -> ToolCalls {
         ToolCalls::default()
     }

@@ -10,13 +10,19 @@
 //! and applied when the transcript is written.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::io::{self, Write};
 
-use serde_json::Value;
+use bytes::Bytes;
+use sessionlog_session::json::JsonRef;
 use sessionlog_session::{derive_message, Event, SessionHeader, SurfaceOp};
 
 use super::bytes::{put_str, put_u64, Reader};
 use super::{Projection, ProjectionError, SeqMap, SeqSet, StoredEvent};
+
+mod stored;
+
+use stored::{Cursor, Stored};
 
 /// At most this many characters of a text on one line.
 const TEXT_CHARS: usize = 100;
@@ -43,7 +49,7 @@ impl Transcript {
     /// The name it is registered under.
     pub const NAME: &'static str = "transcript";
     /// The version of its fold and encoding.
-    pub const VERSION: u32 = 1;
+    pub const VERSION: u32 = 2;
 }
 
 /// What a row is; decides its mark and what is added when it is written.
@@ -83,29 +89,79 @@ struct Row {
     settled: u64,
     /// Whether the event replaced a range (its mark is `»` while on the surface).
     replacement: bool,
-    /// End of the row's text in [`SessionTranscript::text`]: the kind column, then each
-    /// line, each ending in `\n`.
+    /// End of the row's text in the transcript's text (the stored text, then the text of
+    /// rows folded after it): the kind column, then each line, each ending in `\n`.
     end: u64,
 }
 
+impl Row {
+    /// Appends the row as the checkpoint stores it. spec: cache.md#transcript
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.push(self.kind as u8 | if self.replacement { 0x80 } else { 0 });
+        put_u64(out, self.seq);
+        put_u64(out, self.last);
+        put_u64(out, self.settled);
+        put_u64(out, self.end);
+    }
+}
+
 /// The transcript of one session.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// A transcript handed back from a checkpoint keeps the checkpoint's bytes and reads its
+/// rows, surface and shadowed events in place; what later events add or change is kept
+/// beside them. Two transcripts are equal when their checkpoints would be.
+#[derive(Clone, Default)]
 pub struct SessionTranscript {
+    /// What the checkpoint held (empty when folded from the first event).
+    stored: Stored,
+    /// Rows folded after the checkpoint.
     rows: Vec<Row>,
+    /// Their text; offsets continue the stored text's.
     text: String,
+    /// Stored chunk-run rows settled since the checkpoint: row index, settlement.
+    settled: SeqMap<u64>,
     /// The chunk run being read: its first and last seq.
     run: Option<(u64, u64)>,
     /// Rows of chunk runs not settled yet.
     unsettled: Vec<usize>,
-    /// The current surface.
-    surface: SeqSet,
-    /// Shadowed surface events, each with the latest replacement citing it.
+    /// Surface events added since the checkpoint.
+    surface_added: SeqSet,
+    /// Stored surface events that left the surface since the checkpoint.
+    surface_removed: SeqSet,
+    /// Shadowed events set since the checkpoint, each with the latest replacement citing
+    /// it (over the stored ones).
     shadowed_by: SeqMap<u64>,
-    /// Tool names by call id, from `tool/call` events.
-    tool_names: HashMap<String, String>,
+    /// Shadowed events in all.
+    shadowed: u64,
+    /// Tool names by call id, from `tool/call` events; `None` until the stored ones are
+    /// needed (they are read then, once).
+    tool_names: Option<HashMap<String, String>>,
     events: u64,
     replacements: u64,
 }
+
+impl fmt::Debug for SessionTranscript {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SessionTranscript")
+            .field("events", &self.events)
+            .field("rows", &self.row_count())
+            .field("surface", &self.surface_count())
+            .field("shadowed", &self.shadowed)
+            .field("replacements", &self.replacements)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for SessionTranscript {
+    fn eq(&self, other: &Self) -> bool {
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        Transcript.encode(self, &mut a);
+        Transcript.encode(other, &mut b);
+        a == b
+    }
+}
+
+impl Eq for SessionTranscript {}
 
 impl SessionTranscript {
     /// Events folded.
@@ -113,112 +169,201 @@ impl SessionTranscript {
         self.events
     }
 
-    fn push_row(&mut self, kind: RowKind, event: &Event, column: &str, lines: &[String]) {
-        self.text.push_str(column);
-        self.text.push('\n');
-        for line in lines {
-            self.text.push_str(line);
-            self.text.push('\n');
+    fn row_count(&self) -> usize {
+        self.stored.row_count() + self.rows.len()
+    }
+
+    /// Row `i` and the bytes of its text.
+    fn row(&self, i: usize, start: u64) -> Option<(Row, &[u8])> {
+        let stored = self.stored.row_count();
+        let base = self.stored.text.len() as u64;
+        let row = match i.checked_sub(stored) {
+            None => {
+                let mut row = self.stored.row(i)?;
+                let settled = (!self.settled.is_empty())
+                    .then(|| self.settled.get(&(i as u64)))
+                    .flatten();
+                if let Some(&by) = settled {
+                    row.settled = by;
+                }
+                row
+            }
+            Some(j) => *self.rows.get(j)?,
+        };
+        let text = if row.end <= base {
+            self.stored.text.get(to_usize(start)..to_usize(row.end))
+        } else {
+            self.text
+                .as_bytes()
+                .get(to_usize(start.saturating_sub(base))..to_usize(row.end - base))
+        };
+        Some((row, text.unwrap_or_default()))
+    }
+
+    fn surface_count(&self) -> usize {
+        self.stored.surface_count() - self.surface_removed.len() + self.surface_added.len()
+    }
+
+    /// Takes `seq` off the surface; whether it was on it.
+    fn leave_surface(&mut self, seq: u64) -> bool {
+        self.surface_added.remove(&seq)
+            || (self.stored.on_surface(seq) && self.surface_removed.insert(seq))
+    }
+
+    fn shadowed_by(&self, seq: u64) -> Option<u64> {
+        self.shadowed_by
+            .get(&seq)
+            .copied()
+            .or_else(|| self.stored.shadowed_by(seq))
+    }
+
+    fn shadow(&mut self, seq: u64, by: u64) {
+        let stored = self.stored.shadowed_by(seq).is_some();
+        if self.shadowed_by.insert(seq, by).is_none() && !stored {
+            self.shadowed += 1;
         }
+    }
+
+    /// The tool names by call id, the stored ones read in on first use.
+    fn tool_names(&mut self) -> Result<&mut HashMap<String, String>, ProjectionError> {
+        if self.tool_names.is_none() {
+            let pairs = self.stored.name_pairs()?;
+            self.tool_names = Some(pairs.into_iter().collect());
+        }
+        Ok(self.tool_names.get_or_insert_with(HashMap::new))
+    }
+
+    /// End of the text so far.
+    fn text_end(&self) -> u64 {
+        (self.stored.text.len() + self.text.len()) as u64
+    }
+
+    /// Adds a row whose text (the kind column, then its lines) was just appended.
+    fn push_row(&mut self, kind: RowKind, event: &Event) {
+        let end = self.text_end();
         self.rows.push(Row {
             kind,
             seq: event.seq().get(),
             last: event.seq().get(),
             settled: UNSETTLED,
             replacement: matches!(event.surface_op(), Some(SurfaceOp::Replace { .. })),
-            end: self.text.len() as u64,
+            end,
         });
     }
 
     /// Closes the chunk run being read into a row that waits for its settlement.
     fn close_run(&mut self) {
         if let Some((first, last)) = self.run.take() {
-            self.unsettled.push(self.rows.len());
+            self.unsettled.push(self.row_count());
             self.text.push_str("stream\n");
+            let end = self.text_end();
             self.rows.push(Row {
                 kind: RowKind::Stream,
                 seq: first,
                 last,
                 settled: UNSETTLED,
                 replacement: false,
-                end: self.text.len() as u64,
+                end,
             });
         }
     }
 
-    fn fold(&mut self, e: &StoredEvent<'_>) {
-        let event = e.event;
-        let seq = event.seq().get();
-        self.events = seq + 1;
-        if event.event_type() == "assistant/chunk" {
-            match &mut self.run {
-                Some((_, last)) => *last = seq,
-                None => self.run = Some((seq, seq)),
-            }
-            return;
-        }
-        self.close_run();
-        if event.event_type() == "assistant/message" {
-            for row in self.unsettled.drain(..) {
-                if let Some(r) = self.rows.get_mut(row) {
-                    r.settled = seq;
+    fn settle(&mut self, seq: u64) {
+        let stored = self.stored.row_count();
+        for row in std::mem::take(&mut self.unsettled) {
+            match row.checked_sub(stored) {
+                None => {
+                    self.settled.insert(row as u64, seq);
                 }
-            }
-        }
-        if event.event_type() == "tool/call" {
-            // Read in place: no JSON tree is built per appended call.
-            let [id, name] = event.data().fields(["callId", "name"]);
-            if let (Some(id), Some(name)) =
-                (id.and_then(|v| v.as_str()), name.and_then(|v| v.as_str()))
-            {
-                self.tool_names.insert(id.into_owned(), name.into_owned());
-            }
-        }
-        let surface_type = e.version.surface_type(event.event_type()).is_some();
-        if surface_type {
-            if let Some(SurfaceOp::Replace { .. }) = event.surface_op() {
-                self.replacements += 1;
-                for s in event.source_event_seqs().unwrap_or_default() {
-                    if self.surface.remove(s) || self.shadowed_by.contains_key(s) {
-                        self.shadowed_by.insert(*s, seq);
+                Some(j) => {
+                    if let Some(r) = self.rows.get_mut(j) {
+                        r.settled = seq;
                     }
                 }
-            }
-            self.surface.insert(seq);
-        }
-        match derive_message(e.version, event) {
-            None if surface_type => {
-                self.push_row(
-                    RowKind::Empty,
-                    event,
-                    role_of(event),
-                    &["(empty message)".to_owned()],
-                );
-            }
-            None => {
-                let line = structural(event);
-                self.push_row(RowKind::Structural, event, kind_of(event), &[line]);
-            }
-            Some(message) => {
-                let message: Value = serde_json::from_str(message).unwrap_or(Value::Null);
-                let mut block = message_lines(event, &message, &self.tool_names);
-                if let Some(SurfaceOp::Replace { start, end }) = event.surface_op() {
-                    block.insert(
-                        0,
-                        format!(
-                            "[replaces seq {start}..={end}; cites {}]",
-                            cited(event.source_event_seqs().unwrap_or_default())
-                        ),
-                    );
-                }
-                self.push_row(RowKind::Message, event, role_of(event), &block);
             }
         }
     }
 
-    /// The mark of a surface row.
-    fn surface_mark(&self, row: &Row) -> char {
-        if !self.surface.contains(&row.seq) {
+    fn fold(&mut self, e: &StoredEvent<'_>) -> Result<(), ProjectionError> {
+        let event = e.event;
+        let seq = event.seq().get();
+        self.events = seq + 1;
+        let event_type = event.event_type();
+        if event_type == "assistant/chunk" {
+            match &mut self.run {
+                Some((_, last)) => *last = seq,
+                None => self.run = Some((seq, seq)),
+            }
+            return Ok(());
+        }
+        self.close_run();
+        if event_type == "assistant/message" {
+            self.settle(seq);
+        }
+        if event_type == "tool/call" {
+            let [id, name] = event.data().fields(["callId", "name"]);
+            if let (Some(id), Some(name)) =
+                (id.and_then(|v| v.as_str()), name.and_then(|v| v.as_str()))
+            {
+                self.tool_names()?
+                    .insert(id.into_owned(), name.into_owned());
+            }
+        }
+        let surface_type = e.version.surface_type(event_type).is_some();
+        if surface_type {
+            if let Some(SurfaceOp::Replace { .. }) = event.surface_op() {
+                self.replacements += 1;
+                for &s in event.source_event_seqs().unwrap_or_default() {
+                    if self.leave_surface(s) || self.shadowed_by(s).is_some() {
+                        self.shadow(s, seq);
+                    }
+                }
+            }
+            self.surface_added.insert(seq);
+        }
+        match derive_message(e.version, event) {
+            None if surface_type => {
+                push_line(&mut self.text, role_of(event));
+                push_line(&mut self.text, "(empty message)");
+                self.push_row(RowKind::Empty, event);
+            }
+            None => {
+                push_line(&mut self.text, kind_of(event));
+                structural(&mut self.text, event);
+                self.text.push('\n');
+                self.push_row(RowKind::Structural, event);
+            }
+            Some(message) => {
+                let mut text = std::mem::take(&mut self.text);
+                push_line(&mut text, role_of(event));
+                if let Some(SurfaceOp::Replace { start, end }) = event.surface_op() {
+                    text.push_str("[replaces seq ");
+                    push_u64(&mut text, start.get(), 0);
+                    text.push_str("..=");
+                    push_u64(&mut text, end.get(), 0);
+                    text.push_str("; cites ");
+                    cited(&mut text, event.source_event_seqs().unwrap_or_default());
+                    text.push_str("]\n");
+                }
+                let written = message_lines(&mut text, JsonRef::new(message), self);
+                self.text = text;
+                if !written? {
+                    self.text.push('(');
+                    self.text.push_str(event_type);
+                    self.text.push_str(" with no content)\n");
+                }
+                self.push_row(RowKind::Message, event);
+            }
+        }
+        Ok(())
+    }
+
+    /// The mark of a surface row; `stored` walks the stored surface.
+    fn surface_mark(&self, row: &Row, stored: &mut Cursor<'_>) -> char {
+        let seq = row.seq;
+        let on_surface = self.surface_added.contains(&seq)
+            || (stored.find(seq).is_some() && !self.surface_removed.contains(&seq));
+        if !on_surface {
             MARK_SHADOWED
         } else if row.replacement {
             MARK_REPLACEMENT
@@ -228,29 +373,40 @@ impl SessionTranscript {
     }
 
     /// Writes the transcript of the session named `name`: a heading, a legend, then the
-    /// rows, aligned in columns (mark, seq, kind or role, text).
+    /// rows, aligned in columns (mark, seq, kind or role, text). A row of a checkpoint
+    /// whose text is not UTF-8 is an [`io::ErrorKind::InvalidData`] error.
     pub fn write(&self, name: &str, out: &mut dyn Write) -> io::Result<()> {
         let seq_width = self.events.saturating_sub(1).to_string().len().max(3);
         write!(
             out,
             "session {name}: {}, {} on the surface, {} shadowed by {}\n{MARK_STRUCTURAL} structural event   {MARK_SHADOWED} shadowed by a replacement (kept in the log)   {MARK_REPLACEMENT} replacement\n\n",
             count(self.events, "event"),
-            count(self.surface.len() as u64, "message"),
-            self.shadowed_by.len(),
+            count(self.surface_count() as u64, "message"),
+            self.shadowed,
             count(self.replacements, "replacement"),
         )?;
         // Continuation lines of a block leave the mark, seq and role columns blank.
         let blank = format!("  {:seq_width$}  {:KIND_WIDTH$}  ", "", "");
-        let mut start = 0usize;
+        let mut start = 0u64;
         let mut line = String::with_capacity(1024);
-        for row in &self.rows {
-            let end = usize::try_from(row.end).unwrap_or(usize::MAX);
-            let text = self.text.get(start..end).unwrap_or_default();
-            start = end;
+        // Rows come in seq order: the stored surface and shadowed events are walked along.
+        let mut surface = self.stored.surface_cursor();
+        let mut shadowed = self.stored.shadowed_cursor();
+        for i in 0..self.row_count() {
+            let Some((row, text)) = self.row(i, start) else {
+                break;
+            };
+            start = row.end;
+            let text = std::str::from_utf8(text).map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("the transcript checkpoint's row of seq {} is not UTF-8; delete the store's cache directory to rebuild it", row.seq),
+                )
+            })?;
             let mut lines = text.lines();
             let column = lines.next().unwrap_or_default();
             let mark = match row.kind {
-                RowKind::Message | RowKind::Empty => self.surface_mark(row),
+                RowKind::Message | RowKind::Empty => self.surface_mark(&row, &mut surface),
                 RowKind::Structural | RowKind::Stream => MARK_STRUCTURAL,
             };
             line.clear();
@@ -265,7 +421,7 @@ impl SessionTranscript {
             line.push_str("  ");
             let prefix = line.len();
             if row.kind == RowKind::Stream {
-                push_stream_line(&mut line, row);
+                push_stream_line(&mut line, &row);
                 line.push('\n');
             } else {
                 for (i, text) in lines.enumerate() {
@@ -275,12 +431,20 @@ impl SessionTranscript {
                     line.push_str(text);
                     line.push('\n');
                 }
-                if let (RowKind::Message, Some(by)) = (row.kind, self.shadowed_by.get(&seq)) {
+                let by = match row.kind {
+                    RowKind::Message => self
+                        .shadowed_by
+                        .get(&seq)
+                        .copied()
+                        .or_else(|| shadowed.find(seq).map(|i| shadowed.value(i))),
+                    _ => None,
+                };
+                if let Some(by) = by {
                     if line.len() > prefix {
                         line.push_str(&blank);
                     }
                     line.push_str("[shadowed by seq ");
-                    push_u64(&mut line, *by, 0);
+                    push_u64(&mut line, by, 0);
                     line.push_str("]\n");
                 }
             }
@@ -308,6 +472,139 @@ impl SessionTranscript {
         }
         Ok(())
     }
+
+    /// Reads a checkpoint, keeping `bytes` for its rows, text, surface and shadowed
+    /// events, which are checked here and read in place later. spec: cache.md#transcript
+    fn decode(bytes: &Bytes) -> Result<SessionTranscript, ProjectionError> {
+        let bad = |what: &str| ProjectionError::Undecodable(what.to_owned());
+        let mut r = Reader::new(bytes);
+        let events = r.u64()?;
+        let replacements = r.u64()?;
+        let mut stored = Stored::read(bytes, &mut r, events)?;
+        let run = match r.u8()? {
+            0 => None,
+            1 => Some((r.u64()?, r.u64()?)),
+            _ => return Err(bad("a presence flag other than 0 or 1")),
+        };
+        let mut unsettled = Vec::new();
+        for _ in 0..r.count(8)? {
+            let row = usize::try_from(r.u64()?).map_err(|_| bad("a row index"))?;
+            if stored.row(row).is_none_or(|r| r.kind != RowKind::Stream) {
+                return Err(bad("an unsettled row that is no stream"));
+            }
+            unsettled.push(row);
+        }
+        stored.read_tail(bytes, &mut r, events)?;
+        r.finish()?;
+        Ok(SessionTranscript {
+            shadowed: stored.shadowed_count() as u64,
+            stored,
+            run,
+            unsettled,
+            events,
+            replacements,
+            ..SessionTranscript::default()
+        })
+    }
+
+    /// Appends the checkpoint: the stored part copied, what was folded since merged in.
+    fn encode(&self, out: &mut Vec<u8>) {
+        put_u64(out, self.events);
+        put_u64(out, self.replacements);
+        put_u64(out, self.text_end());
+        out.extend_from_slice(&self.stored.text);
+        out.extend_from_slice(self.text.as_bytes());
+        put_u64(out, self.row_count() as u64);
+        if self.settled.is_empty() {
+            out.extend_from_slice(self.stored.row_bytes());
+        } else {
+            for i in 0..self.stored.row_count() {
+                if let Some((row, _)) = self.row(i, 0) {
+                    row.encode(out);
+                }
+            }
+        }
+        for row in &self.rows {
+            row.encode(out);
+        }
+        match self.run {
+            None => out.push(0),
+            Some((first, last)) => {
+                out.push(1);
+                put_u64(out, first);
+                put_u64(out, last);
+            }
+        }
+        put_u64(out, self.unsettled.len() as u64);
+        for &row in &self.unsettled {
+            put_u64(out, row as u64);
+        }
+        // Seqs added since the checkpoint are all above the stored ones.
+        let mut added: Vec<u64> = self.surface_added.iter().copied().collect();
+        added.sort_unstable();
+        put_u64(out, self.surface_count() as u64);
+        for seq in self
+            .stored
+            .surface()
+            .filter(|s| !self.surface_removed.contains(s))
+            .chain(added)
+        {
+            put_u64(out, seq);
+        }
+        let mut changed: Vec<(u64, u64)> = self.shadowed_by.iter().map(|(&a, &b)| (a, b)).collect();
+        changed.sort_unstable();
+        put_u64(out, self.shadowed);
+        for (seq, by) in merge_shadowed(self.stored.shadowed(), changed) {
+            put_u64(out, seq);
+            put_u64(out, by);
+        }
+        match &self.tool_names {
+            None => {
+                let (count, names) = self.stored.names();
+                put_u64(out, count as u64);
+                out.extend_from_slice(names);
+            }
+            Some(map) => {
+                let mut names: Vec<(&String, &String)> = map.iter().collect();
+                names.sort_unstable();
+                put_u64(out, names.len() as u64);
+                for (id, name) in names {
+                    put_str(out, id);
+                    put_str(out, name);
+                }
+            }
+        }
+    }
+}
+
+/// The stored shadowed pairs with those changed since (which win), in seq order.
+fn merge_shadowed(
+    stored: impl Iterator<Item = (u64, u64)>,
+    changed: Vec<(u64, u64)>,
+) -> impl Iterator<Item = (u64, u64)> {
+    let mut stored = stored.peekable();
+    let mut changed = changed.into_iter().peekable();
+    std::iter::from_fn(move || match (stored.peek(), changed.peek()) {
+        (Some(&(a, _)), Some(&(b, by))) if b <= a => {
+            changed.next();
+            if a == b {
+                stored.next();
+            }
+            Some((b, by))
+        }
+        (Some(_), _) => stored.next(),
+        (None, _) => changed.next(),
+    })
+}
+
+fn to_usize(v: u64) -> usize {
+    usize::try_from(v).unwrap_or(usize::MAX)
+}
+
+/// Appends `text` and a line end.
+fn push_line(out: &mut String, text: &str) {
+    out.push_str(text);
+    out.push('\n');
 }
 
 /// The text of a stream row.
@@ -371,11 +668,9 @@ impl Projection for Transcript {
         Self::VERSION
     }
 
-    /// The transcript's checkpoint holds every row, so it grows with the session: it is
-    /// rewritten after a sixteenth more events at the earliest, which bounds the bytes
-    /// rewritten to about seventeen times the final checkpoint over a session's life.
+    /// The transcript's checkpoint holds every row, so it grows with the session.
     fn checkpoint_every(&self, refresh_events: u64, events: u64) -> u64 {
-        refresh_events.max(events / 16)
+        super::growing_checkpoint_every(refresh_events, events)
     }
 
     fn init(&self, _header: &SessionHeader) -> SessionTranscript {
@@ -387,140 +682,21 @@ impl Projection for Transcript {
         state: &mut SessionTranscript,
         event: &StoredEvent<'_>,
     ) -> Result<(), ProjectionError> {
-        state.fold(event);
-        Ok(())
+        state.fold(event)
     }
 
     fn encode(&self, s: &SessionTranscript, out: &mut Vec<u8>) {
-        put_u64(out, s.events);
-        put_u64(out, s.replacements);
-        put_str(out, &s.text);
-        put_u64(out, s.rows.len() as u64);
-        for r in &s.rows {
-            out.push(r.kind as u8 | if r.replacement { 0x80 } else { 0 });
-            put_u64(out, r.seq);
-            put_u64(out, r.last);
-            put_u64(out, r.settled);
-            put_u64(out, r.end);
-        }
-        match s.run {
-            None => out.push(0),
-            Some((first, last)) => {
-                out.push(1);
-                put_u64(out, first);
-                put_u64(out, last);
-            }
-        }
-        put_u64(out, s.unsettled.len() as u64);
-        for &row in &s.unsettled {
-            put_u64(out, row as u64);
-        }
-        let mut surface: Vec<u64> = s.surface.iter().copied().collect();
-        surface.sort_unstable();
-        put_u64(out, surface.len() as u64);
-        for seq in surface {
-            put_u64(out, seq);
-        }
-        let mut shadowed: Vec<(u64, u64)> = s.shadowed_by.iter().map(|(&a, &b)| (a, b)).collect();
-        shadowed.sort_unstable();
-        put_u64(out, shadowed.len() as u64);
-        for (seq, by) in shadowed {
-            put_u64(out, seq);
-            put_u64(out, by);
-        }
-        let mut names: Vec<(&String, &String)> = s.tool_names.iter().collect();
-        names.sort_unstable();
-        put_u64(out, names.len() as u64);
-        for (id, name) in names {
-            put_str(out, id);
-            put_str(out, name);
-        }
+        s.encode(out);
     }
 
     fn decode(&self, bytes: &[u8]) -> Result<SessionTranscript, ProjectionError> {
-        let bad = |what: &str| ProjectionError::Undecodable(what.to_owned());
-        let mut r = Reader::new(bytes);
-        let events = r.u64()?;
-        let replacements = r.u64()?;
-        let text = r.str()?;
-        let row_count = r.count(33)?;
-        let mut rows = Vec::with_capacity(row_count);
-        let mut previous_end = 0u64;
-        for _ in 0..row_count {
-            let tag = r.u8()?;
-            let kind = RowKind::from_tag(tag & 0x7F).ok_or_else(|| bad("a row kind"))?;
-            let row = Row {
-                kind,
-                replacement: tag & 0x80 != 0,
-                seq: r.u64()?,
-                last: r.u64()?,
-                settled: r.u64()?,
-                end: r.u64()?,
-            };
-            let in_order = rows.last().is_none_or(|p: &Row| p.last < row.seq);
-            if row.end < previous_end
-                || row.end > text.len() as u64
-                || !text.is_char_boundary(usize::try_from(row.end).unwrap_or(usize::MAX))
-                || row.last < row.seq
-                || row.last >= events
-                || !in_order
-            {
-                return Err(bad("rows out of order or past the text"));
-            }
-            previous_end = row.end;
-            rows.push(row);
-        }
-        if previous_end != text.len() as u64 {
-            return Err(bad("text after the last row"));
-        }
-        let run = match r.u8()? {
-            0 => None,
-            1 => Some((r.u64()?, r.u64()?)),
-            _ => return Err(bad("a presence flag other than 0 or 1")),
-        };
-        let mut unsettled = Vec::new();
-        for _ in 0..r.count(8)? {
-            let row = usize::try_from(r.u64()?).map_err(|_| bad("a row index"))?;
-            if rows.get(row).is_none_or(|r| r.kind != RowKind::Stream) {
-                return Err(bad("an unsettled row that is no stream"));
-            }
-            unsettled.push(row);
-        }
-        let surface_count = r.count(8)?;
-        let mut surface = SeqSet::with_capacity_and_hasher(surface_count, Default::default());
-        for _ in 0..surface_count {
-            if !surface.insert(r.u64()?) {
-                return Err(bad("a surface node listed twice"));
-            }
-        }
-        let shadowed_count = r.count(16)?;
-        let mut shadowed_by = SeqMap::with_capacity_and_hasher(shadowed_count, Default::default());
-        for _ in 0..shadowed_count {
-            let seq = r.u64()?;
-            if shadowed_by.insert(seq, r.u64()?).is_some() {
-                return Err(bad("a shadowed event listed twice"));
-            }
-        }
-        let name_count = r.count(16)?;
-        let mut tool_names = HashMap::with_capacity(name_count);
-        for _ in 0..name_count {
-            let id = r.str()?;
-            if tool_names.insert(id, r.str()?).is_some() {
-                return Err(bad("a call id listed twice"));
-            }
-        }
-        r.finish()?;
-        Ok(SessionTranscript {
-            rows,
-            text,
-            run,
-            unsettled,
-            surface,
-            shadowed_by,
-            tool_names,
-            events,
-            replacements,
-        })
+        SessionTranscript::decode(&Bytes::copy_from_slice(bytes))
+    }
+
+    /// Keeps `bytes` and reads the rows in place, so that handing a long transcript back
+    /// costs a check of its structure rather than a copy of its rows.
+    fn decode_shared(&self, bytes: Bytes) -> Result<SessionTranscript, ProjectionError> {
+        SessionTranscript::decode(&bytes)
     }
 }
 
@@ -533,21 +709,25 @@ fn count(n: u64, thing: &str) -> String {
     }
 }
 
-/// The seqs a replacement cites: listed when few, counted when many.
-fn cited(seqs: &[u64]) -> String {
+/// Appends the seqs a replacement cites: listed when few, counted when many.
+fn cited(out: &mut String, seqs: &[u64]) {
     const LISTED: usize = 8;
     match seqs.len() {
-        0 => "nothing".to_owned(),
+        0 => out.push_str("nothing"),
         n if n <= LISTED => {
-            let list: Vec<String> = seqs.iter().map(u64::to_string).collect();
-            format!("seq {}", list.join(", "))
+            out.push_str("seq ");
+            for (i, &seq) in seqs.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                push_u64(out, seq, 0);
+            }
         }
-        n => format!("{n} events"),
+        n => {
+            push_u64(out, n as u64, 0);
+            out.push_str(" events");
+        }
     }
-}
-
-fn json(e: &Event) -> Value {
-    serde_json::from_str(e.data().raw()).unwrap_or(Value::Null)
 }
 
 fn role_of(e: &Event) -> &'static str {
@@ -560,67 +740,103 @@ fn role_of(e: &Event) -> &'static str {
     }
 }
 
-/// The lines of one message: its text blocks, reasoning, tool calls and tool results.
-fn message_lines(e: &Event, message: &Value, tools: &HashMap<String, String>) -> Vec<String> {
-    let mut lines = Vec::new();
-    let blocks: &[Value] = match &message["content"] {
-        Value::Array(blocks) => blocks,
-        Value::String(text) => {
-            lines.push(abbreviate(text, TEXT_CHARS));
-            &[]
-        }
-        _ => &[],
+/// A string member's text, read in place.
+fn text_of<'a>(value: Option<JsonRef<'a>>) -> Option<std::borrow::Cow<'a, str>> {
+    value.and_then(|v| v.as_str())
+}
+
+/// Appends the lines of one message (its text blocks, reasoning, tool calls and tool
+/// results), each ending in a line end; whether it wrote any. Reads the message's JSON in
+/// place: no tree is built per folded event.
+fn message_lines(
+    out: &mut String,
+    message: JsonRef<'_>,
+    transcript: &mut SessionTranscript,
+) -> Result<bool, ProjectionError> {
+    let Some(content) = message.get("content") else {
+        return Ok(false);
     };
-    for block in blocks {
-        let kind = block["type"].as_str().unwrap_or("?");
-        let line = match kind {
-            "text" => abbreviate(block["text"].as_str().unwrap_or(""), TEXT_CHARS),
-            "reasoning" => format!(
-                "(reasoning) {}",
-                abbreviate(block["text"].as_str().unwrap_or(""), TEXT_CHARS)
-            ),
-            "tool-call" => format!(
-                "→ calls {}({}) [{}]",
-                block["name"].as_str().unwrap_or("?"),
-                abbreviate(&arguments(&block["arguments"]), ARGUMENT_CHARS),
-                block["id"].as_str().unwrap_or("?")
-            ),
-            "tool-result" => tool_result(block, tools),
-            other => format!("[{other} block]"),
-        };
-        lines.push(line);
+    if let Some(text) = content.as_str() {
+        abbreviate_into(out, &text, TEXT_CHARS);
+        out.push('\n');
+        return Ok(true);
     }
-    if lines.is_empty() {
-        lines.push(format!("({} with no content)", e.event_type()));
+    let mut written = false;
+    for block in content.elements() {
+        written = true;
+        let [kind, text, name, arguments, id] =
+            block.fields(["type", "text", "name", "arguments", "id"]);
+        let kind = text_of(kind);
+        match kind.as_deref().unwrap_or("?") {
+            "text" => abbreviate_into(out, &text_of(text).unwrap_or_default(), TEXT_CHARS),
+            "reasoning" => {
+                out.push_str("(reasoning) ");
+                abbreviate_into(out, &text_of(text).unwrap_or_default(), TEXT_CHARS);
+            }
+            "tool-call" => {
+                out.push_str("→ calls ");
+                out.push_str(&str_or(name));
+                out.push('(');
+                abbreviate_into(out, &arguments_line(arguments), ARGUMENT_CHARS);
+                out.push_str(") [");
+                out.push_str(&str_or(id));
+                out.push(']');
+            }
+            "tool-result" => tool_result(out, block, transcript.tool_names()?),
+            other => {
+                out.push('[');
+                out.push_str(other);
+                out.push_str(" block]");
+            }
+        }
+        out.push('\n');
     }
-    lines
+    Ok(written)
 }
 
-/// Arguments as one line: a JSON string's text, or any other value's JSON.
-fn arguments(value: &Value) -> String {
-    match value {
-        Value::String(text) => text.clone(),
-        Value::Null => String::new(),
-        other => other.to_string(),
+/// Arguments as one line: a JSON string's text, nothing for null or none, or any other
+/// value's JSON written compactly.
+fn arguments_line(value: Option<JsonRef<'_>>) -> String {
+    let Some(value) = value else {
+        return String::new();
+    };
+    if let Some(text) = value.as_str() {
+        return text.into_owned();
     }
+    if value.raw() == "null" {
+        return String::new();
+    }
+    serde_json::from_str::<serde_json::Value>(value.raw())
+        .map(|v| v.to_string())
+        .unwrap_or_else(|_| value.raw().to_owned())
 }
 
-fn tool_result(block: &Value, tools: &HashMap<String, String>) -> String {
-    let id = block["toolCallId"].as_str().unwrap_or("?");
+fn tool_result(out: &mut String, block: JsonRef<'_>, tools: &HashMap<String, String>) {
+    let [id, is_error, content] = block.fields(["toolCallId", "isError", "content"]);
+    let id = text_of(id);
+    let id = id.as_deref().unwrap_or("?");
     let name = tools.get(id).map_or("?", String::as_str);
-    let status = if block["isError"].as_bool() == Some(true) {
+    let status = if is_error.and_then(|v| v.as_bool()) == Some(true) {
         "error"
     } else {
         "ok"
     };
-    let text: Vec<&str> = block["content"]
-        .as_array()
-        .map(|items| items.iter().filter_map(|i| i["text"].as_str()).collect())
+    let text: Vec<std::borrow::Cow<'_, str>> = content
+        .map(|items| {
+            items
+                .elements()
+                .filter_map(|i| text_of(i.get("text")))
+                .collect()
+        })
         .unwrap_or_default();
-    format!(
-        "← {name} [{id}] {status}: {}",
-        abbreviate(&text.join(" "), TEXT_CHARS)
-    )
+    out.push_str("← ");
+    out.push_str(name);
+    out.push_str(" [");
+    out.push_str(id);
+    out.push_str("] ");
+    out.push_str(status);
+    out.push_str(": ");
+    abbreviate_into(out, &text.join(" "), TEXT_CHARS);
 }
 
 /// The kind column of a structural event: the part of its type before the slash.
@@ -631,73 +847,127 @@ fn kind_of(e: &Event) -> &str {
         .unwrap_or_else(|| e.event_type())
 }
 
-/// One line for a structural event: what it says, in words where its type is common.
-fn structural(e: &Event) -> String {
-    let d = json(e);
-    let num = |v: &Value| v.as_u64().map_or_else(|| "?".to_owned(), |n| n.to_string());
+/// A string member's text, or `?`.
+fn str_or<'a>(value: Option<JsonRef<'a>>) -> std::borrow::Cow<'a, str> {
+    text_of(value).unwrap_or(std::borrow::Cow::Borrowed("?"))
+}
+
+/// Appends a JSON number that is a non-negative integer in decimal, or `?`.
+fn push_number(out: &mut String, value: Option<JsonRef<'_>>) {
+    let digits = value
+        .map(|v| v.raw())
+        .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
+    match digits.and_then(|d| d.parse::<u64>().ok()) {
+        Some(n) => push_u64(out, n, 0),
+        None => out.push('?'),
+    }
+}
+
+/// Appends one line for a structural event (without its line end): what it says, in words
+/// where its type is common. Reads the payload in place.
+fn structural(out: &mut String, e: &Event) {
+    let d = e.data();
     let ty = e.event_type();
     match ty {
         // The legacy upgrade spreads `trigger` into the payload; older logs nest it.
         "turn/start" => {
-            let trigger = d["kind"].as_str().or_else(|| d["trigger"]["kind"].as_str());
-            match trigger {
-                Some(t) => format!("turn {} starts ({t})", num(&d["turn"])),
-                None => format!("turn {} starts", num(&d["turn"])),
+            let [turn, kind, trigger] = d.fields(["turn", "kind", "trigger"]);
+            out.push_str("turn ");
+            push_number(out, turn);
+            out.push_str(" starts");
+            let trigger = text_of(kind).or_else(|| text_of(trigger.and_then(|t| t.get("kind"))));
+            if let Some(t) = trigger {
+                out.push_str(" (");
+                out.push_str(&t);
+                out.push(')');
             }
         }
-        "turn/end" => format!(
-            "turn {} ends: {}",
-            num(&d["turn"]),
-            d["reason"]["kind"]
-                .as_str()
-                .or_else(|| d["reason"].as_str())
-                .unwrap_or("?")
-        ),
-        "step/start" => format!("step {}.{} starts", num(&d["turn"]), num(&d["step"])),
-        "step/end" => format!("step {}.{} ends", num(&d["turn"]), num(&d["step"])),
-        "request/header" => {
-            let config = &d["header"]["config"];
-            format!(
-                "request to {}/{} ({})",
-                config["provider"].as_str().unwrap_or("?"),
-                config["model"].as_str().unwrap_or("?"),
-                d["reason"].as_str().unwrap_or("?")
-            )
+        "turn/end" => {
+            let [turn, reason] = d.fields(["turn", "reason"]);
+            out.push_str("turn ");
+            push_number(out, turn);
+            out.push_str(" ends: ");
+            let reason = text_of(reason.and_then(|r| r.get("kind"))).or_else(|| text_of(reason));
+            out.push_str(reason.as_deref().unwrap_or("?"));
         }
-        "tool/call" => format!(
-            "tool call {} [{}]",
-            d["name"].as_str().unwrap_or("?"),
-            d["callId"].as_str().unwrap_or("?")
-        ),
+        "step/start" | "step/end" => {
+            let [turn, step] = d.fields(["turn", "step"]);
+            out.push_str("step ");
+            push_number(out, turn);
+            out.push('.');
+            push_number(out, step);
+            out.push_str(if ty == "step/start" {
+                " starts"
+            } else {
+                " ends"
+            });
+        }
+        "request/header" => {
+            let [header, reason] = d.fields(["header", "reason"]);
+            let config = header.and_then(|h| h.get("config"));
+            let [provider, model] =
+                config.map_or([None, None], |c| c.fields(["provider", "model"]));
+            out.push_str("request to ");
+            out.push_str(&str_or(provider));
+            out.push('/');
+            out.push_str(&str_or(model));
+            out.push_str(" (");
+            out.push_str(&str_or(reason));
+            out.push(')');
+        }
+        "tool/call" => {
+            let [name, id] = d.fields(["name", "callId"]);
+            out.push_str("tool call ");
+            out.push_str(&str_or(name));
+            out.push_str(" [");
+            out.push_str(&str_or(id));
+            out.push(']');
+        }
         // Anything else: the type and its payload as written, abbreviated.
-        _ => format!("{ty} {}", abbreviate(e.data().raw(), ARGUMENT_CHARS)),
+        _ => {
+            out.push_str(ty);
+            out.push(' ');
+            abbreviate_into(out, e.data().raw(), ARGUMENT_CHARS);
+        }
     }
 }
 
 /// `text` on one line (control characters as spaces, runs of whitespace as one space), cut
 /// to `max` characters with an ellipsis.
 pub fn abbreviate(text: &str, max: usize) -> String {
-    let mut one_line = String::with_capacity(text.len().min(max * 4));
+    let mut out = String::with_capacity(text.len().min(max * 4));
+    abbreviate_into(&mut out, text, max);
+    out
+}
+
+/// [`abbreviate`], appended to `out`.
+fn abbreviate_into(out: &mut String, text: &str, max: usize) {
+    let start = out.len();
+    let mut chars = 0usize;
     let mut space = false;
     for c in text.chars() {
         if c.is_whitespace() || c.is_control() {
-            space = !one_line.is_empty();
+            space = chars > 0;
             continue;
         }
         if space {
-            one_line.push(' ');
+            out.push(' ');
+            chars += 1;
             space = false;
         }
-        one_line.push(c);
-        if one_line.chars().count() > max {
+        out.push(c);
+        chars += 1;
+        if chars > max {
             break;
         }
     }
-    if one_line.chars().count() > max {
-        let cut: String = one_line.chars().take(max).collect();
-        format!("{cut}…")
-    } else {
-        one_line
+    if chars > max {
+        let cut = out
+            .get(start..)
+            .and_then(|t| t.char_indices().nth(max))
+            .map_or(out.len(), |(i, _)| start + i);
+        out.truncate(cut);
+        out.push('…');
     }
 }
 

@@ -201,25 +201,23 @@ impl Store {
         header: &SessionHeader,
         next: u64,
     ) -> Resumed {
-        let (state, start, cache) = match loaded {
-            Ok((state, watermark)) => (Ok(state), watermark, CacheUse::Hit { folded: 0 }),
-            Err(miss) => {
-                let cache = if self.inner.options.projection_cache {
-                    CacheUse::Rebuilt(miss)
-                } else {
-                    CacheUse::Disabled
-                };
-                (projection.init(header), 1, cache)
-            }
+        let miss = match loaded {
+            Ok((state, watermark)) => return resumed_at(projection, state, watermark, next),
+            Err(miss) => miss,
+        };
+        let cache = if self.inner.options.projection_cache {
+            CacheUse::Rebuilt(miss)
+        } else {
+            CacheUse::Disabled
         };
         Resumed {
             slot: Slot {
+                state: projection.init(header),
                 projection,
-                state,
                 events: next.saturating_sub(1),
-                checkpointed: start.saturating_sub(1),
+                checkpointed: 0,
             },
-            start,
+            start: 1,
             cache,
         }
     }
@@ -309,7 +307,7 @@ impl Store {
             .first()
             .ok_or_else(|| CacheMiss::Incompatible("section missing".into()))?;
         let state = projection
-            .decode(part)
+            .decode_shared(bytes.slice_ref(part))
             .map_err(|e| CacheMiss::Incompatible(format!("{}: {e}", projection.name())))?;
         Ok((state, h.watermark))
     }
@@ -351,6 +349,26 @@ impl Store {
             )?;
         }
         Ok(())
+    }
+}
+
+/// A slot from a checkpoint's state and watermark; the records from the watermark up to
+/// `next` are still to fold.
+pub(super) fn resumed_at(
+    projection: Arc<dyn Registered>,
+    state: AnyState,
+    watermark: u64,
+    next: u64,
+) -> Resumed {
+    Resumed {
+        slot: Slot {
+            projection,
+            state: Ok(state),
+            events: next.saturating_sub(1),
+            checkpointed: watermark.saturating_sub(1),
+        },
+        start: watermark,
+        cache: CacheUse::Hit { folded: 0 },
     }
 }
 

@@ -118,7 +118,10 @@ impl Store {
     }
 
     /// The bytes of a cache file; missing or unreadable is a miss.
-    pub(super) fn read_cache_file(&self, path: &Path) -> std::result::Result<Vec<u8>, CacheMiss> {
+    pub(super) fn read_cache_file(
+        &self,
+        path: &Path,
+    ) -> std::result::Result<bytes::Bytes, CacheMiss> {
         match cache::read(&self.inner.log.storage(), path) {
             Ok(Some(b)) => Ok(b),
             Ok(None) => Err(CacheMiss::Missing),
