@@ -8,7 +8,7 @@ use std::sync::Arc;
 use sessionlog_log::StreamId;
 use sessionlog_session::SessionHeader;
 
-use super::projected::{failed, wrong_type, Resumed, Slot};
+use super::projected::{failed, resumed_at, wrong_type, Resumed, Slot};
 use super::{CacheCheck, CacheUse, Store};
 use crate::cache::{self, CacheHeader, CacheMiss, Section};
 use crate::error::{Error, Result};
@@ -76,7 +76,13 @@ impl Store {
             .as_any()
             .downcast_ref::<P>()
             .ok_or_else(|| wrong_type(name))?;
-        let fold = self.fold_store_wide(&registered, self.inner.options.projection_cache)?;
+        let fold = self
+            .fold_store_wide(
+                std::slice::from_ref(&registered),
+                self.inner.options.projection_cache,
+            )?
+            .pop()
+            .ok_or_else(|| Error::NoSuchProjection(name.to_owned()))?;
         self.write_store_wide_if_due(registered.as_ref(), &fold);
         let mut parts = Vec::with_capacity(fold.parts.len());
         let mut events = 0;
@@ -94,68 +100,93 @@ impl Store {
         })
     }
 
-    /// Every live session's part of `projection`: from the checkpoint when `use_cache`,
-    /// plus the records after each part's watermark.
+    /// Every live session's part of each of `projections`: from the checkpoint when
+    /// `use_cache`, plus the records after each part's watermark, every projection of a
+    /// session folded in one pass over its records.
     fn fold_store_wide(
         &self,
-        projection: &Arc<dyn Registered>,
+        projections: &[Arc<dyn Registered>],
         use_cache: bool,
-    ) -> Result<StoreFold> {
-        let loaded = if use_cache {
-            self.load_store_wide(projection.as_ref())
-        } else {
-            Err(CacheMiss::Missing)
-        };
-        let (mut entries, mut cache) = match loaded {
-            Ok(entries) => (entries, CacheUse::Hit { folded: 0 }),
-            Err(miss) if use_cache => (HashMap::new(), CacheUse::Rebuilt(miss)),
-            Err(_) => (HashMap::new(), CacheUse::Disabled),
-        };
-        let mut parts = Vec::new();
-        let mut matched = HashMap::new();
-        let mut folded = 0;
+    ) -> Result<Vec<StoreFold>> {
+        let mut folds = Vec::with_capacity(projections.len());
+        let mut entries = Vec::with_capacity(projections.len());
+        for projection in projections {
+            let loaded = if use_cache {
+                self.load_store_wide(projection.as_ref())
+            } else {
+                Err(CacheMiss::Missing)
+            };
+            let (found, cache) = match loaded {
+                Ok(found) => (found, CacheUse::Hit { folded: 0 }),
+                Err(miss) if use_cache => (HashMap::new(), CacheUse::Rebuilt(miss)),
+                Err(_) => (HashMap::new(), CacheUse::Disabled),
+            };
+            entries.push(found);
+            folds.push(StoreFold {
+                parts: Vec::new(),
+                cache,
+                dropped: 0,
+                matched: HashMap::new(),
+            });
+        }
+        let mut folded = vec![0u64; projections.len()];
         for info in self.live_sessions() {
             let (stream, next) = (info.id, info.next_seq.0);
-            let header = self.read_header(&info.name, stream)?;
-            let entry = entries.remove(&stream.0);
-            let loaded = match &entry {
-                Some(e) => self.check_entry(projection.as_ref(), stream, e, next),
-                None => Err(CacheMiss::Missing),
-            };
-            let hit = loaded.is_ok();
-            let r = self.fold_part(projection, loaded, &info.name, stream, &header, next)?;
-            folded += next.saturating_sub(r.start);
-            if let (true, Some(e)) = (hit, entry) {
-                matched.insert(stream.0, e);
+            // Parts that are current need neither the session's header nor a fold; the
+            // others are folded together.
+            let mut parts: Vec<Option<Resumed>> = Vec::with_capacity(projections.len());
+            let mut stale = Vec::new();
+            for (i, projection) in projections.iter().enumerate() {
+                let entry = entries.get_mut(i).and_then(|e| e.remove(&stream.0));
+                let loaded = match &entry {
+                    Some(e) => self.check_entry(projection.as_ref(), stream, e, next),
+                    None => Err(CacheMiss::Missing),
+                };
+                if let (true, Some(e), Some(fold)) = (loaded.is_ok(), entry, folds.get_mut(i)) {
+                    fold.matched.insert(stream.0, e);
+                }
+                match loaded {
+                    Ok((state, watermark)) if watermark == next => {
+                        parts.push(Some(resumed_at(projection.clone(), state, watermark, next)));
+                    }
+                    loaded => {
+                        parts.push(None);
+                        stale.push((i, loaded));
+                    }
+                }
             }
-            parts.push((info.name, stream, r.slot));
+            if !stale.is_empty() {
+                let header = self.read_header(&info.name, stream)?;
+                let mut resumed: Vec<Resumed> = stale
+                    .iter_mut()
+                    .filter_map(|(i, loaded)| {
+                        let loaded = std::mem::replace(loaded, Err(CacheMiss::Missing));
+                        let projection = projections.get(*i)?.clone();
+                        Some(self.resumed_from(projection, loaded, &header, next))
+                    })
+                    .collect();
+                self.fold_slots(&mut resumed, &info.name, stream, &header, next)?;
+                for ((i, _), r) in stale.iter().zip(resumed) {
+                    if let Some(part) = parts.get_mut(*i) {
+                        *part = Some(r);
+                    }
+                }
+            }
+            for (i, part) in parts.into_iter().enumerate() {
+                if let (Some(r), Some(fold), Some(n)) = (part, folds.get_mut(i), folded.get_mut(i))
+                {
+                    *n += next.saturating_sub(r.start);
+                    fold.parts.push((info.name.clone(), stream, r.slot));
+                }
+            }
         }
-        if let CacheUse::Hit { folded: f } = &mut cache {
-            *f = folded;
+        for ((fold, left), n) in folds.iter_mut().zip(entries).zip(folded) {
+            fold.dropped = left.len();
+            if let CacheUse::Hit { folded: f } = &mut fold.cache {
+                *f = n;
+            }
         }
-        Ok(StoreFold {
-            parts,
-            cache,
-            dropped: entries.len(),
-            matched,
-        })
-    }
-
-    /// One session's part, from `loaded` (a checkpointed part and its watermark) or from the
-    /// projection's initial state, folded over the session's records after it.
-    fn fold_part(
-        &self,
-        projection: &Arc<dyn Registered>,
-        loaded: std::result::Result<(AnyState, u64), CacheMiss>,
-        session: &str,
-        stream: StreamId,
-        header: &SessionHeader,
-        next: u64,
-    ) -> Result<Resumed> {
-        let mut resumed = [self.resumed_from(projection.clone(), loaded, header, next)];
-        self.fold_slots(&mut resumed, session, stream, header, next)?;
-        let [resumed] = resumed;
-        Ok(resumed)
+        Ok(folds)
     }
 
     /// A checkpointed part decoded, if its watermark and last record match the log.
@@ -359,15 +390,19 @@ impl Store {
     /// Removes every store-wide projection's checkpoint and folds and writes it again.
     pub(super) fn rebuild_store_wide(&self) -> Result<()> {
         let log = &self.inner.log;
-        for p in &self.inner.options.store_projections.0 {
+        let projections = &self.inner.options.store_projections.0;
+        for p in projections {
             let path = cache::store_projection_path(log.dir(), p.name());
             cache::remove(&log.storage(), &path).map_err(|e| sessionlog_log::Error::Io {
                 op: "removing the cache of",
                 path: path.clone(),
                 source: e,
             })?;
-            let fold = self.fold_store_wide(p, self.inner.options.projection_cache)?;
-            self.write_store_wide_if_due(p.as_ref(), &fold);
+        }
+        // Every session is read once for all of them.
+        let folds = self.fold_store_wide(projections, self.inner.options.projection_cache)?;
+        for (p, fold) in projections.iter().zip(&folds) {
+            self.write_store_wide_if_due(p.as_ref(), fold);
         }
         Ok(())
     }
