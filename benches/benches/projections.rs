@@ -198,6 +198,7 @@ fn thread_cpu_ns() -> u64 {
 /// Appends `inputs` to a new session of a new store keeping `projection` (or none),
 /// committing every `COMMIT_EVERY` events; returns the appends per second of the appending
 /// thread's CPU time.
+#[inline(never)]
 fn append_rate(root: &Path, inputs: &[EventInput], projection: Option<&str>) -> f64 {
     let dir = root.join(projection.unwrap_or("none"));
     let _ = std::fs::remove_dir_all(&dir);
@@ -240,7 +241,35 @@ fn top(v: &[f64]) -> f64 {
     v.iter().copied().fold(0.0, f64::max)
 }
 
+/// `SESSIONLOG_PROJECTION_UPKEEP_ONLY=none|stats|tool-audit|transcript`: appends the events
+/// of a freshly generated session of `UPKEEP_EVENTS` (or `SESSIONLOG_PROJECTION_BENCH_EVENTS`,
+/// if fewer) events once, keeping that projection (or none), and exits. Run under `valgrind --tool=callgrind --toggle-collect='*append_rate*'`,
+/// the instructions of each configuration give a projection's upkeep per appended event,
+/// a figure that other work on the machine does not disturb.
+fn upkeep_only(config: &str) {
+    let dir = fresh_dir("projections-upkeep-only");
+    let store = Store::open(&dir, StoreOptions::default()).expect("store");
+    let mut h = store
+        .create_session("long", SessionHeader::new("long", 1, None))
+        .expect("create");
+    fill_long_session(&mut h, long_events().min(UPKEEP_EVENTS as u64));
+    h.commit().expect("commit");
+    drop(h);
+    store.close().expect("close");
+    let inputs = inputs(&dir);
+    let projection = (config != "none").then_some(config);
+    let rate = append_rate(&dir.join("upkeep"), &inputs, projection);
+    let _ = std::fs::remove_dir_all(&dir);
+    println!(
+        "{config}: {} events appended, {rate:.0} events/s of thread CPU time",
+        inputs.len()
+    );
+}
+
 fn main() {
+    if let Ok(config) = std::env::var("SESSIONLOG_PROJECTION_UPKEEP_ONLY") {
+        return upkeep_only(&config);
+    }
     let probe = probe();
     let dir = fresh_dir("projections-1m");
     let started = Instant::now();
