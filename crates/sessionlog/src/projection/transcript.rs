@@ -940,12 +940,28 @@ pub fn abbreviate(text: &str, max: usize) -> String {
     out
 }
 
-/// [`abbreviate`], appended to `out`.
+/// [`abbreviate`], appended to `out`. ASCII (most of what agents write) is taken a byte at
+/// a time; other characters are decoded.
 fn abbreviate_into(out: &mut String, text: &str, max: usize) {
     let start = out.len();
     let mut chars = 0usize;
     let mut space = false;
-    for c in text.chars() {
+    let mut rest = text;
+    while chars <= max {
+        let Some(&b) = rest.as_bytes().first() else {
+            break;
+        };
+        let c = if b.is_ascii() {
+            rest = rest.get(1..).unwrap_or_default();
+            char::from(b)
+        } else {
+            let mut it = rest.chars();
+            let Some(c) = it.next() else {
+                break;
+            };
+            rest = it.as_str();
+            c
+        };
         if c.is_whitespace() || c.is_control() {
             space = chars > 0;
             continue;
@@ -957,9 +973,6 @@ fn abbreviate_into(out: &mut String, text: &str, max: usize) {
         }
         out.push(c);
         chars += 1;
-        if chars > max {
-            break;
-        }
     }
     if chars > max {
         let cut = out
@@ -981,6 +994,9 @@ mod tests {
         assert_eq!(abbreviate("abcdefghijk", 5), "abcde…");
         assert_eq!(abbreviate("  lead", 10), "lead");
         assert_eq!(abbreviate("", 10), "");
+        assert_eq!(abbreviate("é é é", 3), "é é…");
+        assert_eq!(abbreviate("a\u{2003}\u{0085}b", 10), "a b");
+        assert_eq!(abbreviate("ab\u{7f}c", 10), "ab c");
     }
 
     #[test]
