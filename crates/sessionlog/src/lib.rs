@@ -24,7 +24,8 @@ pub mod workload;
 
 pub use error::{Error, Result};
 pub use projection::{
-    Projected, Projection, ProjectionError, StoreProjected, StoreProjection, StoredEvent,
+    MessageEstimate, Projected, Projection, ProjectionError, StoreProjected, StoreProjection,
+    StoredEvent,
 };
 pub use raw::{LogReader, RawStream, KIND_RAW_RECORD, RAW_STREAM_PREFIX};
 #[doc(inline)]

@@ -48,6 +48,20 @@ pub struct StoredEvent<'a> {
     /// The rules the session is read under (its surface types and message locations, for
     /// [`sessionlog_session::derive_message`]).
     pub version: &'a FormatVersion,
+    /// The estimate the writer's session state made of the message the event derives, when
+    /// the event reaches the projection as it is appended (so a fold that estimates with the
+    /// same counter need not do it again); `None` when the event is folded from the log.
+    pub message_estimate: Option<MessageEstimate<'a>>,
+}
+
+/// An estimate of the tokens of the message an event derives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MessageEstimate<'a> {
+    /// The counter that made it ([`sessionlog_session::tokens::TokenCounter::name`]).
+    pub counter: &'a str,
+    /// Its tokens, the counter's per-message overhead included; 0 when the event derives
+    /// no message.
+    pub tokens: u32,
 }
 
 /// Why a projection could not be folded, decoded or handed out.

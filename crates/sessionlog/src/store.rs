@@ -1036,7 +1036,7 @@ impl SessionHandle {
                 }
                 Ok::<_, Error>(())
             })?;
-            projected::feed_all(&mut self.views, state.version(), events, size.as_slice());
+            projected::feed_all(&mut self.views, state, events, size.as_slice());
             return Ok(());
         }
         let mut sizes: Vec<(u8, u64)> = Vec::new();
@@ -1062,7 +1062,7 @@ impl SessionHandle {
             }
             Ok::<_, Error>(())
         })?;
-        projected::feed_all(&mut self.views, state.version(), events, &sizes);
+        projected::feed_all(&mut self.views, state, events, &sizes);
         Ok(())
     }
 

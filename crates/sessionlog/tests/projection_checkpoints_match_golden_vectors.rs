@@ -98,6 +98,7 @@ fn fold<P: Projection>(p: &P) -> P::State {
             record_bytes: encode_event(&event).len() as u64,
             event: &event,
             version: &version,
+            message_estimate: None,
         };
         p.apply(&mut state, &stored)
             .expect("the fold takes every event");
@@ -262,6 +263,7 @@ fn a_transcript_resumed_from_its_checkpoint_at_any_event_folds_on_as_a_whole_fol
                 record_bytes: encode_event(event).len() as u64,
                 event,
                 version: &version,
+                message_estimate: None,
             };
             Transcript.apply(state, &stored).expect("folds");
         }

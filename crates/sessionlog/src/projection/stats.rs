@@ -8,11 +8,11 @@
 use std::collections::BTreeMap;
 
 use sessionlog_session::json::JsonRef;
-use sessionlog_session::tokens::{estimate_message, HeuristicCounter, Usage};
-use sessionlog_session::typed::EventView;
+use sessionlog_session::tokens::{estimate_message, HeuristicCounter, TokenCounter, Usage};
 use sessionlog_session::{derive_message, SessionHeader};
 
 use super::bytes::{put_str, put_u64, Reader};
+use super::tool_audit::{ToolCallFields, ToolResultFields};
 use super::{Projection, ProjectionError, StoredEvent};
 
 /// The `stats` projection. Register with
@@ -176,6 +176,28 @@ pub(crate) fn result_is_error(message: JsonRef<'_>, error: Option<JsonRef<'_>>) 
     })
 }
 
+/// The `heuristic-bytes/4` estimate of the message `e` derives (0 when it derives none):
+/// the one the writer's session state made, when it made it with that counter, else made
+/// here.
+fn message_estimate(e: &StoredEvent<'_>) -> u32 {
+    let heuristic = HeuristicCounter.name();
+    if let Some(made) = e.message_estimate.filter(|m| m.counter == heuristic) {
+        return made.tokens;
+    }
+    let Some(message) = derive_message(e.version, e.event) else {
+        return 0;
+    };
+    // One scratch buffer per thread: the fold runs once per appended event.
+    thread_local!(static TEXT: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) });
+    TEXT.with(|text| {
+        estimate_message(
+            &HeuristicCounter,
+            JsonRef::new(message),
+            &mut text.borrow_mut(),
+        )
+    })
+}
+
 impl Projection for Stats {
     type State = SessionStats;
 
@@ -219,18 +241,7 @@ impl Projection for Stats {
         ) {
             s.replacements += 1;
         }
-        if let Some(message) = derive_message(e.version, event) {
-            // One scratch buffer per thread: the fold runs once per appended event.
-            thread_local!(static TEXT: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) });
-            let tokens = TEXT.with(|text| {
-                estimate_message(
-                    &HeuristicCounter,
-                    JsonRef::new(message),
-                    &mut text.borrow_mut(),
-                )
-            });
-            s.estimated_tokens += u64::from(tokens);
-        }
+        s.estimated_tokens += u64::from(message_estimate(e));
         // Kinds the counts below do not read are not parsed; turns and steps are counted
         // by their kind alone.
         use sessionlog_session::codec::kind;
@@ -249,11 +260,8 @@ impl Projection for Stats {
         ) {
             return Ok(());
         }
-        let view = event
-            .view()
-            .map_err(|err| ProjectionError::refused(event, err.to_string()))?;
-        match view {
-            EventView::TurnEnd { .. } => {
+        match event.event_type() {
+            "turn/end" => {
                 let reason = event
                     .data()
                     .get("reason")
@@ -262,16 +270,13 @@ impl Projection for Stats {
                     .map_or_else(|| "?".to_owned(), |k| k.into_owned());
                 *s.turn_ends.entry(reason).or_default() += 1;
             }
-            EventView::ToolCall { call_id, name, .. } => {
-                s.tool(&name, |t| t.calls += 1);
-                s.open_calls.insert(call_id.into_owned(), name.into_owned());
+            "tool/call" => {
+                let call = ToolCallFields::read(event)?;
+                s.tool(&call.name, |t| t.calls += 1);
+                s.open_calls
+                    .insert(call.call_id.into_owned(), call.name.into_owned());
             }
-            EventView::ToolResult {
-                call_id,
-                message,
-                error,
-                ..
-            } => {
+            "tool/result" => {
                 // A replacement of a result (a shortened one) is not another answer.
                 if matches!(
                     event.surface_op(),
@@ -279,18 +284,18 @@ impl Projection for Stats {
                 ) {
                     return Ok(());
                 }
+                let result = ToolResultFields::read(event)?;
                 let name = s
                     .open_calls
-                    .remove(call_id.as_ref())
+                    .remove(result.call_id.as_ref())
                     .unwrap_or_else(|| "?".to_owned());
-                let failed = result_is_error(message, error);
+                let failed = result_is_error(result.message, result.error);
                 s.tool(&name, |t| {
                     t.results += 1;
                     t.errors += u64::from(failed);
                 });
             }
-            EventView::AssistantMessage { usage, .. } => s.usage.count(usage),
-            EventView::CompactionSummary { .. } => {
+            "assistant/message" | "compaction/summary" => {
                 s.usage.count(event.data().get("usage"));
             }
             _ => {}

@@ -4,9 +4,11 @@
 
 use std::collections::HashMap;
 
+use std::borrow::Cow;
+
 use sessionlog_session::codec::kind;
-use sessionlog_session::typed::EventView;
-use sessionlog_session::{SessionHeader, SurfaceOp};
+use sessionlog_session::json::JsonRef;
+use sessionlog_session::{Event, SessionHeader, SurfaceOp};
 
 use super::bytes::{put_str, put_u64, Reader};
 use super::stats::result_is_error;
@@ -118,48 +120,32 @@ impl Projection for ToolAudit {
         if e.kind != kind::TOOL_CALL && e.kind != kind::TOOL_RESULT {
             return Ok(());
         }
-        let view = event
-            .view()
-            .map_err(|err| ProjectionError::refused(event, err.to_string()))?;
-        match view {
-            EventView::ToolCall {
-                turn,
-                step,
-                call_id,
-                name,
-                arguments,
-            } => {
-                s.open.insert(call_id.to_string(), s.calls.len());
-                s.calls.push(ToolCallRecord {
-                    seq: event.seq().get(),
-                    time: event.time(),
-                    turn,
-                    step,
-                    call_id: call_id.into_owned(),
-                    name: name.into_owned(),
-                    arguments: arguments.into_owned(),
-                    result: None,
-                    shadowed_by: None,
-                });
-            }
-            EventView::ToolResult {
-                call_id,
-                message,
-                error,
-                ..
-            } if !replace => {
-                if let Some(i) = s.open.remove(call_id.as_ref()) {
-                    if let Some(call) = s.calls.get_mut(i) {
-                        call.result = Some(ToolOutcome {
-                            seq: event.seq().get(),
-                            time: event.time(),
-                            error: result_is_error(message, error),
-                        });
-                        s.results.insert(event.seq().get(), i);
-                    }
+        if event.event_type() == "tool/call" {
+            let call = ToolCallFields::read(event)?;
+            s.open.insert(call.call_id.to_string(), s.calls.len());
+            s.calls.push(ToolCallRecord {
+                seq: event.seq().get(),
+                time: event.time(),
+                turn: call.turn,
+                step: call.step,
+                call_id: call.call_id.into_owned(),
+                name: call.name.into_owned(),
+                arguments: call.arguments.into_owned(),
+                result: None,
+                shadowed_by: None,
+            });
+        } else if event.event_type() == "tool/result" && !replace {
+            let result = ToolResultFields::read(event)?;
+            if let Some(i) = s.open.remove(result.call_id.as_ref()) {
+                if let Some(call) = s.calls.get_mut(i) {
+                    call.result = Some(ToolOutcome {
+                        seq: event.seq().get(),
+                        time: event.time(),
+                        error: result_is_error(result.message, result.error),
+                    });
+                    s.results.insert(event.seq().get(), i);
                 }
             }
-            _ => {}
         }
         Ok(())
     }
@@ -243,5 +229,76 @@ impl Projection for ToolAudit {
         }
         r.finish()?;
         Ok(s)
+    }
+}
+
+/// What the projections read of a `tool/call`, found in one pass over its data.
+pub(crate) struct ToolCallFields<'a> {
+    pub(crate) turn: i64,
+    pub(crate) step: i64,
+    pub(crate) call_id: Cow<'a, str>,
+    pub(crate) name: Cow<'a, str>,
+    pub(crate) arguments: Cow<'a, str>,
+}
+
+/// A member a fold needs is missing or of another type.
+fn missing(event: &Event, key: &str, what: &str) -> ProjectionError {
+    ProjectionError::refused(event, format!("its {key} is not {what}"))
+}
+
+/// A string member.
+fn string<'a>(
+    event: &Event,
+    value: Option<JsonRef<'a>>,
+    key: &str,
+) -> Result<Cow<'a, str>, ProjectionError> {
+    value
+        .and_then(|v| v.as_str())
+        .ok_or_else(|| missing(event, key, "a string"))
+}
+
+/// An integer member.
+fn integer(event: &Event, value: Option<JsonRef<'_>>, key: &str) -> Result<i64, ProjectionError> {
+    value
+        .and_then(|v| v.as_safe_integer())
+        .ok_or_else(|| missing(event, key, "a safe integer"))
+}
+
+impl<'a> ToolCallFields<'a> {
+    /// The fields of `event`, a `tool/call`.
+    pub(crate) fn read(event: &'a Event) -> Result<ToolCallFields<'a>, ProjectionError> {
+        let [turn, step, call_id, name, arguments] =
+            event
+                .data()
+                .fields(["turn", "step", "callId", "name", "arguments"]);
+        Ok(ToolCallFields {
+            turn: integer(event, turn, "turn")?,
+            step: integer(event, step, "step")?,
+            call_id: string(event, call_id, "callId")?,
+            name: string(event, name, "name")?,
+            arguments: string(event, arguments, "arguments")?,
+        })
+    }
+}
+
+/// What the projections read of a `tool/result`, found in one pass over its data.
+pub(crate) struct ToolResultFields<'a> {
+    /// The call it answers: its message's `source.callId` (or the message's own).
+    pub(crate) call_id: Cow<'a, str>,
+    pub(crate) message: JsonRef<'a>,
+    pub(crate) error: Option<JsonRef<'a>>,
+}
+
+impl<'a> ToolResultFields<'a> {
+    /// The fields of `event`, a `tool/result`.
+    pub(crate) fn read(event: &'a Event) -> Result<ToolResultFields<'a>, ProjectionError> {
+        let [message, error] = event.data().fields(["message", "error"]);
+        let message = message.ok_or_else(|| missing(event, "message", "present"))?;
+        let source = message.get("source").unwrap_or(message);
+        Ok(ToolResultFields {
+            call_id: string(event, source.get("callId"), "callId")?,
+            message,
+            error,
+        })
     }
 }

@@ -5,13 +5,15 @@
 use std::sync::Arc;
 
 use sessionlog_log::{Seq as LogSeq, StreamId};
-use sessionlog_session::{decode_stored_event, upgrade_event, Event, FormatVersion, SessionHeader};
+use sessionlog_session::{
+    decode_stored_event, upgrade_event, Event, FormatVersion, SessionHeader, SessionState,
+};
 
 use super::{CacheUse, LogPast, Store};
 use crate::cache::{self, CacheMiss, Section};
 use crate::error::{Error, Result};
 use crate::projection::{
-    AnyState, Projected, Projection, ProjectionError, Registered, StoredEvent,
+    AnyState, MessageEstimate, Projected, Projection, ProjectionError, Registered, StoredEvent,
 };
 
 /// One registered projection of one session: its state, or why it failed.
@@ -261,6 +263,7 @@ impl Store {
                 record_bytes: record.payload.len() as u64,
                 event: &event,
                 version: &version,
+                message_estimate: None,
             };
             for r in resumed.iter_mut().filter(|r| folds(r, seq)) {
                 r.slot.feed(&stored);
@@ -372,24 +375,34 @@ pub(super) fn resumed_at(
     }
 }
 
-/// Feeds appended events to a writer's projections; `records` holds each event's kind and
-/// payload size.
+/// Feeds appended events to a writer's projections, with the estimates the writer's state
+/// made of their messages; `records` holds each event's kind and payload size.
 pub(super) fn feed_all(
     slots: &mut [Slot],
-    version: &FormatVersion,
+    state: &SessionState,
     events: &[Event],
     records: &[(u8, u64)],
 ) {
+    let counter = state.token_counter().map(|c| c.name());
     for (event, &(kind, record_bytes)) in events.iter().zip(records) {
+        let seq = event.seq().get();
+        // A node a later event of the same batch replaced has no estimate kept: the fold
+        // makes its own.
+        let message_estimate = counter.and_then(|counter| {
+            state
+                .node_estimate(seq)
+                .map(|tokens| MessageEstimate { counter, tokens })
+        });
         let stored = StoredEvent {
             kind,
             record_bytes,
             event,
-            version,
+            version: state.version(),
+            message_estimate,
         };
         for slot in slots.iter_mut() {
             slot.feed(&stored);
-            slot.events = event.seq().get() + 1;
+            slot.events = seq + 1;
         }
     }
 }
