@@ -103,20 +103,55 @@ pub fn encode(header: &CacheHeader, sections: &[Section<'_>]) -> Vec<u8> {
         .map(|s| 16 + s.name.len() + s.bytes.len())
         .sum();
     let mut out = Vec::with_capacity(48 + len);
+    put_header(&mut out, header, sections.len());
+    for s in sections {
+        put_section_head(&mut out, s.name, s.version, s.bytes.len());
+        out.extend_from_slice(s.bytes);
+    }
+    finish(out)
+}
+
+/// Encodes a cache file of one section, whose bytes `write` appends in place (a large
+/// projection checkpoint is then written once, not written and copied).
+pub(crate) fn encode_one<E>(
+    header: &CacheHeader,
+    name: &str,
+    version: u32,
+    write: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+) -> Result<Vec<u8>, E> {
+    let mut out = Vec::new();
+    put_header(&mut out, header, 1);
+    put_section_head(&mut out, name, version, 0);
+    let start = out.len();
+    write(&mut out)?;
+    let len = (out.len() - start) as u64;
+    if let Some(field) = out.get_mut(start - 8..start) {
+        field.copy_from_slice(&len.to_le_bytes());
+    }
+    Ok(finish(out))
+}
+
+/// The fixed part of a cache file, up to its section count.
+fn put_header(out: &mut Vec<u8>, header: &CacheHeader, sections: usize) {
     out.extend_from_slice(&CACHE_MAGIC.to_le_bytes());
     out.extend_from_slice(&CACHE_FORMAT_VERSION.to_le_bytes());
     out.extend_from_slice(&header.store_id);
     out.extend_from_slice(&header.stream_id.to_le_bytes());
     out.extend_from_slice(&header.watermark.to_le_bytes());
     out.extend_from_slice(&header.last_record_crc.to_le_bytes());
-    out.extend_from_slice(&(sections.len() as u32).to_le_bytes());
-    for s in sections {
-        out.extend_from_slice(&(s.name.len() as u32).to_le_bytes());
-        out.extend_from_slice(s.name.as_bytes());
-        out.extend_from_slice(&s.version.to_le_bytes());
-        out.extend_from_slice(&(s.bytes.len() as u64).to_le_bytes());
-        out.extend_from_slice(s.bytes);
-    }
+    out.extend_from_slice(&(sections as u32).to_le_bytes());
+}
+
+/// A section's name, version and length, which its bytes follow.
+fn put_section_head(out: &mut Vec<u8>, name: &str, version: u32, len: usize) {
+    out.extend_from_slice(&(name.len() as u32).to_le_bytes());
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
+    out.extend_from_slice(&(len as u64).to_le_bytes());
+}
+
+/// Appends the checksum of everything before it.
+fn finish(mut out: Vec<u8>) -> Vec<u8> {
     let sum = crc(&out);
     out.extend_from_slice(&sum.to_le_bytes());
     out
@@ -263,5 +298,35 @@ pub(crate) fn remove(storage: &Arc<dyn Storage>, path: &Path) -> Result<(), std:
     match storage.remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{decode, encode, encode_one, CacheHeader, Section};
+
+    #[test]
+    fn a_section_written_in_place_encodes_as_a_section_handed_over() {
+        let header = CacheHeader {
+            store_id: [7; 16],
+            stream_id: 3,
+            watermark: 12,
+            last_record_crc: 0xDEAD_BEEF,
+        };
+        for bytes in [&b""[..], b"x", &[5u8; 1000]] {
+            let section = Section {
+                name: "transcript",
+                version: 2,
+                bytes,
+            };
+            let in_place = encode_one(&header, "transcript", 2, |out| {
+                out.extend_from_slice(bytes);
+                Ok::<_, ()>(())
+            })
+            .expect("encodes");
+            assert_eq!(in_place, encode(&header, &[section]));
+            let (h, parts) = decode(&in_place, &[("transcript", 2)]).expect("decodes");
+            assert_eq!((h, parts), (header, vec![bytes]));
+        }
     }
 }

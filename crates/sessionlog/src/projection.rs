@@ -184,7 +184,12 @@ pub(crate) trait Registered: Send + Sync {
     fn checkpoint_every(&self, refresh_events: u64, events: u64) -> u64;
     fn init(&self, header: &SessionHeader) -> Result<AnyState, ProjectionError>;
     fn apply(&self, state: &mut AnyState, event: &StoredEvent<'_>) -> Result<(), ProjectionError>;
-    fn encode(&self, state: &AnyState) -> Result<Vec<u8>, ProjectionError>;
+    fn encode(&self, state: &AnyState) -> Result<Vec<u8>, ProjectionError> {
+        let mut out = Vec::new();
+        self.encode_into(state, &mut out)?;
+        Ok(out)
+    }
+    fn encode_into(&self, state: &AnyState, out: &mut Vec<u8>) -> Result<(), ProjectionError>;
     fn decode(&self, bytes: &[u8]) -> Result<AnyState, ProjectionError>;
     fn decode_shared(&self, bytes: Bytes) -> Result<AnyState, ProjectionError>;
 }
@@ -256,12 +261,11 @@ impl<P: Projection> Registered for P {
         guarded("apply", || Projection::apply(self, state, event))
     }
 
-    fn encode(&self, state: &AnyState) -> Result<Vec<u8>, ProjectionError> {
+    fn encode_into(&self, state: &AnyState, out: &mut Vec<u8>) -> Result<(), ProjectionError> {
         let state = typed::<P>(state)?;
         guarded("encode", || {
-            let mut out = Vec::new();
-            Projection::encode(self, state, &mut out);
-            Ok(out)
+            Projection::encode(self, state, out);
+            Ok(())
         })
     }
 

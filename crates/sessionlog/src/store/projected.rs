@@ -10,7 +10,7 @@ use sessionlog_session::{
 };
 
 use super::{CacheUse, LogPast, Store};
-use crate::cache::{self, CacheMiss, Section};
+use crate::cache::{self, CacheMiss};
 use crate::error::{Error, Result};
 use crate::projection::{
     AnyState, MessageEstimate, Projected, Projection, ProjectionError, Registered, StoredEvent,
@@ -325,18 +325,13 @@ impl Store {
         let Some(header) = self.durable_cache_header(stream, slot.events + 1) else {
             return;
         };
-        let Ok(encoded) = slot.projection.encode(state) else {
+        let name = slot.projection.name();
+        let version = slot.projection.version();
+        let Ok(bytes) = cache::encode_one(&header, name, version, |out| {
+            slot.projection.encode_into(state, out)
+        }) else {
             return;
         };
-        let name = slot.projection.name();
-        let bytes = cache::encode(
-            &header,
-            &[Section {
-                name,
-                version: slot.projection.version(),
-                bytes: &encoded,
-            }],
-        );
         let path = cache::projection_path(self.inner.log.dir(), stream, name);
         self.write_cache_file(&path, &bytes);
         slot.checkpointed = slot.events;
@@ -383,6 +378,9 @@ pub(super) fn feed_all(
     events: &[Event],
     records: &[(u8, u64)],
 ) {
+    if slots.is_empty() {
+        return;
+    }
     let counter = state.token_counter().map(|c| c.name());
     for (event, &(kind, record_bytes)) in events.iter().zip(records) {
         let seq = event.seq().get();
