@@ -260,13 +260,27 @@ fn parse_line(line: &[u8], packed_rows: bool) -> Result<(Vec<String>, bool), Lin
 /// A V0 file is read with `options.version`; a later one with its own format's rules
 /// ([`FormatVersion::for_dsh`]), and the session keeps declaring that format.
 pub fn import_jsonl(file: &[u8], options: &ImportOptions) -> Result<DshImport, Error> {
+    let (imported, ()) = with_plain_text(file, |plain, zstd| {
+        let (scanned, checked) = scan_checked(plain)?;
+        Ok((import_scanned(scanned, checked, options, zstd)?, ()))
+    })?;
+    Ok(imported)
+}
+
+/// Runs `import` on the text of `file`, decompressed first when the file is zstd
+/// (recognised by its magic number; `import` is told which), and reports a torn final
+/// frame as the import's cut tail.
+fn with_plain_text<T>(
+    file: &[u8],
+    import: impl FnOnce(&[u8], bool) -> Result<(DshImport, T), Error>,
+) -> Result<(DshImport, T), Error> {
     if !zstd_file::is_zstd(file) {
-        return import_plain(file, options, false);
+        return import(file, false);
     }
     let decoded = zstd_file::decode(file)?;
-    let mut imported = import_plain(&decoded.plain, options, true)?;
+    let (mut imported, more) = import(&decoded.plain, true)?;
     note_torn_frame(&mut imported, &decoded);
-    Ok(imported)
+    Ok((imported, more))
 }
 
 /// A compressed file whose last frame was torn, and whose decompressed stream was not cut
@@ -284,8 +298,13 @@ fn note_torn_frame(imported: &mut DshImport, decoded: &zstd_file::Decoded) {
     }
 }
 
-fn import_plain(file: &[u8], options: &ImportOptions, zstd: bool) -> Result<DshImport, Error> {
-    let (scanned, checked) = scan_checked(file)?;
+/// The import of a file's scanned text (`checked[i]`: event line `i` was found lossless).
+fn import_scanned(
+    scanned: ScannedLog,
+    checked: Vec<bool>,
+    options: &ImportOptions,
+    zstd: bool,
+) -> Result<DshImport, Error> {
     let (header, events) = parse_scanned(scanned.header, scanned.events, checked, options)?;
     // A header declaring V1 or later is read with its own format's rules
     // (`SessionState::new` picks them); V0 with the caller's.
@@ -341,19 +360,26 @@ pub fn import_and_export(
     import: &ImportOptions,
     export: &ExportOptions,
 ) -> Result<(DshImport, Vec<u8>), Error> {
-    let decoded = if zstd_file::is_zstd(file) {
-        Some(zstd_file::decode(file)?)
-    } else {
-        None
-    };
-    let zstd = decoded.is_some();
-    let plain = decoded.as_ref().map_or(file, |d| d.plain.as_slice());
-    let (scanned, checked) = scan_checked(plain)?;
-    if !needs_migration(scanned.header.format(), export.format) {
-        let imported = import_jsonl(file, import)?;
+    with_plain_text(file, |plain, zstd| {
+        let (scanned, checked) = scan_checked(plain)?;
+        if needs_migration(scanned.header.format(), export.format) {
+            return import_and_migrate(scanned, checked, import, export, zstd);
+        }
+        let imported = import_scanned(scanned, checked, import, zstd)?;
         let out = export_dsh(&imported.session, export)?;
-        return Ok((imported, out));
-    }
+        Ok((imported, out))
+    })
+}
+
+/// [`import_and_export`] of a scanned file that DSH's migration exports: the events are
+/// folded on one thread while the other migrates them.
+fn import_and_migrate(
+    scanned: ScannedLog,
+    checked: Vec<bool>,
+    import: &ImportOptions,
+    export: &ExportOptions,
+    zstd: bool,
+) -> Result<(DshImport, Vec<u8>), Error> {
     let (header, mut events) = parse_scanned(scanned.header, scanned.events, checked, import)?;
     Session::upgrade_all(&header, &mut events)?;
     let version = import.version.clone();
@@ -366,10 +392,7 @@ pub fn import_and_export(
         (folded, migrated)
     });
     let session = Session::from_folded(folded?, events);
-    let mut imported = finish_import(session, scanned.tail, import, zstd)?;
-    if let Some(decoded) = &decoded {
-        note_torn_frame(&mut imported, decoded);
-    }
+    let imported = finish_import(session, scanned.tail, import, zstd)?;
     let out = if imported.closers.is_empty() {
         migrated?
     } else {
