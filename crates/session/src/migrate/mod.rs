@@ -3,7 +3,7 @@
 //! same refusals with DSH's reasons.
 //!
 //! Each stage is a pure function from one format's events to the next one's
-//! ([`v0_v1`], [`v1_v2`], [`v2_v3`], [`v3_v4`]); [`to_latest`] chains them from the
+//! ([`v0_v1`], [`v1_v2`], [`v2_v3`], [`v3_v4`]); [`export_latest`] chains them from the
 //! format a session declares. Values stay the stored text until a stage reshapes them
 //! ([`value`]), so what no stage touches is copied as it was. A stage refuses with DSH's
 //! message: its `SessionFormatUnsupportedMigrationError`s read as they are, its other
@@ -526,18 +526,6 @@ fn migrate_text(
     out.push('\n');
     migrate_into(&facts, from, events, out).map_err(|r| refused(from, r.0))?;
     Ok(latest)
-}
-
-/// DSH's migration of a session declaring an older format to the latest: the header and
-/// the events DSH writes into `session.v4.jsonl` (before the `session/end-seed` a resume
-/// appends), or DSH's reason for refusing it.
-pub fn to_latest(
-    header: &SessionHeader,
-    events: &[Event],
-) -> Result<(SessionHeader, Vec<String>), Error> {
-    let mut text = String::new();
-    let latest = migrate_text(header, events, &mut text)?;
-    Ok((latest, text.lines().skip(1).map(str::to_owned).collect()))
 }
 
 /// The file DSH's migration writes for a session declaring an older format: the latest
