@@ -327,7 +327,7 @@ fn parse_scanned(
         .into_iter()
         .zip(checked)
         .enumerate()
-        .map(|(i, (raw, lossless))| Event::parse_owned(raw, i as u64, !lossless))
+        .map(|(i, (raw, lossless))| Event::parse_checked(raw, i as u64, !lossless))
         .collect::<Result<Vec<_>, _>>()?;
     Ok((header, events))
 }

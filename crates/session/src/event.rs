@@ -167,20 +167,15 @@ impl Event {
         Self::parse_checked(raw, seq_hint, false)
     }
 
-    /// [`Event::parse`] of text the caller owns, which moves into the event; with
-    /// `lossless_scan` false the caller has already found the whole text lossless JSON
-    /// ([`json::validate_str`]), and that scan is not repeated.
-    pub(crate) fn parse_owned(
-        raw: String,
+    /// Parses `raw` and keeps it: text the caller already owns (an envelope just written)
+    /// is moved into the event instead of copied. With `lossless_scan` false the caller has
+    /// already found the whole text lossless JSON ([`json::validate_str`]), and that scan is
+    /// not repeated.
+    pub(crate) fn parse_checked<R>(
+        owned: R,
         seq_hint: u64,
         lossless_scan: bool,
-    ) -> Result<Event, Error> {
-        Self::parse_checked(raw, seq_hint, lossless_scan)
-    }
-
-    /// Parses `raw` and keeps it: text the caller already owns (an envelope just written)
-    /// is moved into the event instead of copied.
-    fn parse_checked<R>(owned: R, seq_hint: u64, lossless_scan: bool) -> Result<Event, Error>
+    ) -> Result<Event, Error>
     where
         R: AsRef<str> + Into<Box<str>>,
     {
