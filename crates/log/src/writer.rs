@@ -255,13 +255,7 @@ impl Inner {
         if fits(st) {
             return Ok(());
         }
-        if let Err(e) = self.roll(st, false) {
-            let what = format!("sealing segment {}: {e}", st.active.id);
-            return Err(self.poison(st, what));
-        }
-        // The roll synced everything before it: every waiting committer is durable.
-        self.wake_all();
-        Ok(())
+        self.roll_or_poison(st, false)
     }
 
     /// Seals the active segment when it holds a record of any stream, and starts the next,
@@ -276,12 +270,19 @@ impl Inner {
             return Ok(false);
         }
         // The store is at rest: the next segment starts small, as a new store's first does.
-        if let Err(e) = self.roll(&mut st, true) {
+        self.roll_or_poison(&mut st, true)?;
+        Ok(true)
+    }
+
+    /// [`roll`](Self::roll), poisoning the writer when it fails; when it succeeds it synced
+    /// everything before it, so every waiting committer is durable and is woken.
+    fn roll_or_poison(&self, st: &mut State, start_small: bool) -> Result<()> {
+        if let Err(e) = self.roll(st, start_small) {
             let what = format!("sealing segment {}: {e}", st.active.id);
-            return Err(self.poison(&mut st, what));
+            return Err(self.poison(st, what));
         }
         self.wake_all();
-        Ok(true)
+        Ok(())
     }
 
     /// Seals the active segment and starts the next, reserved whole or, when `start_small`,
