@@ -182,10 +182,7 @@ impl Blocks {
             // A sequential read asks for the block it read last, record after record: that
             // one is first and stays where it is.
             if let Some(at) = recent.iter().position(|(b, _)| *b == i) {
-                if at > 0 {
-                    let hit = recent.remove(at);
-                    recent.insert(0, hit);
-                }
+                recent[..=at].rotate_right(1);
                 return Ok((recent[0].1.clone(), start));
             }
         }
