@@ -202,12 +202,15 @@ struct Uploads {
     objects: usize,
     bytes: u64,
     queue: Vec<(String, Bytes)>,
+    /// The bytes in `queue`.
+    queued_bytes: usize,
 }
 
 /// Queues `bytes` for upload under `key`.
 fn upload(key: &str, bytes: Bytes, uploads: &mut Uploads) {
     uploads.objects += 1;
     uploads.bytes += bytes.len() as u64;
+    uploads.queued_bytes += bytes.len();
     uploads.queue.push((key.to_owned(), bytes));
 }
 
@@ -557,7 +560,7 @@ impl Shipper {
             let Some(object) = self.ship_sealed(dir, id, state, uploads)? else {
                 return Ok(None);
             };
-            if uploads.queue.iter().map(|(_, b)| b.len()).sum::<usize>() >= SEND_AT_BYTES {
+            if uploads.queued_bytes >= SEND_AT_BYTES {
                 // A store shipped for the first time is not held in memory whole.
                 self.send(uploads)?;
             }
@@ -741,6 +744,7 @@ impl Shipper {
     /// Uploads the queued objects, several at a time, each after a lease check.
     fn send(&self, uploads: &mut Uploads) -> Result<()> {
         let queue = std::mem::take(&mut uploads.queue);
+        uploads.queued_bytes = 0;
         parallel::for_each(&queue, |(key, bytes)| {
             self.check_owner()?;
             self.objects.put(key, bytes.clone())
