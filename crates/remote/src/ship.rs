@@ -375,15 +375,6 @@ impl Shipper {
                 return Err(e);
             }
         };
-        let sessions = source
-            .streams()
-            .into_iter()
-            .map(|s| ShippedStream {
-                name: s.name,
-                stream: s.id.0,
-                next_seq: s.next_seq.0,
-            })
-            .collect();
         let mut manifests = self.manifests.lock();
         let same = |s: &[ShippedSegment], c: &[ShippedCheckpoint]| s == segments && c == cache;
         match (&manifests.pending, &manifests.last) {
@@ -400,6 +391,17 @@ impl Shipper {
             cache: cache.clone(),
             durable_lsn: durable_lsn.0,
         });
+        drop(manifests);
+        // Listed only for a manifest that will be written, and outside the manifests lock.
+        let sessions = source
+            .streams()
+            .into_iter()
+            .map(|s| ShippedStream {
+                name: s.name,
+                stream: s.id.0,
+                next_seq: s.next_seq.0,
+            })
+            .collect();
         let manifest = Manifest {
             format: MANIFEST_FORMAT,
             store_id: ours,
