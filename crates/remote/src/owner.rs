@@ -123,11 +123,10 @@ impl Owner {
         }
     }
 
-    /// Whether the lease was found lost (by a refused renewal or a passed deadline): then it
-    /// stays lost. A lease whose deadline passed unnoticed counts as lost at the next
-    /// [`Owner::check`].
+    /// Whether the lease is lost (by a refused renewal or a passed deadline, noticed now or
+    /// before): exactly when [`Owner::check`] fails. A lost lease stays lost.
     pub fn is_lost(&self) -> bool {
-        self.valid_until.lock().is_none()
+        self.check().is_err()
     }
 
     /// Renews the lease in the background every third of its TTL until the returned
