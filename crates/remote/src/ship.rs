@@ -257,8 +257,10 @@ impl Shipper {
     where
         Error: From<E>,
     {
-        self.check_owner()?;
-        let committed = commit()?;
+        let committed = match &self.owner {
+            Some(owner) => owner.commit(commit)?,
+            None => commit()?,
+        };
         let reader = store.log_reader();
         self.ship_through(&reader, reader.durable_lsn())?;
         Ok(committed)
