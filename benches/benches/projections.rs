@@ -178,7 +178,9 @@ fn inputs(dir: &Path) -> Vec<EventInput> {
             let mut input =
                 EventInput::new(e.stored_type(), e.time(), e.stored_data().raw().to_owned());
             input.surface_op = e.surface_op();
-            input.source_event_seqs = e.source_event_seqs().map(<[u64]>::to_vec);
+            input.source_event_seqs = e
+                .source_event_seqs()
+                .map(<[sessionlog::session::Seq]>::to_vec);
             input.ignorable = e.is_ignorable();
             input
         })

@@ -243,11 +243,16 @@ impl RecentItems {
 pub(crate) fn item_seqs(h: &SessionHandle, limit: Option<usize>, below: Option<u64>) -> Vec<u64> {
     let surface = h.state().surface_state();
     let below = below.unwrap_or(u64::MAX);
-    let wanted = |s: &u64| *s < below && surface.has_message(*s);
+    let wanted = |s: &Seq| s.get() < below && surface.has_message(*s);
     match limit {
-        None => surface.iter().filter(wanted).collect(),
+        None => surface.iter().filter(wanted).map(Seq::get).collect(),
         Some(n) => {
-            let mut seqs: Vec<u64> = surface.iter_rev().filter(wanted).take(n).collect();
+            let mut seqs: Vec<u64> = surface
+                .iter_rev()
+                .filter(wanted)
+                .take(n)
+                .map(Seq::get)
+                .collect();
             seqs.reverse();
             seqs
         }
@@ -423,7 +428,7 @@ fn shadow_batch(
                 start: Seq(first),
                 end: Seq(last),
             })
-            .with_sources(sources)]
+            .with_sources(sources.into_iter().map(Seq).collect())]
     })
 }
 
@@ -454,7 +459,7 @@ pub(crate) fn clear_items(h: &mut SessionHandle, now_ms: i64) -> sessionlog::Res
     if item_seqs(h, Some(1), None).is_empty() {
         return Ok(());
     }
-    let nodes = h.state().surface_state().to_vec();
+    let nodes: Vec<u64> = h.state().surface_state().iter().map(Seq::get).collect();
     let (Some(&first), Some(&last)) = (nodes.first(), nodes.last()) else {
         return Ok(());
     };

@@ -295,7 +295,9 @@ impl StoredEvent {
     /// The cited source events, if any.
     #[getter]
     fn source_event_seqs(&self) -> Option<Vec<u64>> {
-        self.event.source_event_seqs().map(<[u64]>::to_vec)
+        self.event
+            .source_event_seqs()
+            .map(|seqs| seqs.iter().map(|s| s.get()).collect())
     }
     /// The envelope exactly as stored (JSON text).
     #[getter]
@@ -929,7 +931,8 @@ impl SessionHandle {
         match outcome {
             CompactionOutcome::Compacted(report) => {
                 d.set_item("outcome", "compacted")?;
-                d.set_item("shadowed", report.shadowed)?;
+                let shadowed: Vec<u64> = report.shadowed.iter().map(|s| s.get()).collect();
+                d.set_item("shadowed", shadowed)?;
                 d.set_item("shadowed_tokens", report.shadowed_tokens)?;
                 d.set_item("summary_tokens", report.summary_tokens)?;
                 d.set_item("attempts", report.attempts)?;

@@ -41,7 +41,7 @@ fn replacing(input: EventInput, start: u64, end: u64, sources: &[u64]) -> EventI
             start: Seq(start),
             end: Seq(end),
         })
-        .with_sources(sources.to_vec())
+        .with_sources(sources.iter().map(|&s| Seq(s)).collect())
 }
 
 /// A store in a temporary directory with one session: `turn/start` (seq 0), `step/start` (1),
@@ -179,7 +179,7 @@ fn cases() -> Vec<(&'static str, EventInput, Expect)> {
         ),
         (
             "sources citing a future event",
-            user("u9", "x").with_sources(vec![99]),
+            user("u9", "x").with_sources(vec![Seq(99)]),
             |e| rule(e, Rule::SourceEventSeqs),
         ),
         (
@@ -355,8 +355,8 @@ fn an_event_stating_a_seq_gap_is_refused() {
     };
     match handle.append(input) {
         Err(Error::Session(SessionError::SeqMismatch {
-            expected: 4,
-            got: 7,
+            expected: Seq(4),
+            got: Seq(7),
         })) => {}
         other => panic!("a seq gap was not refused: {other:?}"),
     }

@@ -587,7 +587,8 @@ fn with_sources_for(event: Event, format: DshFormat) -> Result<Event, Error> {
         let Some(value) = JsonRef::new(raw).get("sourceEventSeqs") else {
             return Ok(event);
         };
-        let text = source_list_text(seqs, format.writes_source_ranges());
+        let seqs: Vec<u64> = seqs.iter().map(|s| s.get()).collect();
+        let text = source_list_text(&seqs, format.writes_source_ranges());
         if text == value.raw() {
             return Ok(event);
         }

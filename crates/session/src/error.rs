@@ -7,6 +7,7 @@ use sessionlog_format::ErrorClass;
 
 use std::fmt;
 
+use crate::event::Seq;
 use crate::json::JsonErrorKind;
 
 /// Which validation rule an event broke.
@@ -79,9 +80,9 @@ pub enum Error {
     #[error("event seq {got} is out of order: the session expects seq {expected} next")]
     SeqMismatch {
         /// The next seq of the session.
-        expected: u64,
+        expected: Seq,
         /// The seq the event carried.
-        got: u64,
+        got: Seq,
     },
     /// An event type outside the known-type set that does not carry `"ignorable": true`.
     #[error(
@@ -90,7 +91,7 @@ pub enum Error {
     )]
     UnknownEventType {
         /// The event's seq.
-        seq: u64,
+        seq: Seq,
         /// The unknown type.
         event_type: String,
         /// The format version whose vocabulary was used.
@@ -100,7 +101,7 @@ pub enum Error {
     #[error("event {seq} ({event_type}) rejected by the {rule} rule: {detail}")]
     Invalid {
         /// The event's seq.
-        seq: u64,
+        seq: Seq,
         /// The event's type.
         event_type: String,
         /// The broken rule.
@@ -145,7 +146,7 @@ pub enum Error {
     )]
     NotInFormat {
         /// The seq the event would have had.
-        seq: u64,
+        seq: Seq,
         /// The event's type.
         event_type: String,
         /// The session's declared format.
@@ -171,7 +172,7 @@ pub enum Error {
     #[error("event {seq} ({event_type}) is a malformed legacy shape: {detail}")]
     Legacy {
         /// The event's seq.
-        seq: u64,
+        seq: Seq,
         /// The event's type.
         event_type: String,
         /// What is wrong.
@@ -190,7 +191,7 @@ pub enum Error {
     #[error("cannot read back event {seq} of the session: {detail}")]
     LookBack {
         /// The event's seq.
-        seq: u64,
+        seq: Seq,
         /// Why, as the store reports it (its own advice included).
         detail: String,
         /// The store's class of the failure (damage, or the environment).
@@ -217,7 +218,7 @@ impl Error {
         detail: impl Into<String>,
     ) -> Self {
         Error::Invalid {
-            seq,
+            seq: Seq(seq),
             event_type: event_type.to_owned(),
             rule,
             detail: detail.into(),

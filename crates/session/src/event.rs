@@ -24,6 +24,15 @@ impl Seq {
     }
 }
 
+/// The seq `n` places after this one.
+impl std::ops::Add<u64> for Seq {
+    type Output = Seq;
+
+    fn add(self, n: u64) -> Seq {
+        Seq(self.0.saturating_add(n))
+    }
+}
+
 impl From<u64> for Seq {
     fn from(seq: u64) -> Seq {
         Seq(seq)
@@ -134,7 +143,7 @@ pub struct Event {
     surface_op: Option<SurfaceOp>,
     /// Whether a replacement is spelled `{op, startSeq, endSeq}` (DSH V3 and later).
     replace_spells_seq: bool,
-    source_event_seqs: Option<Box<[u64]>>,
+    source_event_seqs: Option<Box<[Seq]>>,
     ignorable: bool,
     /// The members of the stored payload (and of its `message` object), found while the
     /// envelope was parsed, so the rules read payload fields without walking the payload
@@ -377,7 +386,7 @@ impl Event {
 
     /// The cited source events, if the key is present (`[start, end]` range pairs
     /// expanded).
-    pub fn source_event_seqs(&self) -> Option<&[u64]> {
+    pub fn source_event_seqs(&self) -> Option<&[Seq]> {
         self.source_event_seqs.as_deref()
     }
 
@@ -392,7 +401,7 @@ impl Event {
     }
 }
 
-fn parse_sources(list: JsonRef<'_>, seq: u64) -> Result<Box<[u64]>, String> {
+fn parse_sources(list: JsonRef<'_>, seq: u64) -> Result<Box<[Seq]>, String> {
     if !list.is_array() {
         return Err("must be an array of seqs".to_owned());
     }
@@ -441,7 +450,7 @@ fn parse_sources(list: JsonRef<'_>, seq: u64) -> Result<Box<[u64]>, String> {
     if sorted.windows(2).any(|w| w[0] == w[1]) {
         return Err("entries must not repeat".to_owned());
     }
-    Ok(out.into_boxed_slice())
+    Ok(out.into_iter().map(Seq).collect())
 }
 
 /// An event to append: everything but the seq, which the session assigns.
@@ -456,7 +465,7 @@ pub struct EventInput {
     /// The surface operation (mandatory on surface types, forbidden elsewhere).
     pub surface_op: Option<SurfaceOp>,
     /// The cited source events.
-    pub source_event_seqs: Option<Vec<u64>>,
+    pub source_event_seqs: Option<Vec<Seq>>,
     /// Whether an unknown type may be skipped by readers that do not know it.
     pub ignorable: bool,
     /// When set, must equal the session's next seq.
@@ -484,7 +493,7 @@ impl EventInput {
     }
 
     /// Sets the cited sources.
-    pub fn with_sources(mut self, sources: Vec<u64>) -> Self {
+    pub fn with_sources(mut self, sources: Vec<Seq>) -> Self {
         self.source_event_seqs = Some(sources);
         self
     }
@@ -537,8 +546,8 @@ impl EventInput {
             None => None,
             Some(list) => Some(
                 list.elements()
-                    .map(|s| s.as_seq())
-                    .collect::<Option<Vec<u64>>>()
+                    .map(|s| s.as_seq().map(Seq))
+                    .collect::<Option<Vec<Seq>>>()
                     .filter(|_| list.is_array())
                     .ok_or_else(|| bad("sourceEventSeqs must be an array of seqs"))?,
             ),

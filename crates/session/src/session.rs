@@ -153,8 +153,8 @@ impl Session {
         if let Some(seq) = input.seq {
             if seq != next {
                 return Err(Error::SeqMismatch {
-                    expected: next,
-                    got: seq.get(),
+                    expected: Seq(next),
+                    got: seq,
                 });
             }
         }
@@ -274,7 +274,7 @@ impl Session {
         let mut out = Vec::with_capacity(surface.len());
         for seq in surface.iter() {
             if let Some(message) = self
-                .event(Seq(seq))
+                .event(seq)
                 .and_then(|e| derive_message(self.version(), e))
             {
                 out.push(message);

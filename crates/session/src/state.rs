@@ -222,7 +222,7 @@ impl SessionState {
             return Ok(());
         }
         format.holds(event).map_err(|reason| Error::NotInFormat {
-            seq: event.seq().get(),
+            seq: event.seq(),
             event_type: event.event_type().to_owned(),
             format,
             reason,
@@ -394,7 +394,7 @@ impl SessionState {
 
     /// The current surface, in order.
     pub fn surface(&self) -> Vec<Seq> {
-        self.surface.iter().map(Seq).collect()
+        self.surface.to_vec()
     }
 
     /// The surface state (for iteration without collecting).
@@ -412,7 +412,7 @@ impl SessionState {
     /// ([`derive_message`](crate::derive_message)) gives the model history, with no other
     /// event needed.
     pub fn message_nodes(&self) -> impl Iterator<Item = Seq> + '_ {
-        self.surface.message_nodes().map(Seq)
+        self.surface.message_nodes()
     }
 
     /// The seq of the newest `request/header` (the next request's envelope and tools).
@@ -452,19 +452,19 @@ impl SessionState {
     }
 
     /// The cached estimate of a current surface node (0 when tokens are not measured).
-    pub fn node_estimate(&self, seq: u64) -> Option<u32> {
-        self.surface.facts(seq).map(|f| f.estimate)
+    pub fn node_estimate(&self, seq: Seq) -> Option<u32> {
+        self.surface.facts(seq.get()).map(|f| f.estimate)
     }
 
     /// The summed cached estimates of `nodes` (nodes not on the surface count 0).
-    pub fn estimate_nodes(&self, nodes: &[u64]) -> u64 {
+    pub fn estimate_nodes(&self, nodes: &[Seq]) -> u64 {
         estimate_nodes(&self.surface, nodes)
     }
 
     pub(crate) fn check_vocabulary(&self, event: &Event) -> Result<(), Error> {
         if !event.is_ignorable() && !self.version.is_known(event.event_type()) {
             return Err(Error::UnknownEventType {
-                seq: event.seq().get(),
+                seq: event.seq(),
                 event_type: event.event_type().to_owned(),
                 version: self.version.name(),
             });
@@ -482,8 +482,8 @@ impl SessionState {
         let expected = self.next_seq;
         if event.seq().get() != expected {
             return Err(Error::SeqMismatch {
-                expected,
-                got: event.seq().get(),
+                expected: Seq(expected),
+                got: event.seq(),
             });
         }
         validate::check_retired(event)?;

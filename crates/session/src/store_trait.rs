@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::chunks::write_packed;
 use crate::error::Error;
-use crate::event::{Event, EventInput};
+use crate::event::{Event, EventInput, Seq};
 use crate::header::SessionHeader;
 use crate::lookback::WithPending;
 use crate::session::Session;
@@ -318,8 +318,8 @@ fn new_event(
         NewEvent::Input(input) => {
             if let Some(seq) = input.seq.filter(|s| *s != next) {
                 return Err(Error::SeqMismatch {
-                    expected: next,
-                    got: seq.get(),
+                    expected: Seq(next),
+                    got: seq,
                 });
             }
             (
@@ -337,8 +337,8 @@ fn new_event(
     };
     if event.seq().get() != next {
         return Err(Error::SeqMismatch {
-            expected: next,
-            got: event.seq().get(),
+            expected: Seq(next),
+            got: event.seq(),
         });
     }
     // The load-time legacy upgrade: only a legacy tool result that is itself a replacement

@@ -12,6 +12,8 @@
 
 use std::collections::HashMap;
 
+use crate::event::Seq;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Link {
     pub(crate) prev: Option<u64>,
@@ -63,8 +65,8 @@ impl Surface {
     }
 
     /// Whether `seq` is currently a node.
-    pub fn contains(&self, seq: u64) -> bool {
-        self.links.contains_key(&seq)
+    pub fn contains(&self, seq: Seq) -> bool {
+        self.links.contains_key(&seq.get())
     }
 
     /// How many replacements have been applied.
@@ -73,7 +75,12 @@ impl Surface {
     }
 
     /// The nodes in surface order.
-    pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = Seq> + '_ {
+        self.seqs().map(Seq)
+    }
+
+    /// The nodes in surface order, as the numbers the links are keyed by.
+    pub(crate) fn seqs(&self) -> impl Iterator<Item = u64> + '_ {
         let mut cursor = self.head;
         std::iter::from_fn(move || {
             let current = cursor?;
@@ -84,29 +91,29 @@ impl Surface {
 
     /// The nodes from the newest to the oldest. Reading the newest `n` costs O(`n`), so a
     /// reader that wants only the end of a long surface never walks its start.
-    pub fn iter_rev(&self) -> impl Iterator<Item = u64> + '_ {
+    pub fn iter_rev(&self) -> impl Iterator<Item = Seq> + '_ {
         let mut cursor = self.tail;
         std::iter::from_fn(move || {
             let current = cursor?;
             cursor = self.links.get(&current).and_then(|l| l.prev);
-            Some(current)
+            Some(Seq(current))
         })
     }
 
     /// The nodes in surface order, collected.
-    pub fn to_vec(&self) -> Vec<u64> {
+    pub fn to_vec(&self) -> Vec<Seq> {
         self.iter().collect()
     }
 
     /// The nodes that contribute a derived message, in surface order: reading these events
     /// by seq and taking each one's message gives the model history.
-    pub fn message_nodes(&self) -> impl Iterator<Item = u64> + '_ {
+    pub fn message_nodes(&self) -> impl Iterator<Item = Seq> + '_ {
         self.iter().filter(|seq| self.has_message(*seq))
     }
 
     /// Whether `seq` is a current node that contributes a derived message.
-    pub fn has_message(&self, seq: u64) -> bool {
-        self.links.get(&seq).is_some_and(|l| l.node.message)
+    pub fn has_message(&self, seq: Seq) -> bool {
+        self.links.get(&seq.get()).is_some_and(|l| l.node.message)
     }
 
     /// What is kept about a current node.
@@ -121,7 +128,7 @@ impl Surface {
 
     /// The nodes in surface order with their order keys and facts.
     pub(crate) fn nodes(&self) -> impl Iterator<Item = (u64, u64, NodeFacts)> + '_ {
-        self.iter()
+        self.seqs()
             .filter_map(|seq| self.links.get(&seq).map(|l| (seq, l.key, l.node)))
     }
 
@@ -180,7 +187,7 @@ impl Surface {
         &self,
         start: u64,
         end: u64,
-        sources: &[u64],
+        sources: &[Seq],
     ) -> Result<Vec<u64>, RangeError> {
         let first = self
             .links
@@ -203,10 +210,13 @@ impl Surface {
         if sources.len() > 32 {
             let mut sorted = sources.to_vec();
             sorted.sort_unstable();
-            if let Some(missing) = shadowed.iter().find(|s| sorted.binary_search(s).is_err()) {
+            if let Some(missing) = shadowed
+                .iter()
+                .find(|s| sorted.binary_search(&Seq(**s)).is_err())
+            {
                 return Err(RangeError::MissingSource(*missing));
             }
-        } else if let Some(missing) = shadowed.iter().find(|s| !sources.contains(s)) {
+        } else if let Some(missing) = shadowed.iter().find(|s| !sources.contains(&Seq(**s))) {
             return Err(RangeError::MissingSource(*missing));
         }
         Ok(shadowed)

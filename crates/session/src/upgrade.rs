@@ -132,7 +132,7 @@ pub fn upgrade_event(
     let seq = event.seq().get();
     let stored_type = event.stored_type();
     let malformed = |detail: &str| Error::Legacy {
-        seq,
+        seq: crate::event::Seq(seq),
         event_type: stored_type.to_owned(),
         detail: detail.to_owned(),
     };

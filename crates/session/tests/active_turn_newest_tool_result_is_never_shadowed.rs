@@ -51,9 +51,9 @@ fn active_turn_newest_tool_result_is_never_shadowed() {
     let CompactionOutcome::Compacted(report) = outcome else {
         panic!("expected a compaction, got {outcome:?}");
     };
-    assert!(!report.shadowed.contains(&newest));
+    assert!(!report.shadowed.contains(&sessionlog_session::Seq(newest)));
     assert!(
-        !report.shadowed.contains(&call),
+        !report.shadowed.contains(&sessionlog_session::Seq(call)),
         "a call is never split from its result"
     );
     assert!(report.events[0].data.contains("\"turn\":1"));

@@ -83,7 +83,7 @@ fn golden_session(counter: Option<Arc<dyn TokenCounter>>) -> Session {
             r#"{"id":"s1","role":"user","content":[{"type":"text","text":"ls"}],"source":{"kind":"user"}}"#,
         )
         .with_surface_op(SurfaceOp::Replace { start: Seq(4), end: Seq(4) })
-        .with_sources(vec![4]),
+        .with_sources(vec![Seq(4)]),
         input(
             "compaction/start",
             r#"{"compactionId":"k1","turn":1}"#,
@@ -157,7 +157,7 @@ fn a_checkpoint_with_tokens_matches_its_golden_vector() {
     let estimates: Vec<u32> = state
         .surface()
         .iter()
-        .map(|s| state.node_estimate(s.get()).unwrap_or(0))
+        .map(|s| state.node_estimate(*s).unwrap_or(0))
         .collect();
     assert_eq!(
         view.surface_estimate.tokens,
@@ -192,7 +192,7 @@ fn a_checkpoint_without_tokens_matches_its_golden_vector() {
     assert!(state
         .surface()
         .iter()
-        .all(|s| state.node_estimate(s.get()) == Some(0)));
+        .all(|s| state.node_estimate(*s) == Some(0)));
 }
 
 #[test]

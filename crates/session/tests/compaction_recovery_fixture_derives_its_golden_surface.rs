@@ -49,7 +49,7 @@ fn compaction_recovery_fixture_derives_its_golden_surface() {
     assert_eq!(view.surface_nodes, 4);
     assert_eq!(
         view.surface_estimate.tokens,
-        projection.estimate_nodes(&surface)
+        projection.estimate_nodes(&session.surface())
     );
     assert_eq!(
         view.surface_estimate.label,

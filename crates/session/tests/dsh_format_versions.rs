@@ -252,7 +252,7 @@ fn v2_writes_runs_of_cited_seqs_as_ranges_and_reads_them_back() {
             r#"{"role":"user","id":"u-sum","content":[{"type":"text","text":"sum"}],"source":{"kind":"user"}}"#,
         )
         .with_surface_op(SurfaceOp::Replace { start: Seq(0), end: Seq(3) })
-        .with_sources(vec![0, 1, 2, 3]),
+        .with_sources(vec![Seq(0), Seq(1), Seq(2), Seq(3)]),
     );
     let session = session_with(&events);
     let v2 = export_dsh(
@@ -265,7 +265,7 @@ fn v2_writes_runs_of_cited_seqs_as_ranges_and_reads_them_back() {
     let back = import_jsonl(&v2, &ImportOptions::default().with_repair(false)).expect("import V2");
     assert_eq!(
         back.session.events()[4].source_event_seqs(),
-        Some(&[0, 1, 2, 3][..])
+        Some(&[Seq(0), Seq(1), Seq(2), Seq(3)][..])
     );
     // At its own format the file comes back byte for byte; at V0 the list is spelled out.
     assert_eq!(

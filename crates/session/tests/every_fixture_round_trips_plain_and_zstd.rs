@@ -70,12 +70,16 @@ fn every_fixture_round_trips_plain_and_zstd() {
                 .unwrap_or_else(|e| panic!("{} as {format}: {e}", log.display()));
             assert_eq!(again.session.header().format(), format);
             crossed += 1;
-            let seqs = |s: &sessionlog_session::Session| -> Vec<Option<Vec<u64>>> {
-                s.events()
-                    .iter()
-                    .map(|e| e.source_event_seqs().map(<[u64]>::to_vec))
-                    .collect()
-            };
+            let seqs =
+                |s: &sessionlog_session::Session| -> Vec<Option<Vec<sessionlog_session::Seq>>> {
+                    s.events()
+                        .iter()
+                        .map(|e| {
+                            e.source_event_seqs()
+                                .map(<[sessionlog_session::Seq]>::to_vec)
+                        })
+                        .collect()
+                };
             assert_eq!(
                 seqs(&again.session),
                 seqs(session),

@@ -38,7 +38,11 @@ fn grow(session: &mut Session, from: usize) {
     }
 }
 
-fn compact_once(session: &mut Session, summarizer: &mut Recording, id: &str) -> Vec<u64> {
+fn compact_once(
+    session: &mut Session,
+    summarizer: &mut Recording,
+    id: &str,
+) -> Vec<sessionlog_session::Seq> {
     let projection =
         TokenProjection::from_session(session, Arc::new(HeuristicCounter)).expect("folds");
     let policy = CompactionPolicy::default().with_keep_recent(KeepRecent::Fraction(0.2));
@@ -68,7 +72,7 @@ fn nested_compaction_hands_the_earlier_summary_to_the_summarizer() {
     };
     grow(&mut session, 0);
     compact_once(&mut session, &mut summarizer, "first");
-    let first_summary = session.surface()[0].get();
+    let first_summary = session.surface()[0];
     assert!(summarizer.previous[0].is_empty());
 
     grow(&mut session, 100);

@@ -78,7 +78,7 @@ fn build(choices: &[(u8, u16)]) -> Session {
                 common::at_step(common::tool_result(&id, &call, &output), turn, step)
             }
             6 if stepped && s.surface().len() >= 2 => {
-                let surface = s.surface_state().to_vec();
+                let surface: Vec<u64> = s.surface_state().iter().map(|n| n.get()).collect();
                 let i = usize::from(arg) % surface.len();
                 let j = i + usize::from(arg / 7) % (surface.len() - i);
                 let (start, end) = (surface[i], surface[j]);
@@ -91,7 +91,7 @@ fn build(choices: &[(u8, u16)]) -> Session {
             7 => {
                 let live: Vec<&(u64, String, String, u32, u32)> = results
                     .iter()
-                    .filter(|(seq, ..)| s.surface_state().contains(*seq))
+                    .filter(|(seq, ..)| s.surface_state().contains(sessionlog_session::Seq(*seq)))
                     .collect();
                 match live.get(usize::from(arg) % live.len().max(1)) {
                     Some((seq, msg_id, call, at_turn, at_step)) => common::replacing(
@@ -190,7 +190,7 @@ fn round_trip(session: &Session) {
 /// Invalid by construction, whatever the session holds.
 fn invalid_input(session: &Session, kind: u8, arg: u16) -> EventInput {
     let next = session.next_seq().get();
-    let surface = session.surface_state().to_vec();
+    let surface: Vec<u64> = session.surface_state().iter().map(|n| n.get()).collect();
     match kind % 9 {
         0 => EventInput::new("todo/write", 1, r#"{"todos":[],"n":-0}"#),
         1 => EventInput::new("todo/write", 1, r#"{"todos":[],"todos":[]}"#),

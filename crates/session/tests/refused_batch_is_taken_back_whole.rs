@@ -31,7 +31,7 @@ fn input(session: &Session, op: &Op, id: usize) -> Option<EventInput> {
     match op {
         Op::Append => Some(user(&format!("u{id}"), &text)),
         Op::Replace { from, len } => {
-            let surface = session.surface_state().to_vec();
+            let surface: Vec<u64> = session.surface_state().iter().map(|n| n.get()).collect();
             if surface.is_empty() {
                 return None;
             }

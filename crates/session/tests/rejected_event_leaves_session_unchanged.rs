@@ -30,7 +30,7 @@ fn every_kind_of_refusal_leaves_the_session_byte_identical() {
         user("", "empty id"),
         replacing(user("u9", "x"), 7, 7, &[1]),
         replacing(tool_result("r9", "c1", "x"), 1, 1, &[1]),
-        user("u9", "x").with_sources(vec![9]),
+        user("u9", "x").with_sources(vec![Seq(9)]),
         EventInput::new(
             "request/header",
             1,

@@ -95,7 +95,7 @@ fn check(session: &Session) -> Vec<String> {
         }
     }
     for seq in state.surface() {
-        if state.node_estimate(seq.get()) != projection.node_estimate(seq.get()) {
+        if state.node_estimate(seq) != projection.node_estimate(seq) {
             problems.push(format!("estimate of node {seq} differs"));
         }
     }

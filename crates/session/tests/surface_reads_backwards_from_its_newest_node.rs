@@ -18,7 +18,7 @@ fn reverse_walk_is_the_surface_order_reversed_after_nested_replacements() {
     push(&mut s, user("u5", "e"));
     push(&mut s, replacing(user("u6", "again"), 4, 3, &[4, 3]));
     let surface = s.state().surface_state();
-    let backwards: Vec<u64> = surface.iter_rev().collect();
+    let backwards: Vec<sessionlog_session::Seq> = surface.iter_rev().collect();
     assert_eq!(backwards, vec![5, 6, 0]);
     let mut forwards = surface.to_vec();
     forwards.reverse();

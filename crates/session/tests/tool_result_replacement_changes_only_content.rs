@@ -20,7 +20,8 @@ fn with_result() -> Session {
     );
     push(
         &mut s,
-        tool_result("r3", "c1", "a very long output").with_sources(vec![2]),
+        tool_result("r3", "c1", "a very long output")
+            .with_sources(vec![sessionlog_session::Seq(2)]),
     );
     s
 }

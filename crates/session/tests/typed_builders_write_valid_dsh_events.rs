@@ -13,7 +13,7 @@ use sessionlog_session::build::{
     TurnEndReason, TurnStart, UserMessage,
 };
 use sessionlog_session::tokens::Usage;
-use sessionlog_session::{export_jsonl, import_jsonl, Error, ImportOptions, Rule, Session};
+use sessionlog_session::{export_jsonl, import_jsonl, Error, ImportOptions, Rule, Seq, Session};
 
 fn one_turn() -> Session {
     let mut s = empty_session();
@@ -212,9 +212,8 @@ fn compaction_builders_write_a_valid_transaction() {
     let start = s
         .try_append(CompactionStart::new("k1"))
         .expect("start")
-        .seq()
-        .get();
-    let shadowed = vec![4, 5, 7];
+        .seq();
+    let shadowed = vec![Seq(4), Seq(5), Seq(7)];
     let summary = s
         .try_append(CompactionSummary::new(
             "k1",
@@ -225,8 +224,7 @@ fn compaction_builders_write_a_valid_transaction() {
             "m",
         ))
         .expect("summary")
-        .seq()
-        .get();
+        .seq();
     s.try_append(SummaryMessage::new(
         "k1",
         "listed a.txt",

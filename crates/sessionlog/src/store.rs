@@ -940,14 +940,11 @@ impl SessionHandle {
         let version = self.state.version();
         let mut out = Vec::with_capacity(self.state.surface_state().len());
         for seq in self.state.surface_state().iter() {
-            let event = self
-                .past
-                .event_at(Seq(seq))?
-                .ok_or_else(|| Error::BadRecord {
-                    session: self.name.clone(),
-                    seq: seq + 1,
-                    detail: "a surface node's event is missing from the log".into(),
-                })?;
+            let event = self.past.event_at(seq)?.ok_or_else(|| Error::BadRecord {
+                session: self.name.clone(),
+                seq: seq.get() + 1,
+                detail: "a surface node's event is missing from the log".into(),
+            })?;
             if let Some(message) = derive_message(version, &event) {
                 out.push(message.to_owned());
             }
@@ -996,8 +993,8 @@ impl SessionHandle {
         if let Some(given) = input.seq {
             if given != seq {
                 return Err(sessionlog_session::Error::SeqMismatch {
-                    expected: seq,
-                    got: given.get(),
+                    expected: Seq(seq),
+                    got: given,
                 }
                 .into());
             }
@@ -1243,7 +1240,7 @@ fn event_input(event: Event) -> EventInput {
     let data = event.stored_data().raw().to_owned();
     let mut input = EventInput::new(event.stored_type(), event.time(), data);
     input.surface_op = event.surface_op();
-    input.source_event_seqs = event.source_event_seqs().map(<[u64]>::to_vec);
+    input.source_event_seqs = event.source_event_seqs().map(<[Seq]>::to_vec);
     input.ignorable = event.is_ignorable();
     input.seq = Some(event.seq());
     input

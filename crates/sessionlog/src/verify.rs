@@ -139,10 +139,10 @@ impl Store {
 /// The event seq and the rule a fold refusal names.
 fn rule_of(e: &SessionError) -> (Option<u64>, String) {
     match e {
-        SessionError::Invalid { seq, rule, .. } => (Some(*seq), rule.to_string()),
-        SessionError::UnknownEventType { seq, .. } => (Some(*seq), "known event type".into()),
-        SessionError::Legacy { seq, .. } => (Some(*seq), "legacy shape".into()),
-        SessionError::SeqMismatch { got, .. } => (Some(*got), "gap-free seq".into()),
+        SessionError::Invalid { seq, rule, .. } => (Some(seq.get()), rule.to_string()),
+        SessionError::UnknownEventType { seq, .. } => (Some(seq.get()), "known event type".into()),
+        SessionError::Legacy { seq, .. } => (Some(seq.get()), "legacy shape".into()),
+        SessionError::SeqMismatch { got, .. } => (Some(got.get()), "gap-free seq".into()),
         _ => (None, "fold".into()),
     }
 }

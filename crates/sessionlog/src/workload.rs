@@ -273,7 +273,7 @@ impl Workload {
             let args = r#""{\"command\": \"cargo test\"}""#;
             let mut sources = Vec::with_capacity(chunks as usize + 6);
             let mut chunk = |out: &mut Vec<EventInput>, body: String| {
-                sources.push(first_seq + out.len() as u64);
+                sources.push(Seq(first_seq + out.len() as u64));
                 out.push(EventInput::new(
                     "assistant/chunk",
                     time,
@@ -349,7 +349,7 @@ impl Workload {
                 out.push(
                     EventInput::new("tool/result", time, format!(r#"{{"turn":{t},"step":{s},"message":{{"source":{{"kind":"tool","callId":"{id}"}},"content":[{{"type":"tool-result","toolCallId":"{id}","content":[{{"type":"text","text":{body}}}],"isError":false}}],"role":"user","id":"r-{id}"}}}}"#))
                         .with_surface_op(SurfaceOp::Append)
-                        .with_sources(vec![call_seq]),
+                        .with_sources(vec![Seq(call_seq)]),
                 );
             }
             out.push(EventInput::new(
@@ -415,8 +415,8 @@ impl Workload {
                 ),
             ),
         ];
-        let mut sources = vec![first_seq, first_seq + 1];
-        sources.extend(shadowed.iter().map(|s| s.get()));
+        let mut sources = vec![Seq(first_seq), Seq(first_seq + 1)];
+        sources.extend_from_slice(shadowed);
         out.push(
             EventInput::new("user/message", time, format!(r#"{{"content":[{{"type":"text","text":{summary}}}],"source":{{"kind":"user"}},"role":"user","id":"{id}-summary"}}"#))
                 .with_surface_op(SurfaceOp::Replace { start, end })

@@ -70,7 +70,7 @@ fn every_assistant_message_equals_the_stream_it_cites() {
         let chunks: Vec<Value> = cited
             .iter()
             .map(|&seq| {
-                let source = &events[seq as usize];
+                let source = &events[seq.get() as usize];
                 assert_eq!(source.event_type, "assistant/chunk");
                 data(source)["chunk"].clone()
             })

@@ -60,7 +60,7 @@ fn golden_events() -> Vec<Event> {
         ),
         EventInput::new("tool/result", t + 30, result("c1", false))
             .with_surface_op(append)
-            .with_sources(vec![4]),
+            .with_sources(vec![Seq(4)]),
         EventInput::new(
             "tool/call",
             t + 40,
@@ -68,10 +68,10 @@ fn golden_events() -> Vec<Event> {
         ),
         EventInput::new("tool/result", t + 290, result("c2", true))
             .with_surface_op(append)
-            .with_sources(vec![6]),
+            .with_sources(vec![Seq(6)]),
         EventInput::new("tool/result", t + 300, result("c1", false))
             .with_surface_op(SurfaceOp::Replace { start: Seq(5), end: Seq(5) })
-            .with_sources(vec![5]),
+            .with_sources(vec![Seq(5)]),
         EventInput::new("step/end", t + 310, r#"{"turn":1,"step":1}"#),
         EventInput::new(
             "turn/end",
@@ -239,7 +239,7 @@ fn longer_events() -> Vec<Event> {
             r#"{"turn":1,"step":1,"message":{"id":"r-c1b","role":"user","source":{"kind":"tool","callId":"c1"},"content":[{"type":"tool-result","toolCallId":"c1","content":[{"type":"text","text":"o"}],"isError":false}]}}"#,
         )
         .with_surface_op(SurfaceOp::Replace { start: Seq(8), end: Seq(8) })
-        .with_sources(vec![5, 8]),
+        .with_sources(vec![Seq(5), Seq(8)]),
         chunk(),
     ];
     let first = events.len() as u64;

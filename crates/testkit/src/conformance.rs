@@ -391,7 +391,7 @@ fn invalid_event_leaves_the_session_unchanged(
             start: Seq(0),
             end: Seq(0),
         })
-        .with_sources(vec![0]);
+        .with_sources(vec![Seq(0)]);
     let valid = step_end();
     let cases: Vec<(&str, Vec<NewEvent<'_>>)> = vec![
         (

@@ -96,7 +96,7 @@ impl BuildEvent for CompactionEnd {
 pub struct CompactionSummary {
     pub(super) compaction_id: String,
     pub(super) summary: String,
-    pub(super) shadowed_seqs: Vec<u64>,
+    pub(super) shadowed_seqs: Vec<Seq>,
     pub(super) shadowed_token_count: u64,
     pub(super) provider: String,
     pub(super) model: String,
@@ -110,7 +110,7 @@ impl CompactionSummary {
     pub fn new(
         compaction_id: impl Into<String>,
         summary: impl Into<String>,
-        shadowed_seqs: Vec<u64>,
+        shadowed_seqs: Vec<Seq>,
         shadowed_token_count: u64,
         provider: impl Into<String>,
         model: impl Into<String>,
@@ -145,8 +145,8 @@ impl BuildEvent for CompactionSummary {
             ));
         };
         let range = ObjectWriter::new()
-            .int("start", int(*first))
-            .int("end", int(*last))
+            .int("start", int(first.get()))
+            .int("end", int(last.get()))
             .finish();
         let mut data = ObjectWriter::new()
             .string("compactionId", &self.compaction_id)
@@ -175,8 +175,8 @@ impl BuildEvent for CompactionSummary {
 pub struct SummaryMessage {
     pub(super) compaction_id: String,
     pub(super) text: String,
-    pub(super) shadowed_seqs: Vec<u64>,
-    pub(super) cited: Vec<u64>,
+    pub(super) shadowed_seqs: Vec<Seq>,
+    pub(super) cited: Vec<Seq>,
     pub(super) id: Option<String>,
     pub(super) at: Option<i64>,
 }
@@ -188,8 +188,8 @@ impl SummaryMessage {
     pub fn new(
         compaction_id: impl Into<String>,
         text: impl Into<String>,
-        shadowed_seqs: Vec<u64>,
-        cited: Vec<u64>,
+        shadowed_seqs: Vec<Seq>,
+        cited: Vec<Seq>,
     ) -> Self {
         SummaryMessage {
             compaction_id: compaction_id.into(),
@@ -217,10 +217,7 @@ impl BuildEvent for SummaryMessage {
         sources.extend(self.shadowed_seqs);
         Ok(
             EventInput::new("user/message", position.time(self.at), data)
-                .with_surface_op(SurfaceOp::Replace {
-                    start: Seq(start),
-                    end: Seq(end),
-                })
+                .with_surface_op(SurfaceOp::Replace { start, end })
                 .with_sources(sources),
         )
     }

@@ -303,7 +303,7 @@ impl BuildEvent for ToolResult {
         }
         let mut input = surface("tool/result", position.time(self.at), data.finish());
         if let Some(call_seq) = call_seq {
-            input = input.with_sources(vec![call_seq]);
+            input = input.with_sources(vec![crate::event::Seq(call_seq)]);
         }
         Ok(input)
     }

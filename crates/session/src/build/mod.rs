@@ -282,7 +282,7 @@ fn surface(event_type: &str, time: i64, data: String) -> EventInput {
     EventInput::new(event_type, time, data).with_surface_op(SurfaceOp::Append)
 }
 
-pub(crate) fn seqs_json(seqs: &[u64]) -> String {
-    let items: Vec<String> = seqs.iter().map(u64::to_string).collect();
+pub(crate) fn seqs_json(seqs: &[crate::event::Seq]) -> String {
+    let items: Vec<String> = seqs.iter().map(crate::event::Seq::to_string).collect();
     format!("[{}]", items.join(","))
 }

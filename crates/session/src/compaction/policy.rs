@@ -138,13 +138,13 @@ pub(crate) fn active_turn(session: &dyn SessionSource) -> Option<i64> {
 /// The newest `tool/result` surface node of the active turn, if the turn is open.
 pub(crate) fn protected_tool_result(
     session: &dyn SessionSource,
-    nodes: &[u64],
-) -> Result<Option<u64>, Error> {
+    nodes: &[Seq],
+) -> Result<Option<Seq>, Error> {
     let Some(turn) = active_turn(session) else {
         return Ok(None);
     };
     for seq in nodes.iter().rev() {
-        let protected = session.event_at(Seq(*seq))?.is_some_and(|e| {
+        let protected = session.event_at(*seq)?.is_some_and(|e| {
             e.event_type() == "tool/result"
                 && e.data().get("turn").and_then(|t| t.as_safe_integer()) == Some(turn)
         });
@@ -158,7 +158,7 @@ pub(crate) fn protected_tool_result(
 /// The chosen range: `nodes[start..end]` of the surface.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Selection {
-    pub(crate) shadowed: Vec<u64>,
+    pub(crate) shadowed: Vec<Seq>,
     pub(crate) shadowed_tokens: u64,
 }
 
@@ -174,7 +174,7 @@ pub(crate) fn select_range(
     let mut first = nodes.len();
     for (index, seq) in nodes.iter().enumerate() {
         let system = session
-            .event_at(Seq(*seq))?
+            .event_at(*seq)?
             .is_some_and(|e| e.event_type() == "system/message");
         if !system {
             first = index;
@@ -199,7 +199,7 @@ pub(crate) fn select_range(
     let mut open: HashSet<String> = HashSet::new();
     let mut end = first;
     for (index, seq) in nodes.iter().enumerate().take(limit).skip(first) {
-        let Some(event) = session.event_at(Seq(*seq))? else {
+        let Some(event) = session.event_at(*seq)? else {
             break;
         };
         let message = message_of(version, &event);
@@ -231,14 +231,14 @@ pub(crate) fn select_range(
             end = index + 1;
         }
     }
-    let shadowed: Vec<u64> = nodes.get(first..end).unwrap_or(&[]).to_vec();
+    let shadowed: Vec<Seq> = nodes.get(first..end).unwrap_or(&[]).to_vec();
     let shadowed_tokens = projection.estimate_nodes(&shadowed);
     if shadowed.is_empty() || shadowed_tokens == 0 {
         return Ok(Err(SkipReason::NothingToCompact));
     }
     if let [only] = shadowed.as_slice() {
         let summary = session
-            .event_at(Seq(*only))?
+            .event_at(*only)?
             .is_some_and(|e| message_of(version, &e).is_some_and(super::is_summary_message));
         if summary {
             return Ok(Err(SkipReason::AlreadyCompact));

@@ -87,7 +87,7 @@ pub fn prune_tool_results(
         if Some(seq) == protected {
             continue;
         }
-        let Some(event) = session.event_at(Seq(seq))? else {
+        let Some(event) = session.event_at(seq)? else {
             continue;
         };
         if event.event_type() != "tool/result" {
@@ -120,8 +120,8 @@ pub fn prune_tool_results(
         prune_event.seq = Some(Seq(next));
         let mut replacement = EventInput::new("tool/result", time, new_data)
             .with_surface_op(SurfaceOp::Replace {
-                start: Seq(seq),
-                end: Seq(seq),
+                start: seq,
+                end: seq,
             })
             .with_sources(vec![seq]);
         replacement.seq = Some(Seq(next + 1));
@@ -148,7 +148,7 @@ fn inner_text(inner: JsonRef<'_>) -> String {
     visible_text(JsonRef::new(&wrapped))
 }
 
-fn shortened(text: &str, seq: u64, head_bytes: usize, tail_bytes: usize) -> String {
+fn shortened(text: &str, seq: Seq, head_bytes: usize, tail_bytes: usize) -> String {
     let head_end = floor_boundary(text, head_bytes);
     let tail_start = ceil_boundary(text, text.len().saturating_sub(tail_bytes)).max(head_end);
     let removed = tail_start - head_end;

@@ -44,11 +44,11 @@ impl CompactionContext {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompactionPlan {
     /// The shadowed surface nodes, in surface order.
-    pub shadowed: Vec<u64>,
+    pub shadowed: Vec<Seq>,
     /// Their summed cached estimates (written as `shadowedTokenCount`).
     pub shadowed_tokens: u64,
     /// The seq `compaction/start` takes; the summary, replacement and end follow it.
-    pub start_seq: u64,
+    pub start_seq: Seq,
     /// The active turn, or `None` between turns (written as `turn`).
     pub turn: Option<i64>,
     messages: Vec<String>,
@@ -61,7 +61,7 @@ pub struct CompactionReport {
     /// The four events to append in order: start, summary, replacement, end.
     pub events: Vec<EventInput>,
     /// The shadowed nodes.
-    pub shadowed: Vec<u64>,
+    pub shadowed: Vec<Seq>,
     /// Their estimate.
     pub shadowed_tokens: u64,
     /// The replacement message's estimate.
@@ -96,8 +96,8 @@ pub(crate) fn stale(
     let next = session.state().next_seq().get();
     if projection.next_seq() != next {
         return Err(Error::SeqMismatch {
-            expected: next,
-            got: projection.next_seq(),
+            expected: Seq(next),
+            got: Seq(projection.next_seq()),
         });
     }
     Ok(())
@@ -120,7 +120,7 @@ pub fn plan_compaction(
     let mut messages = Vec::with_capacity(selection.shadowed.len());
     let mut previous_summaries = Vec::new();
     for seq in &selection.shadowed {
-        let Some(event) = session.event_at(Seq(*seq))? else {
+        let Some(event) = session.event_at(*seq)? else {
             continue;
         };
         let Some(message) = message_of(version, &event) else {
@@ -134,7 +134,7 @@ pub fn plan_compaction(
     Ok(Ok(CompactionPlan {
         shadowed: selection.shadowed,
         shadowed_tokens: selection.shadowed_tokens,
-        start_seq: session.state().next_seq().get(),
+        start_seq: session.state().next_seq(),
         turn: active_turn(session),
         messages,
         previous_summaries,
@@ -200,10 +200,10 @@ impl CompactionPlan {
             .map_or_else(|| "null".to_owned(), |t| t.to_string())
     }
 
-    fn range(&self) -> (u64, u64) {
+    fn range(&self) -> (Seq, Seq) {
         (
-            self.shadowed.first().copied().unwrap_or(0),
-            self.shadowed.last().copied().unwrap_or(0),
+            self.shadowed.first().copied().unwrap_or_default(),
+            self.shadowed.last().copied().unwrap_or_default(),
         )
     }
 
@@ -232,7 +232,7 @@ impl CompactionPlan {
             .raw("turn", &self.turn_json())
             .finish();
         let mut event = EventInput::new("compaction/start", context.time, data);
-        event.seq = Some(Seq(self.start_seq));
+        event.seq = Some(self.start_seq);
         event
     }
 
@@ -244,7 +244,7 @@ impl CompactionPlan {
             .string("error", error)
             .finish();
         let mut event = EventInput::new("compaction/end", context.time, data);
-        event.seq = Some(Seq(self.start_seq + 1));
+        event.seq = Some(self.start_seq + 1);
         event
     }
 
@@ -259,12 +259,9 @@ impl CompactionPlan {
         let mut sources = vec![self.start_seq, self.start_seq + 1];
         sources.extend_from_slice(&self.shadowed);
         let mut event = EventInput::new("user/message", context.time, data)
-            .with_surface_op(SurfaceOp::Replace {
-                start: Seq(start),
-                end: Seq(end),
-            })
+            .with_surface_op(SurfaceOp::Replace { start, end })
             .with_sources(sources);
-        event.seq = Some(Seq(self.start_seq + 2));
+        event.seq = Some(self.start_seq + 2);
         event
     }
 
@@ -279,8 +276,8 @@ impl CompactionPlan {
             .raw(
                 "shadowedRange",
                 &ObjectWriter::new()
-                    .int("start", saturating_i64(start))
-                    .int("end", saturating_i64(end))
+                    .int("start", saturating_i64(start.get()))
+                    .int("end", saturating_i64(end.get()))
                     .finish(),
             )
             .raw("shadowedSeqs", &seqs_json(&self.shadowed))
@@ -295,13 +292,13 @@ impl CompactionPlan {
         }
         let mut summary_event =
             EventInput::new("compaction/summary", context.time, writer.finish());
-        summary_event.seq = Some(Seq(self.start_seq + 1));
+        summary_event.seq = Some(self.start_seq + 1);
         let end_data = ObjectWriter::new()
             .string("compactionId", &context.compaction_id)
             .raw("turn", &self.turn_json())
             .finish();
         let mut end_event = EventInput::new("compaction/end", context.time, end_data);
-        end_event.seq = Some(Seq(self.start_seq + 3));
+        end_event.seq = Some(self.start_seq + 3);
         vec![
             summary_event,
             self.replacement_event(context, summary),

@@ -226,7 +226,8 @@ impl<'a> Ev<'a> {
         };
         // Readers of every format take `[start, end]` pairs; the stages work on plain lists.
         if let Some(seqs) = event.source_event_seqs() {
-            set(&mut ev.env, "sourceEventSeqs", value::seq_array(seqs));
+            let seqs: Vec<u64> = seqs.iter().map(|s| s.get()).collect();
+            set(&mut ev.env, "sourceEventSeqs", value::seq_array(&seqs));
         }
         ev
     }

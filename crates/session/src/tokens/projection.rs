@@ -426,8 +426,8 @@ impl TokenProjection {
         let seq = event.seq().get();
         if seq != self.next_seq {
             return Err(Error::SeqMismatch {
-                expected: self.next_seq,
-                got: seq,
+                expected: Seq(self.next_seq),
+                got: Seq(seq),
             });
         }
         if self.version.surface_type(event.event_type()).is_some() {
@@ -490,12 +490,12 @@ impl TokenProjection {
     }
 
     /// The cached estimate of a current surface node.
-    pub fn node_estimate(&self, seq: u64) -> Option<u32> {
-        self.surface.facts(seq).map(|f| f.estimate)
+    pub fn node_estimate(&self, seq: Seq) -> Option<u32> {
+        self.surface.facts(seq.get()).map(|f| f.estimate)
     }
 
     /// The summed cached estimates of `nodes` (current surface nodes; others count 0).
-    pub fn estimate_nodes(&self, nodes: &[u64]) -> u64 {
+    pub fn estimate_nodes(&self, nodes: &[Seq]) -> u64 {
         estimate_nodes(&self.surface, nodes)
     }
 
@@ -541,9 +541,9 @@ impl TokenProjection {
 }
 
 /// The summed cached estimates of `nodes` on `surface` (nodes not on it count 0).
-pub(crate) fn estimate_nodes(surface: &Surface, nodes: &[u64]) -> u64 {
+pub(crate) fn estimate_nodes(surface: &Surface, nodes: &[Seq]) -> u64 {
     nodes
         .iter()
-        .map(|n| u64::from(surface.facts(*n).map_or(0, |f| f.estimate)))
+        .map(|n| u64::from(surface.facts(n.get()).map_or(0, |f| f.estimate)))
         .sum()
 }

@@ -148,7 +148,7 @@ pub fn replacing(input: EventInput, start: u64, end: u64, sources: &[u64]) -> Ev
             start: Seq(start),
             end: Seq(end),
         })
-        .with_sources(sources.to_vec())
+        .with_sources(sources.iter().map(|&s| Seq(s)).collect())
 }
 
 /// Appends under DSH's reader rules, or panics with the refusal: builds the DSH-shaped logs
@@ -219,7 +219,7 @@ fn surface_range(session: &Session, from: usize, len: usize) -> Option<Vec<u64>>
     }
     let first = from % surface.len();
     let last = (first + len).min(surface.len() - 1);
-    Some(surface[first..=last].to_vec())
+    Some(surface[first..=last].iter().map(|s| s.get()).collect())
 }
 
 /// The inputs `step` stands for at `cursor` on `session` (advancing the cursor).

@@ -112,7 +112,11 @@ impl Projection for ToolAudit {
         let replace = matches!(event.surface_op(), Some(SurfaceOp::Replace { .. }));
         if replace {
             for source in event.source_event_seqs().unwrap_or_default() {
-                if let Some(call) = s.results.get(source).and_then(|&i| s.calls.get_mut(i)) {
+                if let Some(call) = s
+                    .results
+                    .get(&source.get())
+                    .and_then(|&i| s.calls.get_mut(i))
+                {
                     call.shadowed_by = Some(event.seq().get());
                 }
             }

@@ -15,7 +15,7 @@ use std::io::{self, Write};
 
 use bytes::Bytes;
 use sessionlog_session::json::JsonRef;
-use sessionlog_session::{derive_message, Event, SessionHeader, SurfaceOp};
+use sessionlog_session::{derive_message, Event, Seq, SessionHeader, SurfaceOp};
 
 use super::bytes::{put_str, put_u64, Reader};
 use super::{Projection, ProjectionError, SeqMap, SeqSet, StoredEvent};
@@ -313,7 +313,8 @@ impl SessionTranscript {
         if surface_type {
             if let Some(SurfaceOp::Replace { .. }) = event.surface_op() {
                 self.replacements += 1;
-                for &s in event.source_event_seqs().unwrap_or_default() {
+                for s in event.source_event_seqs().unwrap_or_default() {
+                    let s = s.get();
                     if self.leave_surface(s) || self.shadowed_by(s).is_some() {
                         self.shadow(s, seq);
                     }
@@ -710,7 +711,7 @@ fn count(n: u64, thing: &str) -> String {
 }
 
 /// Appends the seqs a replacement cites: listed when few, counted when many.
-fn cited(out: &mut String, seqs: &[u64]) {
+fn cited(out: &mut String, seqs: &[Seq]) {
     const LISTED: usize = 8;
     match seqs.len() {
         0 => out.push_str("nothing"),
@@ -720,7 +721,7 @@ fn cited(out: &mut String, seqs: &[u64]) {
                 if i > 0 {
                     out.push_str(", ");
                 }
-                push_u64(out, seq, 0);
+                push_u64(out, seq.get(), 0);
             }
         }
         n => {

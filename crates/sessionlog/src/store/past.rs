@@ -48,14 +48,14 @@ impl LogPast {
             self.log
                 .read(self.stream, LogSeq(log_seq))
                 .map_err(|e| SessionError::LookBack {
-                    seq: seq.get(),
+                    seq,
                     detail: e.to_string(),
                     class: e.class(),
                 })?;
         let mut event = decode_stored_event(&record.payload)?;
         if event.seq() != seq {
             return Err(SessionError::LookBack {
-                seq: seq.get(),
+                seq,
                 detail: format!(
                     "its record holds event {}; run `sessionlog verify` on the store",
                     event.seq().get()

@@ -388,7 +388,7 @@ pub(super) fn feed_all(
         // makes its own.
         let message_estimate = counter.and_then(|counter| {
             state
-                .node_estimate(seq)
+                .node_estimate(event.seq())
                 .map(|tokens| MessageEstimate { counter, tokens })
         });
         let stored = StoredEvent {
