@@ -5,7 +5,7 @@ mod common;
 
 use common::{describe, sessionlog, text};
 
-fn refused_import_into(store: &std::path::Path, file: &std::path::Path) {
+fn refused_import_into(store: &std::path::Path, file: &std::path::Path) -> String {
     let out = sessionlog(
         &[
             "import",
@@ -22,6 +22,7 @@ fn refused_import_into(store: &std::path::Path, file: &std::path::Path) {
         "{}",
         describe(&out)
     );
+    text(&out.stderr)
 }
 
 #[test]
@@ -39,4 +40,20 @@ fn a_refused_import_creates_no_store_in_an_absent_or_empty_directory() {
     refused_import_into(&empty, &file);
     let left: Vec<_> = std::fs::read_dir(&empty).expect("list").collect();
     assert!(left.is_empty(), "the directory stays empty: {left:?}");
+}
+
+#[test]
+fn an_empty_or_headless_file_is_refused_as_such() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, b"").expect("write the file");
+    let said = refused_import_into(&store, &empty);
+    assert!(said.contains("the file is empty"), "{said}");
+
+    let blank_first = dir.path().join("blank.jsonl");
+    std::fs::write(&blank_first, b"\n{\"version\":0}\n").expect("write the file");
+    let said = refused_import_into(&store, &blank_first);
+    assert!(said.contains("the first line is blank"), "{said}");
+    assert!(!store.exists(), "no store was created");
 }

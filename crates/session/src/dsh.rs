@@ -117,6 +117,16 @@ fn scan_checked(file: &[u8]) -> Result<(ScannedLog, Vec<bool>), Error> {
     let header_text = std::str::from_utf8(header_bytes).map_err(|_| Error::Header {
         detail: "the header line is not UTF-8".into(),
     })?;
+    if header_text.trim().is_empty() {
+        let detail = if file.iter().all(u8::is_ascii_whitespace) {
+            "the file is empty; a DSH session file starts with its header line"
+        } else {
+            "the first line is blank; a DSH session file starts with its header line"
+        };
+        return Err(Error::Header {
+            detail: detail.into(),
+        });
+    }
     let header = SessionHeader::parse(header_text)?;
     let packed_rows = header.format() <= DshFormat::V1;
     let mut pos = header_end.map_or(file.len(), |e| e + 1);
