@@ -461,8 +461,12 @@ impl Shipper {
             Ok(())
         })();
         let mut manifests = self.manifests.lock();
+        // The pending plan is this manifest's only if it names the same checkpoints too: a
+        // later plan that differs in checkpoints alone must stay pending until it is written.
         let mine = manifests.pending.as_ref().is_some_and(|p| {
-            p.durable_lsn == manifest.durable_lsn && p.segments == manifest.segments
+            p.durable_lsn == manifest.durable_lsn
+                && p.segments == manifest.segments
+                && p.cache == manifest.cache
         });
         if mine {
             manifests.pending = None;
