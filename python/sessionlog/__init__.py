@@ -213,6 +213,14 @@ class Store:
         group commit shared with any running at once. The GIL is released while it waits."""
         self._native.flush()
 
+    def flush_sessions(self, handles: "list[SessionHandle]") -> "list[int]":
+        """:meth:`flush` for writers that append without committing: notes where each
+        handle stands, flushes, then writes each session's checkpoints that are due (as a
+        commit would), with the GIL released once for all of it. Returns one mark per
+        handle: every event of ``handles[i]`` with a seq below ``marks[i]`` is durable (0
+        for a closed handle)."""
+        return self._native.flush_sessions([h._native for h in handles])
+
     def session_names(self) -> list:
         """Names of all sessions, sorted."""
         return self._native.session_names()

@@ -50,8 +50,8 @@ __all__ = ["SessionlogSession"]
 
 
 #: The largest number of items ``get_items`` without a limit first tries to answer from
-#: memory on the loop.
-_READ_NOW_ALL = 1024
+#: memory on the loop (as many as the writer keeps in memory: a copy of each, no decoding).
+_READ_NOW_ALL = 4096
 
 #: The newest items read into memory when a process opens a conversation.
 _PREFETCH_ITEMS = 64
@@ -110,9 +110,10 @@ class _Flusher:
             conversations = list({id(c): c for _, _, c in batch}.values())
             error: Optional[BaseException] = None
             try:
-                # Every append that ended before these marks is covered by the flush after.
-                marks = [c.native.next_seq() for c in conversations]
-                self._store.flush()
+                # Every append that ended before these marks is covered by the flush after;
+                # the checkpoints a commit would write are written after it. One native call,
+                # so this thread takes the GIL back once per round, not once per session.
+                marks = self._store.flush_sessions([c.handle for c in conversations])
             except BaseException as e:  # every waiter gets the failure of its sync
                 error = e
             with self._cond:
@@ -121,11 +122,6 @@ class _Flusher:
             if error is None:
                 for conversation, mark in zip(conversations, marks):
                     conversation.durable_through(mark)
-                for conversation in conversations:
-                    try:  # what a commit would write, the appends being durable now
-                        conversation.native.refresh_checkpoints()
-                    except Exception:  # a disposable cache, left for a later commit
-                        pass
             by_loop: dict = {}
             for loop, future, _ in batch:
                 by_loop.setdefault(loop, []).append(future)
@@ -201,9 +197,9 @@ class _Conversation:
     def read_now(self, limit: Optional[int]) -> Optional[list]:
         """The newest ``limit`` items (all when None) if the writer's memory answers at once
         (no write holds the session, no item must be read from the log, at most
-        ``_READ_NOW_ALL`` items), else None."""
-        text = self.native.agents_items_json_now(limit, _READ_NOW_ALL, self.visible_below())
-        return None if text is None else json.loads(text)
+        ``_READ_NOW_ALL`` items), else None. Each item is decoded once and kept; every call
+        returns fresh copies, so a caller may change what it gets."""
+        return self.native.agents_items_now(limit, _READ_NOW_ALL, self.visible_below())
 
     def pop(self) -> Any:
         item = self.native.agents_pop_item()

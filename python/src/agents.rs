@@ -18,6 +18,9 @@
 
 use std::collections::VecDeque;
 
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
 use sessionlog::session::compaction::SessionSource;
 use sessionlog::session::json::{validate_str, write_js_string, JsonRef, ObjectWriter};
 use sessionlog::session::FormatVersion;
@@ -202,14 +205,23 @@ pub(crate) fn items_batch(
     })
 }
 
-/// The JSON text of recently added or read items, by seq: what an item's seq stands for never
-/// changes (events are never rewritten), so an entry stays true until it is evicted, and
-/// `get_items(limit=N)` for a small N is served from memory. Bounded in entries and bytes;
-/// the smallest seqs go first.
+/// The JSON text of recently added or read items, by seq, and each one's Python value once a
+/// read from memory has decoded it: what an item's seq stands for never changes (events are
+/// never rewritten), so an entry stays true until it is evicted, and `get_items(limit=N)` for
+/// a small N is served from memory. A decoded value is never handed out, only fresh copies of
+/// it, so no caller can change it. Bounded in entries and text bytes; the smallest seqs go
+/// first.
 #[derive(Debug, Default)]
 pub(crate) struct RecentItems {
-    items: VecDeque<(u64, String)>,
+    items: VecDeque<RecentItem>,
     bytes: usize,
+}
+
+#[derive(Debug)]
+struct RecentItem {
+    seq: u64,
+    text: String,
+    value: Option<Py<PyAny>>,
 }
 
 impl RecentItems {
@@ -217,24 +229,108 @@ impl RecentItems {
     const MAX_BYTES: usize = 4 << 20;
 
     pub(crate) fn insert(&mut self, seq: u64, text: String) {
-        let at = match self.items.binary_search_by_key(&seq, |(s, _)| *s) {
+        let at = match self.items.binary_search_by_key(&seq, |e| e.seq) {
             Ok(_) => return,
             Err(at) => at,
         };
         self.bytes += text.len();
-        self.items.insert(at, (seq, text));
+        self.items.insert(
+            at,
+            RecentItem {
+                seq,
+                text,
+                value: None,
+            },
+        );
         while self.items.len() > Self::MAX_ITEMS || self.bytes > Self::MAX_BYTES {
             match self.items.pop_front() {
-                Some((_, evicted)) => self.bytes -= evicted.len(),
+                Some(evicted) => self.bytes -= evicted.text.len(),
                 None => break,
             }
         }
     }
 
-    fn get(&self, seq: u64) -> Option<&str> {
-        let at = self.items.binary_search_by_key(&seq, |(s, _)| *s).ok()?;
-        self.items.get(at).map(|(_, text)| text.as_str())
+    fn entry(&self, seq: u64) -> Option<&RecentItem> {
+        let at = self.items.binary_search_by_key(&seq, |e| e.seq).ok()?;
+        self.items.get(at)
     }
+
+    fn get(&self, seq: u64) -> Option<&str> {
+        self.entry(seq).map(|e| e.text.as_str())
+    }
+}
+
+/// A copy of `value` (made by `json.loads`) that shares nothing mutable with it: dicts and
+/// lists are copied, at every depth; strings, numbers, booleans and None are immutable and
+/// shared.
+fn fresh<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    if let Ok(dict) = value.downcast_exact::<PyDict>() {
+        let out = dict.copy()?;
+        for (key, member) in dict.iter() {
+            if member.is_exact_instance_of::<PyDict>() || member.is_exact_instance_of::<PyList>() {
+                out.set_item(key, fresh(&member)?)?;
+            }
+        }
+        return Ok(out.into_any());
+    }
+    if let Ok(list) = value.downcast_exact::<PyList>() {
+        let copies = list
+            .iter()
+            .map(|member| fresh(&member))
+            .collect::<PyResult<Vec<_>>>()?;
+        return Ok(PyList::new(value.py(), copies)?.into_any());
+    }
+    Ok(value.clone())
+}
+
+/// The items of `seqs` as a new list of fresh Python values when `recent` has every one of
+/// them (None otherwise). An item read this way for the first time is decoded once and its
+/// value kept; no lock is held while Python code (`json.loads`) runs.
+pub(crate) fn cached_items<'py>(
+    py: Python<'py>,
+    recent: &parking_lot::Mutex<RecentItems>,
+    seqs: &[u64],
+) -> PyResult<Option<Bound<'py, PyList>>> {
+    // what memory holds of each item: its value, or its text still to decode
+    let held: Option<Vec<Result<Py<PyAny>, String>>> = {
+        let recent = recent.lock();
+        seqs.iter()
+            .map(|&seq| {
+                recent.entry(seq).map(|e| match &e.value {
+                    Some(value) => Ok(value.clone_ref(py)),
+                    None => Err(e.text.clone()),
+                })
+            })
+            .collect()
+    };
+    let Some(held) = held else {
+        return Ok(None);
+    };
+    let loads = py.import("json")?.getattr("loads")?;
+    let mut decoded = Vec::new();
+    let mut out = Vec::with_capacity(held.len());
+    for (seq, item) in seqs.iter().zip(held) {
+        let value = match item {
+            Ok(value) => value.into_bound(py),
+            Err(text) => {
+                let value = loads.call1((text,))?;
+                decoded.push((*seq, value.clone().unbind()));
+                value
+            }
+        };
+        out.push(fresh(&value)?);
+    }
+    if !decoded.is_empty() {
+        let mut recent = recent.lock();
+        for (seq, value) in decoded {
+            if let Ok(at) = recent.items.binary_search_by_key(&seq, |e| e.seq) {
+                if let Some(entry) = recent.items.get_mut(at) {
+                    entry.value.get_or_insert(value);
+                }
+            }
+        }
+    }
+    Ok(Some(PyList::new(py, out)?))
 }
 
 /// The seqs of the current items (surface nodes that derive a message), oldest first; only
@@ -378,21 +474,6 @@ pub(crate) fn items_json(
         recent.insert(seq, text);
     }
     Ok(out)
-}
-
-/// The items of `seqs` as one JSON array when `recent` has every one of them.
-pub(crate) fn cached_items_json(recent: &RecentItems, seqs: &[u64]) -> Option<String> {
-    let texts: Vec<&str> = seqs.iter().map(|s| recent.get(*s)).collect::<Option<_>>()?;
-    let mut out = String::with_capacity(texts.iter().map(|t| t.len() + 1).sum::<usize>() + 2);
-    out.push('[');
-    for (i, text) in texts.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(text);
-    }
-    out.push(']');
-    Some(out)
 }
 
 /// The turn holding one replacement that shadows the surface nodes `first..=last` (citing

@@ -477,6 +477,37 @@ impl PyStore {
         py.allow_threads(|| store.flush()).map_err(py_err)
     }
 
+    /// `flush`, for writers that append without committing: notes where each of `handles`
+    /// stands (its next seq), flushes, then writes the checkpoints of each that are due, as a
+    /// commit would, all with the GIL released once. Returns the marks: every event of
+    /// `handles[i]` below `marks[i]` is durable (0 for a closed handle).
+    fn flush_sessions(
+        &self,
+        py: Python<'_>,
+        handles: Vec<Py<SessionHandle>>,
+    ) -> PyResult<Vec<u64>> {
+        let store = self.store()?;
+        py.allow_threads(|| {
+            let marks: Vec<u64> = handles
+                .iter()
+                .map(|h| {
+                    h.get()
+                        .inner
+                        .lock()
+                        .as_ref()
+                        .map_or(0, |h| h.next_seq().get())
+                })
+                .collect();
+            store.flush().map_err(py_err)?;
+            for handle in &handles {
+                if let Some(h) = handle.get().inner.lock().as_mut() {
+                    h.refresh_checkpoints();
+                }
+            }
+            Ok(marks)
+        })
+    }
+
     fn session_names(&self) -> PyResult<Vec<String>> {
         Ok(self.store()?.session_names())
     }
@@ -1012,25 +1043,36 @@ impl SessionHandle {
         })
     }
 
-    /// What `agents_items_json(limit)` returns, when it can be answered at once from the
-    /// items in memory without waiting: None when a write holds the session or an item
-    /// must be read from the log. Keeps the GIL (it takes microseconds), so an event loop
-    /// can call it without a thread hop.
-    #[pyo3(signature = (limit = None, max_items = 1024, below = None))]
-    fn agents_items_json_now(
+    /// What `agents_items_json(limit)` decodes to, as a new list of fresh values (no two
+    /// calls share a mutable object), when it can be answered at once from the items in
+    /// memory without waiting: None when a write holds the session, more than `max_items`
+    /// items are current or an item must be read from the log. Keeps the GIL (it takes
+    /// microseconds), so an event loop can call it without a thread hop.
+    #[pyo3(signature = (limit = None, max_items = 4096, below = None))]
+    fn agents_items_now<'py>(
         &self,
+        py: Python<'py>,
         limit: Option<usize>,
         max_items: usize,
         below: Option<u64>,
-    ) -> Option<String> {
-        let guard = self.inner.try_lock()?;
-        let h = guard.as_ref()?;
-        let most = limit.unwrap_or(usize::MAX).min(max_items + 1);
-        let seqs = agents::item_seqs(h, Some(most), below);
-        if seqs.len() > max_items {
-            return None;
-        }
-        agents::cached_items_json(&self.recent_items.lock(), &seqs)
+    ) -> PyResult<Option<Bound<'py, PyList>>> {
+        let seqs = {
+            let Some(guard) = self.inner.try_lock() else {
+                return Ok(None);
+            };
+            let Some(h) = guard.as_ref() else {
+                return Ok(None);
+            };
+            let most = limit.unwrap_or(usize::MAX).min(max_items.saturating_add(1));
+            let seqs = agents::item_seqs(h, Some(most), below);
+            if seqs.len() > max_items {
+                return Ok(None);
+            }
+            seqs
+        };
+        // an item's seq stands for the same item for good, so the seqs stay true without
+        // the session's lock
+        agents::cached_items(py, &self.recent_items, &seqs)
     }
 
     /// Shadows the newest item with a replacement, durably; returns it as JSON text, or

@@ -5,7 +5,10 @@ compaction, and an end-to-end Runner.run over several turns with tool calls, dri
 by the SDK's ScriptedModel."""
 
 import asyncio
+import copy
 import json
+import subprocess
+import sys
 import time
 
 import pytest
@@ -307,6 +310,80 @@ def test_reads_agree_whether_items_come_from_memory_or_from_the_log(tmp_path):
     asyncio.run(main())
 
 
+def test_items_decoded_in_memory_stay_equal_to_the_log_and_are_never_shared(tmp_path):
+    async def main():
+        path = tmp_path / "agents"
+        a = SmallSession("kept", path)
+        b = SmallSession("kept", path)  # another object on the same conversation
+        nested = {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "hi", "annotations": [1, 2.5, None]}],
+        }
+        expected = []
+
+        async def check(session):
+            got = await session.get_items()  # from memory: decoded once, copied per call
+            assert got == expected
+            assert await session.get_items(limit=2) == expected[-2:]
+            # the same from the items' text (a worker's read) and from the view of the log
+            assert await asyncio.to_thread(session._conversation.read, None) == expected
+            assert items_of_view(session.store, "kept") == expected
+            return got
+
+        await a.add_items([user("one"), nested])
+        expected += [user("one"), copy.deepcopy(nested)]
+        nested["content"][0]["text"] = "changed by the caller after adding"
+        got = await check(a)
+        # what a read returned is the caller's to change, at any depth
+        got[1]["content"][0]["text"] = "changed"
+        got[1]["content"][0]["annotations"].append("more")
+        got[1]["content"].append({})
+        got[0]["role"] = "system"
+        got.append(user("extra"))
+        again = await check(b)
+        assert all(x is not y for x, y in zip(got, again))
+        await b.add_items([user("two")])
+        expected.append(user("two"))
+        await check(a)
+        assert await a.pop_item() == user("two")
+        expected.pop()
+        await check(b)
+        await a.add_items([user("three"), user("four")])
+        expected += [user("three"), user("four")]
+        await check(b)
+        await b.clear_session()
+        expected = []
+        await check(a)
+        await a.add_items([user("after the clear")])
+        expected.append(user("after the clear"))
+        await check(a)
+        a.close()
+        b.close()
+        # another process appends to the conversation; a new writer here sees it all
+        code = (
+            "import asyncio, sys\n"
+            "from sessionlog.agents import SessionlogSession\n"
+            "class S(SessionlogSession):\n"
+            "    store_options = {'segment_bytes': 1 << 20}\n"
+            "async def main():\n"
+            "    s = S('kept', sys.argv[1])\n"
+            "    await s.add_items([{'role': 'user', 'content': 'from another process'}])\n"
+            "    s.close()\n"
+            "asyncio.run(main())\n"
+        )
+        subprocess.run([sys.executable, "-c", code, str(path)], check=True)
+        expected.append(user("from another process"))
+        c = SmallSession("kept", path)
+        await check(c)
+        await c.add_items([user("five")])
+        expected.append(user("five"))
+        await check(c)
+        c.close()
+
+    asyncio.run(main())
+
+
 def test_concurrent_adds_wait_for_a_flush_that_covers_them_and_share_it(tmp_path):
     async def main():
         path = tmp_path / "agents"
@@ -318,11 +395,12 @@ def test_concurrent_adds_wait_for_a_flush_that_covers_them_and_share_it(tmp_path
         class SlowFlush:
             """The store, with each flush recorded and made slow enough for adds to pile up."""
 
-            def flush(self):
+            def flush_sessions(self, handles):
                 started = time.monotonic()
                 time.sleep(0.05)
-                store.flush()
+                marks = store.flush_sessions(handles)
                 flushes.append((started, time.monotonic()))
+                return marks
 
         flusher._store = SlowFlush()
 
@@ -358,9 +436,9 @@ def test_a_read_during_a_flush_shows_only_durable_items(tmp_path):
         class HeldFlush:
             """The store, with a flush that waits until the test lets it go."""
 
-            def flush(self):
+            def flush_sessions(self, handles):
                 asyncio.run_coroutine_threadsafe(release.wait(), loop).result()
-                store.flush()
+                return store.flush_sessions(handles)
 
         flusher._store = HeldFlush()
         adding = asyncio.ensure_future(s.add_items([user("new")]))
