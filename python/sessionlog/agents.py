@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import queue
 import shutil
 import tempfile
 import threading
@@ -77,35 +78,45 @@ class _Flusher:
 
     def __init__(self, store: Store) -> None:
         self._store = store
-        self._cond = threading.Condition()
+        # the waiters and the flags, under a plain lock (cheap on the event loop's path)
+        self._lock = threading.Lock()
         self._waiting: list = []  # (loop, future, conversation)
         self._thread: Optional[threading.Thread] = None
         self._closed = False
+        # one token queued while the thread has a round to start (or must stop); the thread
+        # blocks on it with the GIL released
+        self._wake: "queue.SimpleQueue[None]" = queue.SimpleQueue()
+        self._woken = False
 
     def wait(self, conversation: "_Conversation") -> "asyncio.Future[None]":
         """A future set once everything appended before this call is durable."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        with self._cond:
+        with self._lock:
             if self._closed:
                 raise RuntimeError("the store is closed")
             self._waiting.append((loop, future, conversation))
             conversation.unflushed += 1
+            wake = not self._woken
+            self._woken = True
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="sessionlog-agents-flusher", daemon=True
                 )
                 self._thread.start()
-            self._cond.notify()
+        if wake:
+            self._wake.put(None)
         return future
 
     def _run(self) -> None:
         while True:
-            with self._cond:
-                while not self._waiting and not self._closed:
-                    self._cond.wait()
+            self._wake.get()
+            with self._lock:
+                self._woken = False
                 if not self._waiting:
-                    return
+                    if self._closed:
+                        return
+                    continue
                 batch, self._waiting = self._waiting, []
             conversations = list({id(c): c for _, _, c in batch}.values())
             error: Optional[BaseException] = None
@@ -116,7 +127,7 @@ class _Flusher:
                 marks = self._store.flush_sessions([c.handle for c in conversations])
             except BaseException as e:  # every waiter gets the failure of its sync
                 error = e
-            with self._cond:
+            with self._lock:
                 for _, _, conversation in batch:
                     conversation.unflushed -= 1
             if error is None:
@@ -133,10 +144,10 @@ class _Flusher:
 
     def close(self) -> None:
         """Finishes the rounds already asked for, then stops the thread."""
-        with self._cond:
+        with self._lock:
             self._closed = True
-            self._cond.notify()
             thread = self._thread
+        self._wake.put(None)
         if thread is not None and thread is not threading.current_thread():
             thread.join()
 

@@ -19,6 +19,7 @@
 use std::collections::VecDeque;
 
 use pyo3::prelude::*;
+use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyDict, PyList};
 
 use sessionlog::session::compaction::SessionSource;
@@ -283,6 +284,16 @@ fn fresh<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     Ok(value.clone())
 }
 
+/// `json.loads`, looked up once.
+fn json_loads(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    static LOADS: GILOnceCell<Py<PyAny>> = GILOnceCell::new();
+    LOADS
+        .get_or_try_init(py, || {
+            Ok::<_, PyErr>(py.import("json")?.getattr("loads")?.unbind())
+        })
+        .map(|f| f.bind(py))
+}
+
 /// The items of `seqs` as a new list of fresh Python values when `recent` has every one of
 /// them (None otherwise). An item read this way for the first time is decoded once and its
 /// value kept; no lock is held while Python code (`json.loads`) runs.
@@ -306,14 +317,13 @@ pub(crate) fn cached_items<'py>(
     let Some(held) = held else {
         return Ok(None);
     };
-    let loads = py.import("json")?.getattr("loads")?;
     let mut decoded = Vec::new();
     let mut out = Vec::with_capacity(held.len());
     for (seq, item) in seqs.iter().zip(held) {
         let value = match item {
             Ok(value) => value.into_bound(py),
             Err(text) => {
-                let value = loads.call1((text,))?;
+                let value = json_loads(py)?.call1((text,))?;
                 decoded.push((*seq, value.clone().unbind()));
                 value
             }
