@@ -222,7 +222,40 @@ pub(crate) struct RecentItems {
 struct RecentItem {
     seq: u64,
     text: String,
-    value: Option<Py<PyAny>>,
+    value: Option<Decoded>,
+}
+
+/// An item's Python value, and whether it is a dict with no dict or list in it (then a copy
+/// of the dict alone shares nothing mutable with it).
+#[derive(Debug)]
+struct Decoded {
+    value: Py<PyAny>,
+    flat: bool,
+}
+
+impl Decoded {
+    fn new(value: &Bound<'_, PyAny>) -> Self {
+        let flat = value.downcast_exact::<PyDict>().is_ok_and(|dict| {
+            dict.values().iter().all(|member| {
+                !member.is_exact_instance_of::<PyDict>() && !member.is_exact_instance_of::<PyList>()
+            })
+        });
+        Decoded {
+            value: value.clone().unbind(),
+            flat,
+        }
+    }
+
+    /// A copy sharing nothing mutable with the kept value (see [`fresh`]).
+    fn fresh<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let value = self.value.bind(py);
+        if self.flat {
+            if let Ok(dict) = value.downcast_exact::<PyDict>() {
+                return Ok(dict.copy()?.into_any());
+            }
+        }
+        fresh(value)
+    }
 }
 
 impl RecentItems {
@@ -303,12 +336,15 @@ pub(crate) fn cached_items<'py>(
     seqs: &[u64],
 ) -> PyResult<Option<Bound<'py, PyList>>> {
     // what memory holds of each item: its value, or its text still to decode
-    let held: Option<Vec<Result<Py<PyAny>, String>>> = {
+    let held: Option<Vec<Result<Decoded, String>>> = {
         let recent = recent.lock();
         seqs.iter()
             .map(|&seq| {
                 recent.entry(seq).map(|e| match &e.value {
-                    Some(value) => Ok(value.clone_ref(py)),
+                    Some(decoded) => Ok(Decoded {
+                        value: decoded.value.clone_ref(py),
+                        flat: decoded.flat,
+                    }),
                     None => Err(e.text.clone()),
                 })
             })
@@ -320,22 +356,22 @@ pub(crate) fn cached_items<'py>(
     let mut decoded = Vec::new();
     let mut out = Vec::with_capacity(held.len());
     for (seq, item) in seqs.iter().zip(held) {
-        let value = match item {
-            Ok(value) => value.into_bound(py),
+        match item {
+            Ok(kept) => out.push(kept.fresh(py)?),
             Err(text) => {
                 let value = json_loads(py)?.call1((text,))?;
-                decoded.push((*seq, value.clone().unbind()));
-                value
+                let kept = Decoded::new(&value);
+                out.push(kept.fresh(py)?);
+                decoded.push((*seq, kept));
             }
-        };
-        out.push(fresh(&value)?);
+        }
     }
     if !decoded.is_empty() {
         let mut recent = recent.lock();
-        for (seq, value) in decoded {
+        for (seq, kept) in decoded {
             if let Ok(at) = recent.items.binary_search_by_key(&seq, |e| e.seq) {
                 if let Some(entry) = recent.items.get_mut(at) {
-                    entry.value.get_or_insert(value);
+                    entry.value.get_or_insert(kept);
                 }
             }
         }
