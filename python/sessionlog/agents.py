@@ -58,6 +58,18 @@ _READ_NOW_ALL = 4096
 _PREFETCH_ITEMS = 64
 
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+
+
+def _encode_items(items: list) -> str:
+    """``_encoder.encode(items)``: the same C encoder ``JSONEncoder.encode`` builds for a
+    list (a new circular-reference check each call), without the Python frames around it."""
+    if _c_make_encoder is None:  # pragma: no cover - a Python without the C accelerator
+        return _encoder.encode(items)
+    encode = _c_make_encoder(
+        {}, _encoder.default, json.encoder.encode_basestring, None, ":", ",", False, False, True
+    )
+    return "".join(encode(items, 0))
 
 
 def _settle(futures: list, error: Optional[BaseException]) -> None:
@@ -371,7 +383,7 @@ class SessionlogSession(SessionABC):
         self._check_not_closed()
         if not items:
             return
-        items_json = _encoder.encode(list(items))
+        items_json = _encode_items(list(items))
         conversation = self._conversation
         # Appending takes microseconds and is done here; the wait for durability is shared
         # with every session of the store adding at the same time (one sync). When another

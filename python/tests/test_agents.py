@@ -123,6 +123,26 @@ def test_items_keep_their_exact_json_and_refuse_what_json_cannot_hold(tmp_path):
     asyncio.run(main())
 
 
+def test_items_are_encoded_as_json_encoder_encodes_them():
+    from sessionlog import agents as module
+
+    encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+    odd = [
+        {"z": 1, "a": [1.5, None, True, "\u2028 é \n \"q\""], 2: (3, 4), "big": 10**30},
+        user("x"),
+        {"nested": {"deep": [{"k": -0.0}, float("inf")]}},
+    ]
+    assert module._encode_items(odd) == encoder.encode(odd)
+    circular = {"role": "user"}
+    circular["self"] = circular
+    with pytest.raises(ValueError, match="Circular"):
+        module._encode_items([circular])
+    with pytest.raises(TypeError):
+        module._encode_items([{"role": "user", "content": object()}])
+    # a failed call leaves nothing behind for the next
+    assert module._encode_items([user("y")]) == encoder.encode([user("y")])
+
+
 def test_run_compaction_summarizes_old_items_through_sessionlog(tmp_path):
     async def main():
         seen = []
