@@ -6,6 +6,7 @@
 //! sourceEventSeqs` and the reverse) survive import, storage and export unchanged.
 //! Events this crate writes itself use DSH's writer order.
 
+use std::borrow::Cow;
 use std::fmt::{self, Write as _};
 use std::ops::Range;
 
@@ -136,7 +137,7 @@ pub(crate) struct Upgrade {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
     raw: Box<str>,
-    type_name: Box<str>,
+    type_name: TypeName,
     seq: Seq,
     time: i64,
     data: Range<usize>,
@@ -150,6 +151,15 @@ pub struct Event {
     /// again; `None` when the payload is not an object (navigation then walks the text).
     payload: Option<Vec<MemberSpan>>,
     pub(crate) upgrade: Option<Box<Upgrade>>,
+}
+
+/// Where an event's type is: the bytes of `raw` between the quotes of its `type` string
+/// when that is spelled without escapes (as every writer spells it: nothing is copied), or
+/// the decoded text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum TypeName {
+    Span(Range<usize>),
+    Decoded(Box<str>),
 }
 
 const ENVELOPE_KEYS: [&str; 7] = [
@@ -276,7 +286,13 @@ impl Event {
             Some(v) if v.as_bool() == Some(true) => true,
             Some(_) => return Err(bad(Rule::Envelope, "ignorable, when present, must be true")),
         };
-        let type_name: Box<str> = type_name.into();
+        let type_name = match type_name {
+            Cow::Borrowed(text) => {
+                let start = text.as_ptr() as usize - raw.as_ptr() as usize;
+                TypeName::Span(start..start + text.len())
+            }
+            Cow::Owned(text) => TypeName::Decoded(text.into()),
+        };
         let data = data_start..data_start + data.raw().len();
         Ok(Event {
             type_name,
@@ -334,14 +350,17 @@ impl Event {
 
     /// The event type as stored (before any legacy upgrade).
     pub fn stored_type(&self) -> &str {
-        &self.type_name
+        match &self.type_name {
+            TypeName::Span(span) => self.raw.get(span.clone()).unwrap_or_default(),
+            TypeName::Decoded(text) => text,
+        }
     }
 
     /// The event type, after the in-memory legacy upgrade if one applied.
     pub fn event_type(&self) -> &str {
         match self.upgrade.as_ref().and_then(|u| u.event_type.as_deref()) {
             Some(t) => t,
-            None => &self.type_name,
+            None => self.stored_type(),
         }
     }
 

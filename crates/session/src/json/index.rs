@@ -22,7 +22,9 @@ pub(crate) struct MemberSpan {
 /// not fit in `u32`; callers then navigate with [`JsonRef`], which gives the same answers.
 pub(crate) fn index_payload(text: &str, start: usize) -> Option<(usize, Vec<MemberSpan>)> {
     u32::try_from(text.len()).ok()?;
-    let mut members = Vec::new();
+    // Room for the members of a typical payload and its message, so indexing one
+    // allocates once.
+    let mut members = Vec::with_capacity(16);
     let end = index_object(text, start, 0, &mut members)?;
     Some((end, members))
 }
