@@ -462,14 +462,7 @@ impl SessionState {
     }
 
     pub(crate) fn check_vocabulary(&self, event: &Event) -> Result<(), Error> {
-        if !event.is_ignorable() && !self.version.is_known(event.event_type()) {
-            return Err(Error::UnknownEventType {
-                seq: event.seq(),
-                event_type: event.event_type().to_owned(),
-                version: self.version.name(),
-            });
-        }
-        Ok(())
+        check_vocabulary(&self.version, event)
     }
 
     /// Every stateful and stateless rule; returns the surface change to make.
@@ -479,17 +472,8 @@ impl SessionState {
         rules: RuleSet,
         past: &dyn LookBack,
     ) -> Result<SurfacePlan, Error> {
-        let expected = self.next_seq;
-        if event.seq().get() != expected {
-            return Err(Error::SeqMismatch {
-                expected: Seq(expected),
-                got: event.seq(),
-            });
-        }
-        validate::check_retired(event)?;
-        validate::check_message(&self.version, event)?;
-        validate::check_request_header(event)?;
-        validate::check_native(&self.version, event)?;
+        self.check_seq(event)?;
+        validate::check_payload(&self.version, event)?;
         let plan = self.check_surface(event, past)?;
         if rules == RuleSet::Native {
             validate::check_structure(&self.tracker, &self.version, event)?;
@@ -497,7 +481,23 @@ impl SessionState {
         Ok(plan)
     }
 
-    fn check_surface(&self, event: &Event, past: &dyn LookBack) -> Result<SurfacePlan, Error> {
+    /// Refuses an event whose seq is not the next one.
+    pub(crate) fn check_seq(&self, event: &Event) -> Result<(), Error> {
+        let expected = self.next_seq;
+        if event.seq().get() != expected {
+            return Err(Error::SeqMismatch {
+                expected: Seq(expected),
+                got: event.seq(),
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn check_surface(
+        &self,
+        event: &Event,
+        past: &dyn LookBack,
+    ) -> Result<SurfacePlan, Error> {
         let seq = event.seq().get();
         let event_type = event.event_type();
         let fail = |rule: Rule, detail: String| Err(Error::invalid(seq, event_type, rule, detail));
@@ -559,6 +559,13 @@ impl SessionState {
 
     /// Folds in an event checked by [`SessionState::check`] on this same state.
     pub(crate) fn apply(&mut self, event: &Event, plan: SurfacePlan) {
+        self.apply_with(event, plan, None);
+    }
+
+    /// [`SessionState::apply`] given, for a surface event, what its node keeps (message
+    /// presence and estimate) when that was worked out beforehand with this state's rules
+    /// and counter; `None` works it out here.
+    pub(crate) fn apply_with(&mut self, event: &Event, plan: SurfacePlan, node: Option<NodeFacts>) {
         let seq = event.seq().get();
         let undo = match plan {
             SurfacePlan::None => {
@@ -568,12 +575,12 @@ impl SessionState {
                 SurfaceUndo::None
             }
             SurfacePlan::Append => {
-                let node = self.node_facts(event, None);
+                let node = self.node_facts(event, None, node);
                 self.surface.append(seq, node);
                 SurfaceUndo::Append(seq)
             }
             SurfacePlan::Replace(shadowed) => {
-                let node = self.node_facts(event, Some(&shadowed));
+                let node = self.node_facts(event, Some(&shadowed), node);
                 SurfaceUndo::Replace(seq, self.surface.apply_replace(&shadowed, seq, node))
             }
         };
@@ -598,8 +605,20 @@ impl SessionState {
 
 impl SessionState {
     /// What the surface keeps about a surface event about to be folded (its message
-    /// presence and, when measured, its estimate); folds it into the token tally.
-    fn node_facts(&mut self, event: &Event, shadowed: Option<&[u64]>) -> NodeFacts {
+    /// presence and, when measured, its estimate, unless `known` already says); folds it
+    /// into the token tally.
+    fn node_facts(
+        &mut self,
+        event: &Event,
+        shadowed: Option<&[u64]>,
+        known: Option<NodeFacts>,
+    ) -> NodeFacts {
+        if let Some(node) = known {
+            if let Some(tokens) = self.tokens.as_mut() {
+                tokens.fold_surface_with_estimate(event, node.estimate, shadowed, &self.surface);
+            }
+            return node;
+        }
         let message = derived_message_ref(&self.version, event);
         let estimate = match self.tokens.as_mut() {
             Some(tokens) => tokens.fold_surface(event, message, shadowed, &self.surface),
@@ -610,6 +629,18 @@ impl SessionState {
             estimate,
         }
     }
+}
+
+/// Refuses an event whose type `version` does not know, unless it is ignorable.
+pub(crate) fn check_vocabulary(version: &FormatVersion, event: &Event) -> Result<(), Error> {
+    if !event.is_ignorable() && !version.is_known(event.event_type()) {
+        return Err(Error::UnknownEventType {
+            seq: event.seq(),
+            event_type: event.event_type().to_owned(),
+            version: version.name(),
+        });
+    }
+    Ok(())
 }
 
 fn check_tool_result_replace(

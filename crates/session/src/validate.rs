@@ -131,6 +131,16 @@ pub(crate) fn check_message(version: &FormatVersion, event: &Event) -> Result<()
     Ok(())
 }
 
+/// The payload rules of an event's type, which depend on the event and the session's rules
+/// alone, in the order a fold checks them: retired shapes, message shape, `request/header`
+/// config, the newer native payloads.
+pub(crate) fn check_payload(version: &FormatVersion, event: &Event) -> Result<(), Error> {
+    check_retired(event)?;
+    check_message(version, event)?;
+    check_request_header(event)?;
+    check_native(version, event)
+}
+
 /// Refuses the shapes DSH retired (`request/header-delta`, `mode/set`, fallback headers).
 pub(crate) fn check_retired(event: &Event) -> Result<(), Error> {
     let t = event.event_type();

@@ -17,7 +17,7 @@
 
 mod counter;
 pub(crate) mod projection;
-mod text;
+pub(crate) mod text;
 mod usage;
 
 use std::fmt;

@@ -205,6 +205,21 @@ impl TokenTally {
         shadowed: Option<&[u64]>,
         surface: &Surface,
     ) -> u32 {
+        let estimate = message.map_or(0, |m| self.estimate_content_scratch(m.content));
+        self.fold_surface_with_estimate(event, estimate, shadowed, surface);
+        estimate
+    }
+
+    /// [`TokenTally::fold_surface`] with the new node's estimate already made with this
+    /// tally's counter (by [`crate::LoadPreparer`], on another thread); the ledger and the
+    /// request envelope are folded as there.
+    pub(crate) fn fold_surface_with_estimate(
+        &mut self,
+        event: &Event,
+        estimate: u32,
+        shadowed: Option<&[u64]>,
+        surface: &Surface,
+    ) {
         // A settlement's request saw the surface as it was before the settlement itself.
         if let Some(request) = self.ledger.fold(event) {
             if request.kind == RequestKind::Settlement && request.usage.prompt_tokens() > 0 {
@@ -216,14 +231,12 @@ impl TokenTally {
                 });
             }
         }
-        let estimate = message.map_or(0, |m| self.estimate_content_scratch(m.content));
         for node in shadowed.unwrap_or_default() {
             let old = surface.facts(*node).map_or(0, |f| f.estimate);
             self.surface_tokens = self.surface_tokens.saturating_sub(u64::from(old));
         }
         self.surface_tokens += u64::from(estimate);
         self.fold_request(event);
-        estimate
     }
 
     fn fold_request(&mut self, event: &Event) {

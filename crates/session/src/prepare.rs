@@ -1,0 +1,164 @@
+//! Loading a stored event in two halves, so a long run of records can be folded on two
+//! threads with the work shared between them.
+//!
+//! Most of what [`SessionState::load`] does to an event depends on the event alone and the
+//! session's rules: the legacy upgrade (for every shape but a legacy tool-result
+//! replacement, which looks back at the node it replaces), the vocabulary check, the
+//! payload rules of its type (message shape, `request/header` config, retired shapes,
+//! the newer native payloads), whether it derives a message and that message's token
+//! estimate. [`LoadPreparer::prepare`] does that half wherever it runs, and
+//! [`SessionState::load_prepared`] does the rest (seq, surface, turns, usage, locks) in
+//! seq order. Together they reach exactly the state [`SessionState::load`] reaches and
+//! refuse exactly what it refuses, with the same error: the errors the first half finds
+//! are handed over and reported where the whole load would have reported them.
+
+use std::borrow::Cow;
+use std::cell::Cell;
+use std::sync::Arc;
+
+use crate::error::Error;
+use crate::event::{Event, Seq};
+use crate::session::derived_message_ref;
+use crate::state::{check_vocabulary, LookBack, SessionState};
+use crate::surface::NodeFacts;
+use crate::tokens::text::{count_with_overhead, write_content_text};
+use crate::tokens::TokenCounter;
+use crate::upgrade::upgrade_event;
+use crate::validate;
+use crate::version::FormatVersion;
+
+/// The half of a stored event's load that needs no session state, made for one session
+/// by [`SessionState::load_preparer`]. `Send`, so it can run beside the fold, and cloned
+/// to run on more than one thread.
+#[derive(Debug, Clone)]
+pub struct LoadPreparer {
+    version: Arc<FormatVersion>,
+    session_id: Box<str>,
+    counter: Option<Arc<dyn TokenCounter>>,
+    /// The visible text of the message being estimated, reused from event to event.
+    scratch: String,
+}
+
+/// A stored event with the stateless half of its load done, for
+/// [`SessionState::load_prepared`].
+#[derive(Debug)]
+pub struct PreparedEvent {
+    event: Event,
+    outcome: Outcome,
+}
+
+#[derive(Debug)]
+enum Outcome {
+    /// The upgrade looks back at an earlier event: the whole load happens in the fold.
+    Deferred,
+    /// The upgrade or the vocabulary refused the event (reported before its seq is
+    /// checked, as a load does).
+    Refused(Error),
+    /// Upgraded and of a known type; `payload` is the verdict of the payload rules
+    /// (reported after the seq check), `node` what a surface event's node keeps.
+    Checked {
+        payload: Result<(), Error>,
+        node: Option<NodeFacts>,
+    },
+}
+
+/// A look-back that has no events and remembers whether it was asked for one.
+struct Unavailable(Cell<bool>);
+
+impl LookBack for Unavailable {
+    fn event_at(&self, _: Seq) -> Result<Option<Cow<'_, Event>>, Error> {
+        self.0.set(true);
+        Ok(None)
+    }
+}
+
+impl LoadPreparer {
+    /// Does the stateless half of loading `event` (decoded from its stored record).
+    pub fn prepare(&mut self, mut event: Event) -> PreparedEvent {
+        let asked = Unavailable(Cell::new(false));
+        let upgraded = upgrade_event(&mut event, &asked, &self.session_id);
+        if asked.0.get() {
+            // The upgrade read an earlier event, which only the fold can give: it runs
+            // again there, on the event as stored.
+            event.upgrade = None;
+            return PreparedEvent {
+                event,
+                outcome: Outcome::Deferred,
+            };
+        }
+        if let Err(e) = upgraded.and_then(|()| check_vocabulary(&self.version, &event)) {
+            return PreparedEvent {
+                event,
+                outcome: Outcome::Refused(e),
+            };
+        }
+        let payload = validate::check_payload(&self.version, &event);
+        let node = match (&payload, self.version.surface_type(event.event_type())) {
+            (Ok(()), Some(_)) => Some(self.node_facts(&event)),
+            _ => None,
+        };
+        PreparedEvent {
+            event,
+            outcome: Outcome::Checked { payload, node },
+        }
+    }
+
+    /// What the surface keeps of a surface event: whether it derives a message and, when
+    /// tokens are measured, that message's estimate (as the token tally makes it).
+    fn node_facts(&mut self, event: &Event) -> NodeFacts {
+        let message = derived_message_ref(&self.version, event);
+        let estimate = match (&message, &self.counter) {
+            (Some(m), Some(counter)) => {
+                self.scratch.clear();
+                write_content_text(m.content, &mut self.scratch);
+                count_with_overhead(counter.as_ref(), &self.scratch)
+            }
+            _ => 0,
+        };
+        NodeFacts {
+            message: message.is_some(),
+            estimate,
+        }
+    }
+}
+
+impl PreparedEvent {
+    /// The event.
+    pub fn event(&self) -> &Event {
+        &self.event
+    }
+}
+
+impl SessionState {
+    /// A preparer of this session's stored events for [`SessionState::load_prepared`]: its
+    /// rules, its id (for legacy upgrades) and its token counter.
+    pub fn load_preparer(&self) -> LoadPreparer {
+        LoadPreparer {
+            version: Arc::clone(&self.version),
+            session_id: self.header.id().into(),
+            counter: self.tokens.as_ref().map(|t| Arc::clone(t.counter())),
+            scratch: String::new(),
+        }
+    }
+
+    /// [`SessionState::load`] of an event whose stateless half a preparer of this state
+    /// ([`SessionState::load_preparer`]) has done: the same state, the same refusals.
+    pub fn load_prepared(
+        &mut self,
+        prepared: PreparedEvent,
+        past: &dyn LookBack,
+    ) -> Result<(), Error> {
+        let PreparedEvent { mut event, outcome } = prepared;
+        match outcome {
+            Outcome::Deferred => self.load(&mut event, past),
+            Outcome::Refused(e) => Err(e),
+            Outcome::Checked { payload, node } => {
+                self.check_seq(&event)?;
+                payload?;
+                let plan = self.check_surface(&event, past)?;
+                self.apply_with(&event, plan, node);
+                Ok(())
+            }
+        }
+    }
+}
