@@ -5,12 +5,13 @@
 
 use std::path::Path;
 
-use sessionlog_log::{Seq as LogSeq, StreamId};
+use sessionlog_log::{Record, Seq as LogSeq, StreamId};
+use sessionlog_session::codec::decode_stored_event;
 use sessionlog_session::{FormatVersion, SessionHeader, SessionState, CHECKPOINT_STATE_VERSION};
 
 use super::{pipeline, CacheUse, LogPast, Store};
 use crate::cache::{self, CacheHeader, CacheMiss, Section};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// The one section of a session's checkpoint file: the state machine's checkpoint (its
 /// compaction locks included). spec: cache.md#session-state
@@ -47,9 +48,20 @@ impl Store {
             )
         };
         let past = LogPast::new(log.clone(), stream, header.id());
-        let events = self.stored_events(name, stream, LogSeq(start), LogSeq(next));
-        let count = pipeline::fold_events(next.saturating_sub(start), events, |mut event| {
-            state.load(&mut event, &past)?;
+        let mut preparer = state.load_preparer();
+        let records = log
+            .iter(stream, LogSeq(start), LogSeq(next))
+            .map(|r| r.map_err(Error::from));
+        let prepare = move |record: Record| {
+            let event = decode_stored_event(&record.payload).map_err(|e| Error::BadRecord {
+                session: name.to_owned(),
+                seq: record.seq.0,
+                detail: e.to_string(),
+            })?;
+            Ok(preparer.prepare(event))
+        };
+        let count = pipeline::fold_events(next.saturating_sub(start), records, prepare, |event| {
+            state.load_prepared(event, &past)?;
             Ok(())
         })?;
         if let CacheUse::Hit { folded } = &mut cache {
