@@ -93,31 +93,40 @@ fn child(mode: &str, dir: &Path) {
     }
 }
 
-/// Best time and the peak RSS of that best run, over `RUNS` child processes.
-fn measure(mode: &str, dir: &Path) -> (Duration, u64) {
+/// One measurement of `mode` in a child process: its time and peak RSS.
+fn measure_once(mode: &str, dir: &Path) -> (Duration, u64) {
     let exe = std::env::current_exe().expect("exe");
-    let mut best = (Duration::MAX, 0);
+    let out = Command::new(&exe)
+        .env(CHILD, mode)
+        .env("SESSIONLOG_RESUME_BENCH_DIR", dir)
+        .output()
+        .expect("child");
+    assert!(
+        out.status.success(),
+        "{mode}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut fields = text
+        .split_whitespace()
+        .map(|f| f.parse::<u64>().expect("number"));
+    let (Some(time_ns), Some(rss)) = (fields.next(), fields.next()) else {
+        panic!("{mode}: child printed {text:?}");
+    };
+    (Duration::from_nanos(time_ns), rss)
+}
+
+/// Best time and the peak RSS of that best run of each of `modes`, over `RUNS` rounds that
+/// each run every mode once, in turn: on a machine whose load changes from minute to
+/// minute, every mode then meets the same spells of load.
+fn measure(modes: &[&str], dir: &Path) -> Vec<(Duration, u64)> {
+    let mut best = vec![(Duration::MAX, 0); modes.len()];
     for _ in 0..RUNS {
-        let out = Command::new(&exe)
-            .env(CHILD, mode)
-            .env("SESSIONLOG_RESUME_BENCH_DIR", dir)
-            .output()
-            .expect("child");
-        assert!(
-            out.status.success(),
-            "{mode}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8_lossy(&out.stdout);
-        let mut fields = text
-            .split_whitespace()
-            .map(|f| f.parse::<u64>().expect("number"));
-        let (Some(time_ns), Some(rss)) = (fields.next(), fields.next()) else {
-            panic!("{mode}: child printed {text:?}");
-        };
-        let time = Duration::from_nanos(time_ns);
-        if time < best.0 {
-            best = (time, rss);
+        for (mode, best) in modes.iter().zip(&mut best) {
+            let run = measure_once(mode, dir);
+            if run.0 < best.0 {
+                *best = run;
+            }
         }
     }
     best
@@ -147,17 +156,18 @@ fn main() {
         started.elapsed()
     );
 
-    let checkpoint = measure("checkpoint", &dir);
-    let cold = measure("cold", &dir);
-    let load = measure("whole_session", &dir);
-    let serde = measure("serde_json", &dir);
+    let [checkpoint, cold, load, serde] =
+        measure(&["checkpoint", "cold", "whole_session", "serde_json"], &dir)[..]
+    else {
+        unreachable!("one result per mode");
+    };
     let _ = std::fs::remove_dir_all(&dir);
 
     let mb = |b: u64| b as f64 / (1 << 20) as f64;
     let r = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
     println!("{}", probe.summary());
     println!(
-        "resume for writing of a {events}-event session (best of {RUNS}, one child process each):"
+        "resume for writing of a {events}-event session (best of {RUNS} interleaved rounds, one child process each):"
     );
     for (name, (time, rss), note) in [
         (
