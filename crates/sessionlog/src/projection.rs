@@ -52,6 +52,12 @@ pub struct StoredEvent<'a> {
     /// the event reaches the projection as it is appended (so a fold that estimates with the
     /// same counter need not do it again); `None` when the event is folded from the log.
     pub message_estimate: Option<MessageEstimate<'a>>,
+    /// The exact provider usage the writer's session state read from the event's `usage`
+    /// member (with [`sessionlog_session::tokens::Usage::read`]), when the event reaches the
+    /// projection as it is appended and the state read one (so a fold that reads usage the
+    /// same way need not read it again); `None` when the event is folded from the log, or
+    /// has no usage that reader reads.
+    pub usage: Option<&'a sessionlog_session::tokens::Usage>,
 }
 
 /// An estimate of the tokens of the message an event derives.

@@ -99,6 +99,7 @@ fn fold<P: Projection>(p: &P) -> P::State {
             event: &event,
             version: &version,
             message_estimate: None,
+            usage: None,
         };
         p.apply(&mut state, &stored)
             .expect("the fold takes every event");
@@ -264,6 +265,7 @@ fn a_transcript_resumed_from_its_checkpoint_at_any_event_folds_on_as_a_whole_fol
                 event,
                 version: &version,
                 message_estimate: None,
+                usage: None,
             };
             Transcript.apply(state, &stored).expect("folds");
         }

@@ -109,6 +109,12 @@ impl SessionStats {
 }
 
 impl UsageTotals {
+    /// Counts usage already read (by the writer's session state, with [`Usage::read`]).
+    fn count_read(&mut self, usage: &Usage) {
+        self.requests += 1;
+        self.usage.add(usage);
+    }
+
     /// Counts a usage object (a settlement's or a summary's), if there is one.
     pub(crate) fn count(&mut self, usage: Option<JsonRef<'_>>) {
         let Some(usage) = usage.filter(|u| u.kind() != sessionlog_session::json::JsonKind::Null)
@@ -163,13 +169,13 @@ impl UsageTotals {
     }
 }
 
-/// Whether a tool result reports an error: an `error` in its data, or a `tool-result`
-/// block marked `isError`.
-pub(crate) fn result_is_error(message: JsonRef<'_>, error: Option<JsonRef<'_>>) -> bool {
+/// Whether a tool result reports an error: an `error` in its data, or a block of its
+/// message's `content` marked `isError`.
+pub(crate) fn result_is_error(content: Option<JsonRef<'_>>, error: Option<JsonRef<'_>>) -> bool {
     if error.is_some_and(|e| e.kind() != sessionlog_session::json::JsonKind::Null) {
         return true;
     }
-    message.get("content").is_some_and(|blocks| {
+    content.is_some_and(|blocks| {
         blocks
             .elements()
             .any(|b| b.get("isError").and_then(|v| v.as_bool()) == Some(true))
@@ -262,9 +268,8 @@ impl Projection for Stats {
         }
         match event.event_type() {
             "turn/end" => {
-                let reason = event
-                    .data()
-                    .get("reason")
+                let [reason] = event.data_fields(["reason"]);
+                let reason = reason
                     .and_then(|r| r.get("kind"))
                     .and_then(|k| k.as_str())
                     .map_or_else(|| "?".to_owned(), |k| k.into_owned());
@@ -289,15 +294,19 @@ impl Projection for Stats {
                     .open_calls
                     .remove(result.call_id.as_ref())
                     .unwrap_or_else(|| "?".to_owned());
-                let failed = result_is_error(result.message, result.error);
+                let failed = result_is_error(result.content, result.error);
                 s.tool(&name, |t| {
                     t.results += 1;
                     t.errors += u64::from(failed);
                 });
             }
-            "assistant/message" | "compaction/summary" => {
-                s.usage.count(event.data().get("usage"));
-            }
+            "assistant/message" | "compaction/summary" => match e.usage {
+                Some(usage) => s.usage.count_read(usage),
+                None => {
+                    let [usage] = event.data_fields(["usage"]);
+                    s.usage.count(usage);
+                }
+            },
             _ => {}
         }
         Ok(())

@@ -145,7 +145,7 @@ impl Projection for ToolAudit {
                     call.result = Some(ToolOutcome {
                         seq: event.seq().get(),
                         time: event.time(),
-                        error: result_is_error(result.message, result.error),
+                        error: result_is_error(result.content, result.error),
                     });
                     s.results.insert(event.seq().get(), i);
                 }
@@ -272,9 +272,7 @@ impl<'a> ToolCallFields<'a> {
     /// The fields of `event`, a `tool/call`.
     pub(crate) fn read(event: &'a Event) -> Result<ToolCallFields<'a>, ProjectionError> {
         let [turn, step, call_id, name, arguments] =
-            event
-                .data()
-                .fields(["turn", "step", "callId", "name", "arguments"]);
+            event.data_fields(["turn", "step", "callId", "name", "arguments"]);
         Ok(ToolCallFields {
             turn: integer(event, turn, "turn")?,
             step: integer(event, step, "step")?,
@@ -285,23 +283,31 @@ impl<'a> ToolCallFields<'a> {
     }
 }
 
-/// What the projections read of a `tool/result`, found in one pass over its data.
+/// What the projections read of a `tool/result`, found in the payload index the event
+/// was parsed with, not by walking its message again.
 pub(crate) struct ToolResultFields<'a> {
     /// The call it answers: its message's `source.callId` (or the message's own).
     pub(crate) call_id: Cow<'a, str>,
-    pub(crate) message: JsonRef<'a>,
+    /// Its message's `content`.
+    pub(crate) content: Option<JsonRef<'a>>,
     pub(crate) error: Option<JsonRef<'a>>,
 }
 
 impl<'a> ToolResultFields<'a> {
     /// The fields of `event`, a `tool/result`.
     pub(crate) fn read(event: &'a Event) -> Result<ToolResultFields<'a>, ProjectionError> {
-        let [message, error] = event.data().fields(["message", "error"]);
-        let message = message.ok_or_else(|| missing(event, "message", "present"))?;
-        let source = message.get("source").unwrap_or(message);
+        let [message, error] = event.data_fields(["message", "error"]);
+        if message.is_none() {
+            return Err(missing(event, "message", "present"));
+        }
+        let [source, own_call_id, content] = event.message_fields(["source", "callId", "content"]);
+        let call_id = match source {
+            Some(source) => source.get("callId"),
+            None => own_call_id,
+        };
         Ok(ToolResultFields {
-            call_id: string(event, source.get("callId"), "callId")?,
-            message,
+            call_id: string(event, call_id, "callId")?,
+            content,
             error,
         })
     }

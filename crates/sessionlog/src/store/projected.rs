@@ -264,6 +264,7 @@ impl Store {
                 event: &event,
                 version: &version,
                 message_estimate: None,
+                usage: None,
             };
             for r in resumed.iter_mut().filter(|r| folds(r, seq)) {
                 r.slot.feed(&stored);
@@ -370,6 +371,29 @@ pub(super) fn resumed_at(
     }
 }
 
+/// The usage the writer's ledger recorded for `event`, if it recorded one: it keeps its
+/// newest records, and an appended event's is the last or nearly so. An event whose usage
+/// it could not read, or whose record it no longer keeps, gets none here.
+fn recorded_usage<'a>(
+    state: &'a SessionState,
+    kind: u8,
+    event: &Event,
+) -> Option<&'a sessionlog_session::tokens::Usage> {
+    use sessionlog_session::codec::kind;
+    if kind != kind::ASSISTANT_MESSAGE && kind != kind::COMPACTION_SUMMARY {
+        return None;
+    }
+    let seq = event.seq();
+    state
+        .usage_ledger()?
+        .requests()
+        .iter()
+        .rev()
+        .take_while(|r| r.seq >= seq)
+        .find(|r| r.seq == seq)
+        .map(|r| &r.usage)
+}
+
 /// Feeds appended events to a writer's projections, with the estimates the writer's state
 /// made of their messages; `records` holds each event's kind and payload size.
 pub(super) fn feed_all(
@@ -382,21 +406,27 @@ pub(super) fn feed_all(
         return;
     }
     let counter = state.token_counter().map(|c| c.name());
+    let version = state.version();
     for (event, &(kind, record_bytes)) in events.iter().zip(records) {
         let seq = event.seq().get();
-        // A node a later event of the same batch replaced has no estimate kept: the fold
+        // Only an event of a surface type can be a surface node with an estimate; the
+        // lookup is not made for the others (most of a session: chunks, steps, calls). A
+        // node a later event of the same batch replaced has no estimate kept: the fold
         // makes its own.
-        let message_estimate = counter.and_then(|counter| {
-            state
-                .node_estimate(event.seq())
-                .map(|tokens| MessageEstimate { counter, tokens })
-        });
+        let message_estimate = counter
+            .filter(|_| version.surface_type(event.event_type()).is_some())
+            .and_then(|counter| {
+                state
+                    .node_estimate(event.seq())
+                    .map(|tokens| MessageEstimate { counter, tokens })
+            });
         let stored = StoredEvent {
             kind,
             record_bytes,
             event,
-            version: state.version(),
+            version,
             message_estimate,
+            usage: recorded_usage(state, kind, event),
         };
         for slot in slots.iter_mut() {
             slot.feed(&stored);
