@@ -301,7 +301,7 @@ impl SessionTranscript {
             self.settle(seq);
         }
         if event_type == "tool/call" {
-            let [id, name] = event.data().fields(["callId", "name"]);
+            let [id, name] = event.data_fields(["callId", "name"]);
             if let (Some(id), Some(name)) =
                 (id.and_then(|v| v.as_str()), name.and_then(|v| v.as_str()))
             {
@@ -389,7 +389,11 @@ impl SessionTranscript {
         // Continuation lines of a block leave the mark, seq and role columns blank.
         let blank = format!("  {:seq_width$}  {:KIND_WIDTH$}  ", "", "");
         let mut start = 0u64;
-        let mut line = String::with_capacity(1024);
+        // Rows are gathered into chunks of about `CHUNK_BYTES` and each chunk is written with
+        // one call: a row at a time, a buffered writer copies every byte once more and is
+        // called once per row of the session's whole history.
+        const CHUNK_BYTES: usize = 64 << 10;
+        let mut line = String::with_capacity(CHUNK_BYTES + 4096);
         // Rows come in seq order: the stored surface and shadowed events are walked along.
         let mut surface = self.stored.surface_cursor();
         let mut shadowed = self.stored.shadowed_cursor();
@@ -410,7 +414,7 @@ impl SessionTranscript {
                 RowKind::Message | RowKind::Empty => self.surface_mark(&row, &mut surface),
                 RowKind::Structural | RowKind::Stream => MARK_STRUCTURAL,
             };
-            line.clear();
+            let row_start = line.len();
             let seq = row.seq;
             // What `{mark} {seq:>seq_width$}  {column:KIND_WIDTH$}  ` writes, without the
             // formatting machinery: this runs once per row of a session's whole history.
@@ -449,10 +453,16 @@ impl SessionTranscript {
                     line.push_str("]\n");
                 }
             }
-            if line.len() > prefix {
+            if line.len() == prefix {
+                // A row with no line writes nothing.
+                line.truncate(row_start);
+            }
+            if line.len() >= CHUNK_BYTES {
                 out.write_all(line.as_bytes())?;
+                line.clear();
             }
         }
+        out.write_all(line.as_bytes())?;
         // A run of chunks still being read is shown as the fold would close it.
         if let Some((first, last)) = self.run {
             let row = Row {
@@ -867,12 +877,11 @@ fn push_number(out: &mut String, value: Option<JsonRef<'_>>) {
 /// Appends one line for a structural event (without its line end): what it says, in words
 /// where its type is common. Reads the payload in place.
 fn structural(out: &mut String, e: &Event) {
-    let d = e.data();
     let ty = e.event_type();
     match ty {
         // The legacy upgrade spreads `trigger` into the payload; older logs nest it.
         "turn/start" => {
-            let [turn, kind, trigger] = d.fields(["turn", "kind", "trigger"]);
+            let [turn, kind, trigger] = e.data_fields(["turn", "kind", "trigger"]);
             out.push_str("turn ");
             push_number(out, turn);
             out.push_str(" starts");
@@ -884,7 +893,7 @@ fn structural(out: &mut String, e: &Event) {
             }
         }
         "turn/end" => {
-            let [turn, reason] = d.fields(["turn", "reason"]);
+            let [turn, reason] = e.data_fields(["turn", "reason"]);
             out.push_str("turn ");
             push_number(out, turn);
             out.push_str(" ends: ");
@@ -892,7 +901,7 @@ fn structural(out: &mut String, e: &Event) {
             out.push_str(reason.as_deref().unwrap_or("?"));
         }
         "step/start" | "step/end" => {
-            let [turn, step] = d.fields(["turn", "step"]);
+            let [turn, step] = e.data_fields(["turn", "step"]);
             out.push_str("step ");
             push_number(out, turn);
             out.push('.');
@@ -904,7 +913,7 @@ fn structural(out: &mut String, e: &Event) {
             });
         }
         "request/header" => {
-            let [header, reason] = d.fields(["header", "reason"]);
+            let [header, reason] = e.data_fields(["header", "reason"]);
             let config = header.and_then(|h| h.get("config"));
             let [provider, model] =
                 config.map_or([None, None], |c| c.fields(["provider", "model"]));
@@ -917,7 +926,7 @@ fn structural(out: &mut String, e: &Event) {
             out.push(')');
         }
         "tool/call" => {
-            let [name, id] = d.fields(["name", "callId"]);
+            let [name, id] = e.data_fields(["name", "callId"]);
             out.push_str("tool call ");
             out.push_str(&str_or(name));
             out.push_str(" [");
@@ -941,17 +950,41 @@ pub fn abbreviate(text: &str, max: usize) -> String {
     out
 }
 
-/// [`abbreviate`], appended to `out`. ASCII (most of what agents write) is taken a byte at
-/// a time; other characters are decoded.
+/// [`abbreviate`], appended to `out`. Runs of printable ASCII (most of what agents write)
+/// are copied whole; other characters are decoded one at a time.
 fn abbreviate_into(out: &mut String, text: &str, max: usize) {
+    let printable = |b: &u8| (0x21..=0x7E).contains(b);
     let start = out.len();
     let mut chars = 0usize;
     let mut space = false;
+    let mut ascii = true;
     let mut rest = text;
     while chars <= max {
         let Some(&b) = rest.as_bytes().first() else {
             break;
         };
+        if printable(&b) {
+            // At most the characters that still fit, and one more to mark the cut.
+            let room = max + 1 - chars;
+            let run = rest
+                .as_bytes()
+                .iter()
+                .take(room)
+                .position(|b| !printable(b))
+                .unwrap_or(rest.len().min(room));
+            let Some((head, tail)) = rest.split_at_checked(run) else {
+                break;
+            };
+            if space {
+                out.push(' ');
+                chars += 1;
+                space = false;
+            }
+            out.push_str(head);
+            chars += run;
+            rest = tail;
+            continue;
+        }
         let c = if b.is_ascii() {
             rest = rest.get(1..).unwrap_or_default();
             char::from(b)
@@ -974,12 +1007,16 @@ fn abbreviate_into(out: &mut String, text: &str, max: usize) {
         }
         out.push(c);
         chars += 1;
+        ascii = false;
     }
     if chars > max {
-        let cut = out
-            .get(start..)
-            .and_then(|t| t.char_indices().nth(max))
-            .map_or(out.len(), |(i, _)| start + i);
+        let cut = if ascii {
+            start + max
+        } else {
+            out.get(start..)
+                .and_then(|t| t.char_indices().nth(max))
+                .map_or(out.len(), |(i, _)| start + i)
+        };
         out.truncate(cut);
         out.push('…');
     }
@@ -998,6 +1035,62 @@ mod tests {
         assert_eq!(abbreviate("é é é", 3), "é é…");
         assert_eq!(abbreviate("a\u{2003}\u{0085}b", 10), "a b");
         assert_eq!(abbreviate("ab\u{7f}c", 10), "ab c");
+    }
+
+    /// What abbreviation means, a character at a time: runs of whitespace and control
+    /// characters become one space (none at either end), and more than `max` characters
+    /// are cut to `max` and an ellipsis.
+    fn abbreviate_by_characters(text: &str, max: usize) -> String {
+        let words: Vec<String> = text
+            .split(|c: char| c.is_whitespace() || c.is_control())
+            .filter(|w| !w.is_empty())
+            .map(str::to_owned)
+            .collect();
+        let line = words.join(" ");
+        if line.chars().count() > max {
+            let mut cut: String = line.chars().take(max).collect();
+            cut.push('…');
+            cut
+        } else {
+            line
+        }
+    }
+
+    #[test]
+    fn abbreviation_copying_ascii_runs_whole_cuts_as_a_character_walk_does() {
+        let pieces = [
+            "a",
+            "word",
+            " ",
+            "\n\n",
+            "\t",
+            "\u{7f}",
+            "\u{0b}",
+            "é",
+            "日本",
+            "\u{2003}",
+            "x.y",
+            "0123456789",
+            "—",
+            "\u{85}",
+        ];
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        for case in 0..2000 {
+            let mut text = String::new();
+            for _ in 0..case % 60 {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                text.push_str(pieces[(rng % pieces.len() as u64) as usize]);
+            }
+            for max in [0, 1, 2, 5, 10, 60, 100] {
+                assert_eq!(
+                    abbreviate(&text, max),
+                    abbreviate_by_characters(&text, max),
+                    "{text:?} at {max}"
+                );
+            }
+        }
     }
 
     #[test]
