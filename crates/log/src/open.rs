@@ -252,10 +252,18 @@ pub(crate) fn open(
                 report.clean_close = scan.clean_close;
                 report.active_records = scan.outcome.records;
                 let file = if read_only {
-                    // Reads are served from the copy, up to where its valid data ends.
-                    // A fresh allocation: the copy may be a mostly empty preallocated segment.
-                    let end = usize::try_from(scan.outcome.data_end).unwrap_or(usize::MAX);
-                    let kept = Bytes::copy_from_slice(&bytes[..end.min(bytes.len())]);
+                    // Reads are served from the copy, up to where its valid data ends. A
+                    // copy that is mostly empty (a preallocated segment read whole) is copied
+                    // again into a fresh allocation of its data only; one that is mostly data
+                    // (read up to a clean close's end, or a full segment) is kept as it is.
+                    let end = usize::try_from(scan.outcome.data_end)
+                        .unwrap_or(usize::MAX)
+                        .min(bytes.len());
+                    let kept = if end >= bytes.len() / 2 {
+                        bytes.slice(..end)
+                    } else {
+                        Bytes::copy_from_slice(&bytes[..end])
+                    };
                     Arc::new(SnapshotFile::new(kept)) as Arc<dyn StorageFile>
                 } else {
                     file
