@@ -23,9 +23,11 @@ pub(crate) struct MemberSpan {
 pub(crate) fn index_payload(text: &str, start: usize) -> Option<(usize, Vec<MemberSpan>)> {
     u32::try_from(text.len()).ok()?;
     // Room for the members of a typical payload and its message, so indexing one
-    // allocates once.
+    // allocates once; the room left over is given back, since the index lives as long as
+    // its event and a whole session keeps every event in memory.
     let mut members = Vec::with_capacity(16);
     let end = index_object(text, start, 0, &mut members)?;
+    members.shrink_to_fit();
     Some((end, members))
 }
 
@@ -247,4 +249,34 @@ pub(crate) fn indexed_fields<'a, const N: usize>(
         }
     }
     found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A whole session keeps every event, and with it every event's index, in memory: an
+    /// index holds its members and no spare room for more.
+    #[test]
+    fn an_event_index_keeps_no_spare_room() {
+        for (text, indexed) in [
+            (
+                r#"{"type":"turn/start","seq":0,"time":0,"data":{"turn":1}}"#,
+                1,
+            ),
+            (
+                r#"{"type":"user/message","seq":1,"time":0,"data":{"message":{"id":"m1","role":"user","content":[]}}}"#,
+                4,
+            ),
+            (
+                r#"{"seq":2,"type":"turn/end","time":0,"data":{"turn":1,"outcome":"ok"}}"#,
+                2,
+            ),
+            (r#"{"type":"x/y","seq":3,"time":0,"data":{}}"#, 0),
+        ] {
+            let members = envelope_members_indexing(text, |_, _| {}).expect("an indexed payload");
+            assert_eq!(members.len(), indexed, "{text}");
+            assert_eq!(members.capacity(), members.len(), "{text}");
+        }
+    }
 }
