@@ -2,6 +2,8 @@
 //! stored as one JSONL row, unpacked on import and packed again on export exactly as
 //! DSH's writer packs them.
 
+use std::fmt::Write as _;
+
 use crate::event::{is_number, Event};
 use crate::json::{JsonRef, MAX_SAFE_INTEGER};
 
@@ -76,23 +78,45 @@ pub(crate) fn unpack_row(row: JsonRef<'_>) -> Option<Vec<String>> {
         if time.unsigned_abs() as f64 > MAX_SAFE_INTEGER || seq as f64 > MAX_SAFE_INTEGER {
             return None;
         }
-        let chunk = match (id, name) {
-            (Some(id), Some(name)) => format!(
-                "{{\"type\":\"{delta}\",\"index\":{index},\"id\":{},\"name\":{},\"argumentsDelta\":{}}}",
-                id.raw(),
-                name.raw(),
-                member.raw()
-            ),
-            (Some(id), None) => format!(
-                "{{\"type\":\"{delta}\",\"index\":{index},\"id\":{},\"argumentsDelta\":{}}}",
-                id.raw(),
-                member.raw()
-            ),
-            _ => format!("{{\"type\":\"{delta}\",\"index\":{index},\"text\":{}}}", member.raw()),
-        };
-        out.push(format!(
-            "{{\"type\":\"assistant/chunk\",\"seq\":{seq},\"time\":{time},\"data\":{{\"turn\":{turn},\"step\":{step},\"chunk\":{chunk}}}}}"
-        ));
+        // One allocation per envelope, of the size it will have.
+        let (id, name) = (id.map(|i| i.raw()), name.map(|n| n.raw()));
+        let mut text = String::with_capacity(
+            112 + turn.len()
+                + step.len()
+                + index.len()
+                + id.map_or(0, str::len)
+                + name.map_or(0, str::len)
+                + member.raw().len(),
+        );
+        let _ = write!(
+            text,
+            "{{\"type\":\"assistant/chunk\",\"seq\":{seq},\"time\":{time},\"data\":{{\"turn\":"
+        );
+        for piece in [
+            turn,
+            ",\"step\":",
+            step,
+            ",\"chunk\":{\"type\":\"",
+            delta,
+            "\",\"index\":",
+            index,
+        ] {
+            text.push_str(piece);
+        }
+        if let Some(id) = id {
+            text.push_str(",\"id\":");
+            text.push_str(id);
+            if let Some(name) = name {
+                text.push_str(",\"name\":");
+                text.push_str(name);
+            }
+            text.push_str(",\"argumentsDelta\":");
+        } else {
+            text.push_str(",\"text\":");
+        }
+        text.push_str(member.raw());
+        text.push_str("}}}");
+        out.push(text);
     }
     Some(out)
 }

@@ -5,6 +5,8 @@
 //! `session/end-seed {inherited: true}` marker; a turn a queued message interrupted gets
 //! the `turn/end` it lacked; a goal-change message is split in two.
 
+use std::borrow::Cow;
+
 use super::value::{get, seq_array, set, text_of, Obj, Val};
 use super::{interrupted_turn_end, queues_next_turn, unsupported, Ev, HeaderFacts, Refusal, Step};
 use crate::version::DshFormat;
@@ -142,9 +144,15 @@ impl<'a> Group<'a> {
     /// Adds one chunk as DSH's stream accumulator does: deltas continuing the previous
     /// record of their kind and block join it, everything else is a record of its own.
     fn push(&mut self, time: i64, chunk: Val<'a>) {
-        let kind = chunk.peek_str("type").map(|t| t.into_owned());
-        let index = text_of(chunk.member("index").as_mut());
-        match kind.as_deref() {
+        let kind = match chunk.peek_str("type").as_deref() {
+            Some("text-delta") => Some("text-delta"),
+            Some("reasoning-delta") => Some("reasoning-delta"),
+            Some("tool-call-delta") => Some("tool-call-delta"),
+            _ => None,
+        };
+        let index_val = chunk.member("index");
+        let index = index_val.as_ref().map_or(Cow::Borrowed(""), Val::text_cow);
+        match kind {
             Some(k @ ("text-delta" | "reasoning-delta")) => {
                 let reasoning = k == "reasoning-delta";
                 let text = chunk.member("text").unwrap_or(Val::literal("\"\""));
@@ -157,7 +165,7 @@ impl<'a> Group<'a> {
                     ..
                 }) = self.stream.last_mut()
                 {
-                    if *r == reasoning && *i == index {
+                    if *r == reasoning && *i == *index {
                         dt.push(time.saturating_sub(*last));
                         texts.push(text);
                         *last = time;
@@ -167,7 +175,7 @@ impl<'a> Group<'a> {
                 self.stream.push(Rec::Text {
                     reasoning,
                     time0: time,
-                    index,
+                    index: index.into_owned(),
                     dt: Vec::new(),
                     texts: vec![text],
                     last: time,
@@ -199,7 +207,7 @@ impl<'a> Group<'a> {
                 {
                     let same_name =
                         pname.as_ref().map(Val::to_text) == name.as_ref().map(Val::to_text);
-                    if *i == index && pid.to_text() == id.to_text() && same_name {
+                    if *i == *index && pid.to_text() == id.to_text() && same_name {
                         dt.push(time.saturating_sub(*last));
                         pargs.push(args);
                         *last = time;
@@ -208,7 +216,7 @@ impl<'a> Group<'a> {
                 }
                 self.stream.push(Rec::Tool {
                     time0: time,
-                    index,
+                    index: index.into_owned(),
                     dt: Vec::new(),
                     id,
                     name,
@@ -384,21 +392,26 @@ impl<'a> Stage<'a> {
         self.previous_spliced = queues_next_turn(ev);
     }
 
-    fn chunk(&mut self, mut ev: Ev<'a>, time: i64) -> Result<(), Refusal> {
-        let turn = text_of(ev.field("turn"));
-        let step = text_of(ev.field("step"));
-        let chunk = ev.field("chunk").cloned().unwrap_or(Val::literal("null"));
+    fn chunk(&mut self, ev: Ev<'a>, time: i64) -> Result<(), Refusal> {
+        // The payload is read where it is stored, not opened up: a chunk is not written
+        // again as itself, only into its attempt's stream.
+        let data = ev.val("data");
+        let member = |key: &str| data.and_then(|d| d.member(key));
+        let (turn_val, step_val) = (member("turn"), member("step"));
+        let turn = turn_val.as_ref().map_or(Cow::Borrowed(""), Val::text_cow);
+        let step = step_val.as_ref().map_or(Cow::Borrowed(""), Val::text_cow);
+        let chunk = member("chunk").unwrap_or(Val::literal("null"));
         let differs = self
             .pending
             .as_ref()
-            .is_some_and(|p| p.group.terminal || p.group.turn != turn || p.group.step != step);
+            .is_some_and(|p| p.group.terminal || p.group.turn != *turn || p.group.step != *step);
         if differs {
             self.finish_attempt()?;
         } else if self.pending.is_some() {
             self.flush_buffered()?;
         }
         let pending = self.pending.get_or_insert_with(|| Pending {
-            group: Group::new(turn, step),
+            group: Group::new(turn.into_owned(), step.into_owned()),
             after_last_chunk: Vec::new(),
         });
         let first = pending.group.spans.first().map_or(ev.seq, |s| s.0);

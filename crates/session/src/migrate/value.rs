@@ -202,6 +202,14 @@ impl<'a> Val<'a> {
         self.arr()?.iter().map(Val::as_u64).collect()
     }
 
+    /// The value's JSON text, borrowed when it is stored text.
+    pub(crate) fn text_cow(&self) -> Cow<'_, str> {
+        match self.text() {
+            Some(text) => Cow::Borrowed(text),
+            None => Cow::Owned(self.to_text()),
+        }
+    }
+
     /// The value's JSON text.
     pub(crate) fn to_text(&self) -> String {
         let mut out = String::new();
