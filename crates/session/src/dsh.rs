@@ -109,8 +109,8 @@ pub fn scan(file: &[u8]) -> Result<ScannedLog, Error> {
 }
 
 /// [`scan`], also telling for each retained envelope whether the scan found its whole text
-/// lossless JSON (a line kept as it was), so parsing it need not check that again; an
-/// envelope unpacked from a row, or one that broke the lossless rule, is not so marked.
+/// lossless JSON (a line kept as it was, or an envelope unpacked from a row that was), so
+/// parsing it need not check that again.
 fn scan_checked(file: &[u8]) -> Result<(ScannedLog, Vec<bool>), Error> {
     let header_end = file.iter().position(|b| *b == b'\n');
     let header_bytes = line_text(&file[..header_end.unwrap_or(file.len())]);
@@ -129,23 +129,29 @@ fn scan_checked(file: &[u8]) -> Result<(ScannedLog, Vec<bool>), Error> {
     }
     let header = SessionHeader::parse(header_text)?;
     let packed_rows = header.format() <= DshFormat::V1;
-    let mut pos = header_end.map_or(file.len(), |e| e + 1);
-    let mut committed = pos;
+    let start = header_end.map_or(file.len(), |e| e + 1);
+    // Each line is read on its own, half of them on each of two threads; what the lines
+    // mean together (gaps, a torn tail, damage before a later turn end) is decided after,
+    // in order. A final line without its line feed is not read: it is the torn tail.
+    let mut lines: Vec<(usize, usize)> = Vec::new();
+    let mut pos = start;
+    for end in memchr::memchr_iter(b'\n', file.get(start..).unwrap_or_default()) {
+        lines.push((pos, start + end + 1));
+        pos = start + end + 1;
+    }
+    let read = on_two_threads(lines, |_, half| {
+        half.into_iter()
+            .map(|(from, to)| (to, read_line(line_text(&file[from..to - 1]), packed_rows)))
+            .collect::<Vec<_>>()
+    });
+    let mut committed = start;
     let mut events: Vec<String> = Vec::new();
     let mut checked: Vec<bool> = Vec::new();
     let mut issue: Option<(usize, String)> = None;
     // DSH numbers the lines after the header from 1.
-    let mut line_no = 0;
-    while let Some(len) = file
-        .get(pos..)
-        .and_then(|rest| rest.iter().position(|b| *b == b'\n'))
-    {
-        line_no += 1;
-        let line = line_text(&file[pos..pos + len]);
-        let line_end = pos + len + 1;
-        pos = line_end;
-        let (records, lossless) = match parse_line(line, packed_rows) {
-            Ok(parsed) => parsed,
+    for (line_no, (line_end, line)) in (1..).zip(read.0.into_iter().chain(read.1)) {
+        let line = match line {
+            Ok(line) => line,
             Err(LineError::Null) => {
                 return Err(Error::invalid(
                     events.len() as u64,
@@ -162,11 +168,8 @@ fn scan_checked(file: &[u8]) -> Result<(ScannedLog, Vec<bool>), Error> {
                 continue;
             }
         };
-        let has_turn_end = records
-            .iter()
-            .any(|r| type_of(r).as_deref() == Some("turn/end"));
         if let Some((issue_line, detail)) = &issue {
-            if has_turn_end {
+            if line.has_turn_end {
                 let detail = format!(
                     "{detail}, yet line {} of the file holds a later turn/end, so this is not a torn tail",
                     line_no + 1
@@ -179,9 +182,8 @@ fn scan_checked(file: &[u8]) -> Result<(ScannedLog, Vec<bool>), Error> {
             continue;
         }
         let expected = events.len() as u64;
-        let gap = records.iter().enumerate().find_map(|(k, r)| {
-            let got = JsonRef::new(r).get("seq").and_then(|s| s.as_f64());
-            (got != Some((expected + k as u64) as f64)).then(|| (expected + k as u64, got))
+        let gap = line.seqs.iter().enumerate().find_map(|(k, got)| {
+            (*got != Some((expected + k as u64) as f64)).then(|| (expected + k as u64, *got))
         });
         if let Some((want, got)) = gap {
             let got = got.map_or_else(|| "no seq".to_owned(), json::js_number);
@@ -189,7 +191,7 @@ fn scan_checked(file: &[u8]) -> Result<(ScannedLog, Vec<bool>), Error> {
                 "seq gap in committed region at line {line_no} (expected {want}, got {got}){}",
                 file_line(line_no)
             );
-            if has_turn_end {
+            if line.has_turn_end {
                 return Err(Error::Corrupt {
                     line: line_no,
                     detail,
@@ -198,8 +200,8 @@ fn scan_checked(file: &[u8]) -> Result<(ScannedLog, Vec<bool>), Error> {
             issue = Some((line_no, detail));
             continue;
         }
-        checked.extend(std::iter::repeat_n(lossless, records.len()));
-        events.extend(records);
+        checked.extend(std::iter::repeat_n(line.lossless, line.records.len()));
+        events.extend(line.records);
         committed = line_end;
     }
     let tail = (committed < file.len()).then(|| TailCut {
@@ -215,6 +217,55 @@ fn scan_checked(file: &[u8]) -> Result<(ScannedLog, Vec<bool>), Error> {
         },
         checked,
     ))
+}
+
+/// `work` on each half of `items` (the first half here, the second on a thread of its
+/// own), with the index of the half's first item; the two results in order.
+fn on_two_threads<T: Send, R: Send>(
+    mut items: Vec<T>,
+    work: impl Fn(usize, Vec<T>) -> R + Sync,
+) -> (R, R) {
+    let half = items.len() / 2;
+    let second = items.split_off(half);
+    std::thread::scope(|scope| {
+        let work = &work;
+        let later = scope.spawn(move || work(half, second));
+        let first = work(0, items);
+        let second = later
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (first, second)
+    })
+}
+
+/// One event line, read apart from the others: its envelopes, whether it is lossless
+/// JSON as a whole, whether one of them is a `turn/end`, and each one's seq.
+struct LineRead {
+    records: Vec<String>,
+    lossless: bool,
+    has_turn_end: bool,
+    seqs: Vec<Option<f64>>,
+}
+
+fn read_line(line: &[u8], packed_rows: bool) -> Result<LineRead, LineError> {
+    let (records, lossless) = parse_line(line, packed_rows)?;
+    let mut has_turn_end = false;
+    let seqs = records
+        .iter()
+        .map(|r| {
+            let envelope = JsonRef::new(r);
+            has_turn_end |= envelope
+                .get("type")
+                .is_some_and(|t| t.as_str().as_deref() == Some("turn/end"));
+            envelope.get("seq").and_then(|s| s.as_f64())
+        })
+        .collect();
+    Ok(LineRead {
+        records,
+        lossless,
+        has_turn_end,
+        seqs,
+    })
 }
 
 /// DSH numbers the lines after the header from 1, and its messages (kept word for word, so
@@ -258,8 +309,10 @@ fn parse_line(line: &[u8], packed_rows: bool) -> Result<(Vec<String>, bool), Lin
         Some(t) if value.is_object() && ROW_TYPES.contains(&t.as_str()) && !packed_rows => {
             Err(LineError::Unparsable)
         }
+        // The envelopes unpacked from a lossless row are lossless too: fixed keys, and
+        // values that are the row's own text or safe integers made from its numbers.
         Some(t) if value.is_object() && ROW_TYPES.contains(&t.as_str()) => unpack_row(value)
-            .map(|rows| (rows, false))
+            .map(|rows| (rows, lossless))
             .ok_or(LineError::Unparsable),
         _ => Ok((vec![value.raw().to_owned()], lossless)),
     }
@@ -333,12 +386,16 @@ fn parse_scanned(
         header.validate_strict()?;
     }
     // A line the scan found lossless is not scanned again, and its text moves into the event.
-    let events = raw
-        .into_iter()
-        .zip(checked)
-        .enumerate()
-        .map(|(i, (raw, lossless))| Event::parse_checked(raw, i as u64, !lossless))
-        .collect::<Result<Vec<_>, _>>()?;
+    // Half of the events are parsed on another thread; the first error in order is reported.
+    let raw: Vec<(String, bool)> = raw.into_iter().zip(checked).collect();
+    let (first, second) = on_two_threads(raw, |offset, half| {
+        half.into_iter()
+            .enumerate()
+            .map(|(i, (raw, lossless))| Event::parse_checked(raw, (offset + i) as u64, !lossless))
+            .collect::<Result<Vec<_>, _>>()
+    });
+    let mut events = first?;
+    events.extend(second?);
     Ok((header, events))
 }
 
@@ -373,7 +430,7 @@ pub fn import_and_export(
     with_plain_text(file, |plain, zstd| {
         let (scanned, checked) = scan_checked(plain)?;
         if needs_migration(scanned.header.format(), export.format) {
-            return import_and_migrate(scanned, checked, import, export, zstd);
+            return import_and_migrate(scanned, checked, import, export, zstd, None);
         }
         let imported = import_scanned(scanned, checked, import, zstd)?;
         let out = export_dsh(&imported.session, export)?;
@@ -381,21 +438,66 @@ pub fn import_and_export(
     })
 }
 
+/// [`import_and_export`] with the file written to `out`, from its current position: a
+/// migration hands its text to the file while it runs instead of collecting it first, so
+/// writing overlaps the work. On an error, what was written is not a whole file: the
+/// caller removes it.
+pub fn import_and_export_to(
+    file: &[u8],
+    import: &ImportOptions,
+    export: &ExportOptions,
+    out: &mut std::fs::File,
+) -> Result<DshImport, Error> {
+    let (imported, ()) = with_plain_text(file, |plain, zstd| {
+        let (scanned, checked) = scan_checked(plain)?;
+        if needs_migration(scanned.header.format(), export.format) {
+            let (imported, _) =
+                import_and_migrate(scanned, checked, import, export, zstd, Some(&mut *out))?;
+            return Ok((imported, ()));
+        }
+        let imported = import_scanned(scanned, checked, import, zstd)?;
+        write_out(out, &export_dsh(&imported.session, export)?)?;
+        Ok((imported, ()))
+    })?;
+    Ok(imported)
+}
+
+fn write_out(out: &mut std::fs::File, bytes: &[u8]) -> Result<(), Error> {
+    use std::io::Write;
+    out.write_all(bytes).map_err(|e| Error::Output {
+        detail: e.to_string(),
+    })
+}
+
 /// [`import_and_export`] of a scanned file that DSH's migration exports: the events are
-/// folded on one thread while the other migrates them.
+/// folded on one thread while the other migrates them. With `out`, the migrated file is
+/// written there (and the bytes returned are empty).
 fn import_and_migrate(
     scanned: ScannedLog,
     checked: Vec<bool>,
     import: &ImportOptions,
     export: &ExportOptions,
     zstd: bool,
+    mut out: Option<&mut std::fs::File>,
 ) -> Result<(DshImport, Vec<u8>), Error> {
+    use std::io::Seek;
     let (header, mut events) = parse_scanned(scanned.header, scanned.events, checked, import)?;
     Session::upgrade_all(&header, &mut events)?;
     let version = import.version.clone();
+    let output = |e: std::io::Error| Error::Output {
+        detail: e.to_string(),
+    };
+    let start = match out.as_mut() {
+        Some(file) => Some(file.stream_position().map_err(output)?),
+        None => None,
+    };
     let (folded, migrated) = std::thread::scope(|scope| {
         let fold = scope.spawn(|| Session::fold_all(header.clone(), version, &events));
-        let migrated = crate::migrate::export_latest(&header, &events, export.zstd);
+        let migrated = match out.as_mut() {
+            Some(file) => crate::migrate::write_latest(&header, &events, export.zstd, &mut **file)
+                .map(|()| Vec::new()),
+            None => crate::migrate::export_latest(&header, &events, export.zstd),
+        };
         let folded = fold
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
@@ -403,13 +505,20 @@ fn import_and_migrate(
     });
     let session = Session::from_folded(folded?, events);
     let imported = finish_import(session, scanned.tail, import, zstd)?;
-    let out = if imported.closers.is_empty() {
-        migrated?
-    } else {
-        // Closers joined the session: they are migrated with it.
-        export_dsh(&imported.session, export)?
-    };
-    Ok((imported, out))
+    if imported.closers.is_empty() {
+        return Ok((imported, migrated?));
+    }
+    // Closers joined the session: they are migrated with it.
+    let bytes = export_dsh(&imported.session, export)?;
+    match (out, start) {
+        (Some(file), Some(start)) => {
+            file.set_len(start).map_err(output)?;
+            file.seek(std::io::SeekFrom::Start(start)).map_err(output)?;
+            write_out(file, &bytes)?;
+            Ok((imported, Vec::new()))
+        }
+        _ => Ok((imported, bytes)),
+    }
 }
 
 /// How to export a session as a DSH file.

@@ -197,6 +197,12 @@ pub enum Error {
         /// The store's class of the failure (damage, or the environment).
         class: ErrorClass,
     },
+    /// Writing an export's bytes to its file failed.
+    #[error("cannot write the export: {detail}; fix the destination (space, permissions) and export again")]
+    Output {
+        /// The I/O error, as the system reports it.
+        detail: String,
+    },
 }
 
 impl Error {
@@ -207,6 +213,7 @@ impl Error {
         match self {
             Error::Decode { .. } => ErrorClass::Damaged,
             Error::LookBack { class, .. } => *class,
+            Error::Output { .. } => ErrorClass::Environment,
             _ => ErrorClass::Refused,
         }
     }

@@ -43,8 +43,8 @@ pub use codec::{
 };
 pub use dsh::{
     event_for_format, export_dsh, export_format, export_jsonl, header_for_format,
-    import_and_export, import_jsonl, needs_migration, DshImport, ExportOptions, FormatChoice,
-    ImportOptions, TailCut,
+    import_and_export, import_and_export_to, import_jsonl, needs_migration, DshImport,
+    ExportOptions, FormatChoice, ImportOptions, TailCut,
 };
 pub use error::{Error, Rule, ValidationError};
 pub use event::{Event, EventInput, Seq, SurfaceOp};

@@ -2,6 +2,9 @@
 //! `import_jsonl` followed by `export_dsh`: the same session, the same bytes, and the same
 //! error when either step refuses, for every file DSH's migration accepted or refused, every
 //! fixture of the DSH corpus (plain and zstd), with and without repair, at V4 and by default.
+//! `import_and_export_to`, which hands the migrated text to a file as it goes, writes that
+//! file after whatever the file held before (rewriting its own part when repair adds
+//! closers).
 
 mod common;
 
@@ -9,8 +12,8 @@ use std::path::{Path, PathBuf};
 
 use common::{dsh_fixture_dir, files_under};
 use sessionlog_session::{
-    export_dsh, import_and_export, import_jsonl, zstd_file, DshFormat, DshImport, ExportOptions,
-    ImportOptions, Seq, TailCut,
+    export_dsh, import_and_export, import_and_export_to, import_jsonl, zstd_file, DshFormat,
+    DshImport, ExportOptions, ImportOptions, Seq, TailCut,
 };
 
 /// What an import gave: the header, every event as stored, the cut tail and the closers.
@@ -49,6 +52,35 @@ fn side_by_side(
     Ok((what(&imported), out))
 }
 
+/// What a file held before the export was written after it.
+const BEFORE: &[u8] = b"bytes already in the file\n";
+
+fn written_to_a_file(
+    file: &[u8],
+    import: &ImportOptions,
+    export: &ExportOptions,
+) -> Result<(Imported, Vec<u8>), String> {
+    use std::io::Write;
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!(
+        "sessionlog-import-and-export-to-{}-{n}",
+        std::process::id()
+    ));
+    let mut out = std::fs::File::create(&path).expect("temp file");
+    out.write_all(BEFORE).expect("written");
+    let imported = import_and_export_to(file, import, export, &mut out);
+    drop(out);
+    let written = std::fs::read(&path).expect("readable");
+    let _ = std::fs::remove_file(&path);
+    let imported = imported.map_err(|e| e.to_string())?;
+    let rest = written
+        .strip_prefix(BEFORE)
+        .expect("what the file held is kept")
+        .to_vec();
+    Ok((what(&imported), rest))
+}
+
 /// Compares both paths on `file` for every import and export option; returns how many
 /// of the comparisons migrated without a refusal.
 fn compare(name: &str, file: &[u8]) -> usize {
@@ -59,14 +91,24 @@ fn compare(name: &str, file: &[u8]) -> usize {
             for zstd in [false, true] {
                 let export = ExportOptions::default().with_format(format).with_zstd(zstd);
                 let expected = one_after_the_other(file, &import, &export);
-                let got = side_by_side(file, &import, &export);
                 let case = format!("{name}: repair {repair}, format {format:?}, zstd {zstd}");
-                match (&got, &expected) {
-                    (Ok((got_import, got_file)), Ok((import, file))) => {
-                        assert!(got_import == import, "{case}: the imported session differs");
-                        assert!(got_file == file, "{case}: the exported file differs");
+                for (path, got) in [
+                    ("side by side", side_by_side(file, &import, &export)),
+                    ("to a file", written_to_a_file(file, &import, &export)),
+                ] {
+                    match (&got, &expected) {
+                        (Ok((got_import, got_file)), Ok((import, file))) => {
+                            assert!(
+                                got_import == import,
+                                "{case}, {path}: the imported session differs"
+                            );
+                            assert!(
+                                got_file == file,
+                                "{case}, {path}: the exported file differs"
+                            );
+                        }
+                        _ => assert_eq!(got.err(), expected.clone().err(), "{case}, {path}"),
                     }
-                    _ => assert_eq!(got.err(), expected.clone().err(), "{case}"),
                 }
                 migrated += usize::from(format == Some(DshFormat::V4) && expected.is_ok());
             }

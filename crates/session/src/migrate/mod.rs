@@ -429,16 +429,28 @@ fn stages<'s, 'a: 's>(
     stages
 }
 
+/// Why a migration stopped: DSH's chain refused the session, or its text could not be
+/// handed on to the file it goes to.
+enum Stop {
+    Refused(Refusal),
+    Output(std::io::Error),
+}
+
+/// Text gathered before it is handed to the file an export streams to.
+const SPILL_BYTES: usize = 1 << 20;
+
 /// Migrates `events` of a session declaring `from` and appends the latest format's lines to
 /// `out`, or returns DSH's reason for refusing. Two threads share the work: one reads the
 /// events and runs the stages up to V2, the other the later stages and the writing, a batch
-/// of events at a time.
+/// of events at a time. With `spill`, the text is written to it whenever a megabyte has
+/// gathered, so writing the file overlaps the migration; `out` then holds only the rest.
 fn migrate_into(
     facts: &HeaderFacts,
     from: DshFormat,
     events: &[Event],
     out: &mut String,
-) -> Result<(), Refusal> {
+    mut spill: Option<&mut (dyn std::io::Write + Send)>,
+) -> Result<(), Stop> {
     let (front, back): (Vec<_>, Vec<_>) = stages(facts, from, events.len())
         .into_iter()
         .partition(|(place, _)| *place < 2);
@@ -468,6 +480,7 @@ fn migrate_into(
         });
         let mut chain = Chain::new(back);
         let mut written = Vec::new();
+        let mut failed = None;
         for batch in take.iter() {
             for ev in batch {
                 chain.push(ev, &mut written);
@@ -479,9 +492,16 @@ fn migrate_into(
                 ev.write_latest(out);
             }
             written.clear();
+            if let Some(file) = spill.as_mut().filter(|_| out.len() >= SPILL_BYTES) {
+                if let Err(e) = file.write_all(out.as_bytes()) {
+                    failed = Some(e);
+                    break;
+                }
+                out.clear();
+            }
         }
         drop(take);
-        if chain.live() > 0 {
+        if chain.live() > 0 && failed.is_none() {
             chain.finish(&mut written);
             for ev in written.iter_mut() {
                 ev.write_latest(out);
@@ -490,9 +510,10 @@ fn migrate_into(
         let front = front
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        match front.or(chain.refused) {
-            Some((_, refusal)) => Err(refusal),
-            None => Ok(()),
+        match (front.or(chain.refused), failed) {
+            (Some((_, refusal)), _) => Err(Stop::Refused(refusal)),
+            (None, Some(e)) => Err(Stop::Output(e)),
+            (None, None) => Ok(()),
         }
     })
 }
@@ -508,12 +529,20 @@ fn refused(from: DshFormat, reason: String) -> Error {
     }
 }
 
+fn output_error(e: &std::io::Error) -> Error {
+    Error::Output {
+        detail: e.to_string(),
+    }
+}
+
 /// Appends the latest format's header line and the migrated event lines to `out`, each
-/// with its line feed; returns that header.
+/// with its line feed (with `spill`, most of them go to it instead; see [`migrate_into`]);
+/// returns that header.
 fn migrate_text(
     header: &SessionHeader,
     events: &[Event],
     out: &mut String,
+    spill: Option<&mut (dyn std::io::Write + Send)>,
 ) -> Result<SessionHeader, Error> {
     let from = header.format();
     let facts = HeaderFacts {
@@ -525,7 +554,10 @@ fn migrate_text(
     let latest = header.as_written_by_latest()?;
     out.push_str(latest.raw());
     out.push('\n');
-    migrate_into(&facts, from, events, out).map_err(|r| refused(from, r.0))?;
+    migrate_into(&facts, from, events, out, spill).map_err(|stop| match stop {
+        Stop::Refused(r) => refused(from, r.0),
+        Stop::Output(e) => output_error(&e),
+    })?;
     Ok(latest)
 }
 
@@ -540,10 +572,27 @@ pub fn export_latest(
     let mut out = String::with_capacity(
         header.raw().len() + 64 + events.iter().map(|e| e.raw().len() + 64).sum::<usize>(),
     );
-    migrate_text(header, events, &mut out)?;
+    migrate_text(header, events, &mut out, None)?;
     if zstd {
         crate::zstd_file::encode(out.as_bytes())
     } else {
         Ok(out.into_bytes())
     }
+}
+
+/// [`export_latest`] written to `file`: plain text is handed on as it is migrated, so
+/// writing overlaps the migration. On an error, what was written is not a whole file.
+pub fn write_latest(
+    header: &SessionHeader,
+    events: &[Event],
+    zstd: bool,
+    file: &mut (dyn std::io::Write + Send),
+) -> Result<(), Error> {
+    if zstd {
+        let bytes = export_latest(header, events, zstd)?;
+        return file.write_all(&bytes).map_err(|e| output_error(&e));
+    }
+    let mut out = String::with_capacity(2 * SPILL_BYTES);
+    migrate_text(header, events, &mut out, Some(&mut *file))?;
+    file.write_all(out.as_bytes()).map_err(|e| output_error(&e))
 }
