@@ -14,8 +14,11 @@
 //!
 //! `cargo bench -p sessionlog-benches --bench migrate`; `SESSIONLOG_MIGRATE_BENCH_EVENTS`
 //! sets a smaller session for a quick look. Every file is removed at the end.
+//!
+//! For profiling one path: `SESSIONLOG_MIGRATE_BENCH_BUILD=DIR` only builds the store and
+//! the V0 file into `DIR` (kept); `SESSIONLOG_MIGRATE_BENCH_PROFILE=file:DIR` (or
+//! `store:DIR`) then runs that one sessionlog path once over them and prints its time.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -24,7 +27,7 @@ use sessionlog::session::SessionHeader;
 use sessionlog::{Store, StoreOptions};
 use sessionlog_benches::{fill_compare_session, fresh_dir, human_ns, ns, probe};
 use sessionlog_session::{
-    export_dsh, import_and_export, import_jsonl, DshFormat, ExportOptions, ImportOptions,
+    export_dsh, import_and_export_to, import_jsonl, DshFormat, ExportOptions, ImportOptions,
 };
 
 const RUNS: usize = 3;
@@ -69,21 +72,23 @@ fn sessionlog_store_export(store_dir: &Path, v4: &Path) -> (Duration, u64) {
     (elapsed, std::fs::metadata(v4).map_or(0, |m| m.len()))
 }
 
-/// sessionlog's migration, file to file: returns the time and the V4 bytes.
+/// sessionlog's migration, file to file, the V4 text written into its file as it is made:
+/// returns the time and the V4 bytes (read back after the timing).
 fn sessionlog_file_to_file(v0: &Path, v4: &Path) -> (Duration, Vec<u8>) {
     let started = Instant::now();
     let bytes = std::fs::read(v0).expect("V0 file");
-    let (imported, out) = import_and_export(
+    let mut file = std::fs::File::create(v4).expect("V4 file");
+    let imported = import_and_export_to(
         &bytes,
         &ImportOptions::default(),
         &ExportOptions::default().with_format(Some(DshFormat::V4)),
+        &mut file,
     )
     .expect("import and V4 export");
     drop((bytes, imported));
-    let mut file = std::fs::File::create(v4).expect("V4 file");
-    file.write_all(&out).expect("write");
     file.sync_data().expect("fdatasync");
-    (started.elapsed(), out)
+    let elapsed = started.elapsed();
+    (elapsed, std::fs::read(v4).expect("V4 file"))
 }
 
 fn workspace_root() -> PathBuf {
@@ -134,11 +139,36 @@ fn dsh_resume(python: &Path, v0: &Path, work: &Path) -> Result<(Duration, PathBu
     Ok((Duration::from_secs_f64(seconds), migrated))
 }
 
+/// One sessionlog path, once, over a directory `SESSIONLOG_MIGRATE_BENCH_BUILD` made.
+fn profile_one(which: &str) {
+    let (path, dir) = which.split_once(':').unwrap_or((which, "."));
+    let dir = Path::new(dir);
+    let v4 = dir.join("session.v4.jsonl");
+    let time = match path {
+        "file" => sessionlog_file_to_file(&dir.join("session.jsonl"), &v4).0,
+        "store" => sessionlog_store_export(&dir.join("store"), &v4).0,
+        other => panic!("SESSIONLOG_MIGRATE_BENCH_PROFILE: {other:?} is neither file nor store"),
+    };
+    let _ = std::fs::remove_file(&v4);
+    println!("{path}: {}", human_ns(ns(time)));
+}
+
 fn main() {
     let events: u64 = std::env::var("SESSIONLOG_MIGRATE_BENCH_EVENTS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1_000_000);
+    if let Some(dir) = std::env::var_os("SESSIONLOG_MIGRATE_BENCH_BUILD") {
+        let dir = Path::new(&dir);
+        std::fs::create_dir_all(dir).expect("build dir");
+        let (v0, stored) = build_v0_file(dir, events);
+        println!("built the {stored}-event V0 session {}", v0.display());
+        return;
+    }
+    if let Ok(which) = std::env::var("SESSIONLOG_MIGRATE_BENCH_PROFILE") {
+        profile_one(&which);
+        return;
+    }
     let probe = probe();
     let dir = fresh_dir("migrate");
     let started = Instant::now();
