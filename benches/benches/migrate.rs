@@ -1,12 +1,12 @@
-//! DSH format V0 -> V4 migration of the 1,000,048-event benchmark session (the seeded workload
+//! DSH format V0 -> V4 migration of the 1,000,008-event benchmark session (the seeded workload
 //! generator's agent traffic, as `benches/compare` builds it for its replay table), by
 //! sessionlog and by DeepSeek Harness itself, in the same run, with the disk probe.
 //!
 //! - sessionlog, best of `RUNS` each: the session it holds exported at V4 from its store into
 //!   `session.v4.jsonl` with `fdatasync` (open, read the log, migrate, write: what `export
-//!   --format-version 4` does); the V0 file read, imported (`import_jsonl`: parse, validate,
-//!   fold), migrated and written with `fdatasync`; and the migration alone (`export_dsh` at V4
-//!   of the imported session).
+//!   --format-version 4` does); the V0 file read, imported (parse, validate, fold), migrated
+//!   beside the fold and written into its file as it is made (`import_and_export_to`), with
+//!   `fdatasync`; and the migration alone (`export_dsh` at V4 of the imported session).
 //! - DSH: the real runtime (`deepseek-harness-sdk==0.2.1rc2`, installed as the conformance job
 //!   installs it) resumes the V0 file from a fresh DSH home; timed from `resume_session` until
 //!   it returns, when the migrated `session.v4.jsonl` is written (the runtime's start is not
