@@ -6,7 +6,9 @@ Workload per operation: ``add_items([one item])`` (durable when it returns, for 
 executor (where SQLiteSession does its work, and sessionlog whatever would wait) has 64
 threads for both. Each row alternates the two (sessionlog, SQLite, SQLite, sessionlog, ...)
 over ``--rounds`` rounds and sums operations and time, so a disk that changes speed during
-the run (it is shared) weighs on both alike. Then ``get_items(limit=20)`` on a
+the run (it is shared) weighs on both alike. Each row is run twice: for ``--seconds`` (the
+faster store then makes longer sessions, so its ``get_items()`` returns more items per call),
+and for ``--ops`` operations per session (both stores do exactly the same work). Then ``get_items(limit=20)`` on a
 100,000-item session: warm (the same object that added the items, 200 calls) and cold
 (the first call of a newly opened object, 20 reopens).
 
@@ -60,15 +62,19 @@ def item(i: int) -> dict:
     return {"role": "user", "content": f"message {i}: " + "lorem ipsum " * 8}
 
 
-async def run_workload(make, n: int, seconds: float) -> tuple[int, float]:
+async def run_workload(make, n: int, seconds: float, ops: int | None) -> tuple[int, float]:
+    """Runs n sessions for `seconds`, or for `ops` operations each when it is given."""
     sessions = [make(f"s{n}-{k}") for k in range(n)]
     deadline = time.perf_counter() + seconds
     counts = [0] * n
 
+    def more(i: int) -> bool:
+        return i < ops if ops is not None else time.perf_counter() < deadline
+
     async def worker(k: int) -> None:
         s = sessions[k]
         i = 0
-        while time.perf_counter() < deadline:
+        while more(i):
             await s.add_items([item(i)])
             await s.get_items()
             i += 1
@@ -112,7 +118,7 @@ async def get_limit_20(make, total: int = 100_000) -> tuple[tuple, tuple]:
     return percentiles(warm), (statistics.median(cold), max(cold))
 
 
-async def compare(n: int, seconds: float, rounds: int, work: str) -> tuple[float, float]:
+async def compare(n: int, seconds: float, ops: int | None, rounds: int, work: str) -> tuple[float, float]:
     """Operations per second of sessionlog and of SQLiteSession at n sessions, alternated."""
     totals = {"sessionlog": [0, 0.0], "sqlite": [0, 0.0]}
     order = []
@@ -121,27 +127,30 @@ async def compare(n: int, seconds: float, rounds: int, work: str) -> tuple[float
     for i, kind in enumerate(order):
         if kind == "sessionlog":
             store_dir = os.path.join(work, f"sessionlog-{n}-{i}")
-            ops, t = await run_workload(lambda sid: BenchSessionlogSession(sid, store_dir), n, seconds)
+            done, t = await run_workload(lambda sid: BenchSessionlogSession(sid, store_dir), n, seconds, ops)
             shutil.rmtree(store_dir, ignore_errors=True)
         else:
             db = os.path.join(work, f"sqlite-{n}-{i}.db")
-            ops, t = await run_workload(lambda sid: SQLiteSession(sid, db), n, seconds)
+            done, t = await run_workload(lambda sid: SQLiteSession(sid, db), n, seconds, ops)
             for suffix in ("", "-wal", "-shm", ".lock"):
                 if os.path.exists(db + suffix):
                     os.remove(db + suffix)
-        totals[kind][0] += ops
+        totals[kind][0] += done
         totals[kind][1] += t
-    return tuple(ops / t for ops, t in (totals["sessionlog"], totals["sqlite"]))
+    return tuple(count / t for count, t in (totals["sessionlog"], totals["sqlite"]))
 
 
 async def main_async(args, work: str) -> None:
     asyncio.get_running_loop().set_default_executor(
         concurrent.futures.ThreadPoolExecutor(max_workers=64)
     )
-    print(f"{'sessions':>8} {'sessionlog ops/s':>17} {'SQLiteSession ops/s':>20} {'ratio':>7}")
-    for n in (1, 8, 64):
-        rate_l, rate_s = await compare(n, args.seconds, args.rounds, work)
-        print(f"{n:>8} {rate_l:>17.0f} {rate_s:>20.0f} {rate_l / rate_s:>6.2f}x", flush=True)
+    for ops in (None, args.ops):
+        shape = f"{args.seconds:g} s per run" if ops is None else f"{ops} operations per session"
+        print(f"{shape}, {args.rounds} runs of each store per row:")
+        print(f"{'sessions':>8} {'sessionlog ops/s':>17} {'SQLiteSession ops/s':>20} {'ratio':>7}")
+        for n in (1, 8, 64):
+            rate_l, rate_s = await compare(n, args.seconds, ops, args.rounds, work)
+            print(f"{n:>8} {rate_l:>17.0f} {rate_s:>20.0f} {rate_l / rate_s:>6.2f}x", flush=True)
     big_dir = os.path.join(work, "sessionlog-big")
     (p50, p99), (c50, cmax) = await get_limit_20(lambda sid: BenchSessionlogSession(sid, big_dir))
     shutil.rmtree(big_dir, ignore_errors=True)
@@ -163,6 +172,9 @@ async def main_async(args, work: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="time of each run")
+    parser.add_argument(
+        "--ops", type=int, default=100, help="operations per session of each run of the same-work rows"
+    )
     parser.add_argument("--rounds", type=int, default=2, help="runs of each store per row")
     parser.add_argument("--no-probe", action="store_true", help="skip the disk probe")
     args = parser.parse_args()
