@@ -37,7 +37,7 @@ pub enum Error {
         format: Option<FormatError>,
     },
     /// Another process (or another `Log` in this one) has the store open.
-    #[error("store {} is locked by another process; close it there first", dir.display())]
+    #[error("store {} is already open for writing, by another process or another open store in this one; close it there first", dir.display())]
     Locked {
         /// The store directory.
         dir: PathBuf,
