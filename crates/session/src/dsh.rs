@@ -441,7 +441,9 @@ pub fn import_and_export(
 /// [`import_and_export`] with the file written to `out`, from its current position: a
 /// migration hands its text to the file while it runs instead of collecting it first, so
 /// writing overlaps the work. On an error, what was written is not a whole file: the
-/// caller removes it.
+/// caller removes it. When repair adds closers, the file is cut back to the position it had
+/// at the call and written again, so `out` must not be opened in append mode (its position
+/// would read 0 and the cut would remove what the file held before).
 pub fn import_and_export_to(
     file: &[u8],
     import: &ImportOptions,
