@@ -220,23 +220,41 @@ fn scan_checked(file: &[u8]) -> Result<(ScannedLog, Vec<bool>), Error> {
 }
 
 /// `work` on each half of `items` (the first half here, the second on a thread of its
-/// own), with the index of the half's first item; the two results in order.
+/// own when the halves are large enough to pay for it and the system gives one), with the
+/// index of the half's first item; the two results in order.
 fn on_two_threads<T: Send, R: Send>(
     mut items: Vec<T>,
     work: impl Fn(usize, Vec<T>) -> R + Sync,
 ) -> (R, R) {
     let half = items.len() / 2;
     let second = items.split_off(half);
+    if half < TWO_THREADS_FROM {
+        // A thread costs more than a few lines' parse.
+        return (work(0, items), work(half, second));
+    }
+    // The second half waits here until its thread takes it, so that a thread the system
+    // refuses (a limit on threads) leaves it to this one instead of losing it.
+    let slot = std::sync::Mutex::new(Some(second));
     std::thread::scope(|scope| {
-        let work = &work;
-        let later = scope.spawn(move || work(half, second));
+        let (work, slot) = (&work, &slot);
+        let take = move || {
+            let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+            slot.take().unwrap_or_default()
+        };
+        let later = std::thread::Builder::new().spawn_scoped(scope, move || work(half, take()));
         let first = work(0, items);
-        let second = later
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        let second = match later {
+            Ok(later) => later
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            Err(_) => work(half, take()),
+        };
         (first, second)
     })
 }
+
+/// Fewer lines than this in each half are parsed on the calling thread alone.
+const TWO_THREADS_FROM: usize = 512;
 
 /// One event line, read apart from the others: its envelopes, whether it is lossless
 /// JSON as a whole, whether one of them is a `turn/end`, and each one's seq.
