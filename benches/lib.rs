@@ -565,30 +565,9 @@ pub fn fill_compare_session(
     commit_every: Option<u64>,
 ) {
     use sessionlog::workload::{Workload, WorkloadConfig};
-    let mut w = Workload::new(42, WorkloadConfig::default());
-    let mut time = 1_700_000_000_000i64;
-    for e in w.session_start(time) {
-        h.append(e).expect("append");
-    }
-    while h.next_seq().get() < events {
-        time += 1000;
-        let next = h.next_seq().get();
-        for e in w.turn(next, time, None) {
-            h.append(e).expect("append");
-        }
-        if w.wants_compaction() {
-            let surface = h.state().surface();
-            if let Some(c) = w.compaction(&surface, h.next_seq(), time) {
-                for e in c {
-                    h.append(e).expect("compaction");
-                }
-            }
-        }
-        if commit_every.is_some_and(|n| w.turns() % n == 0) {
-            h.commit().expect("commit");
-        }
-    }
-    h.commit().expect("commit");
+    Workload::new(42, WorkloadConfig::default())
+        .fill(h, events, 1_700_000_000_000, commit_every)
+        .expect("the benchmark session");
 }
 
 /// Reads every key once untimed (warm), then times `reads` point reads one by one, cycling

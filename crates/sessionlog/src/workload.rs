@@ -429,4 +429,39 @@ impl Workload {
         ));
         Some(out)
     }
+
+    /// Appends this workload's session to `h` until it holds at least `events` events: the
+    /// session start, then a turn every second from `start_ms` (ms since the epoch), each
+    /// followed by the compaction the policy asks for. Commits after every `commit_every`
+    /// turns when given, and once at the end.
+    pub fn fill(
+        &mut self,
+        h: &mut crate::SessionHandle,
+        events: u64,
+        start_ms: i64,
+        commit_every: Option<u64>,
+    ) -> crate::Result<()> {
+        let mut time = start_ms;
+        for e in self.session_start(time) {
+            h.append(e)?;
+        }
+        while h.next_seq().get() < events {
+            time += 1000;
+            for e in self.turn(h.next_seq().get(), time, None) {
+                h.append(e)?;
+            }
+            if self.wants_compaction() {
+                let surface = h.state().surface();
+                if let Some(c) = self.compaction(&surface, h.next_seq(), time) {
+                    for e in c {
+                        h.append(e)?;
+                    }
+                }
+            }
+            if commit_every.is_some_and(|n| self.turns() % n == 0) {
+                h.commit()?;
+            }
+        }
+        h.commit()
+    }
 }

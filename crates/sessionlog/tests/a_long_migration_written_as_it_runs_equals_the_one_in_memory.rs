@@ -18,27 +18,9 @@ fn long_v0_session(events: u64) -> Vec<u8> {
     let store = Store::open(dir.path().join("store"), StoreOptions::default()).expect("store");
     let header = SessionHeader::new("long", 1_700_000_000, Some("/work"));
     let mut h = store.create_session("long", header).expect("create");
-    let mut w = Workload::new(7, WorkloadConfig::default());
-    let mut time = 1_700_000_000_000i64;
-    for e in w.session_start(time) {
-        h.append(e).expect("append");
-    }
-    while h.next_seq().get() < events {
-        time += 1000;
-        let next = h.next_seq().get();
-        for e in w.turn(next, time, None) {
-            h.append(e).expect("append");
-        }
-        if w.wants_compaction() {
-            let surface = h.state().surface();
-            if let Some(c) = w.compaction(&surface, h.next_seq(), time) {
-                for e in c {
-                    h.append(e).expect("compaction");
-                }
-            }
-        }
-    }
-    h.commit().expect("commit");
+    Workload::new(7, WorkloadConfig::default())
+        .fill(&mut h, events, 1_700_000_000_000, None)
+        .expect("the generated session");
     drop(h);
     let mut out = Vec::new();
     store.write_dsh("long", &mut out).expect("V0 export");
