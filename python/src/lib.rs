@@ -889,16 +889,6 @@ impl SessionHandle {
         self.with(py, |h| h.commit().map_err(py_err))
     }
 
-    /// Writes the session's checkpoints that are due, as a commit does, when its appends are
-    /// durable already (made so by `Store.flush`); never syncs. The GIL is released while it
-    /// works.
-    fn refresh_checkpoints(&self, py: Python<'_>) -> PyResult<()> {
-        self.with(py, |h| {
-            h.refresh_checkpoints();
-            Ok(())
-        })
-    }
-
     /// The seq the next event will take.
     fn next_seq(&self, py: Python<'_>) -> PyResult<u64> {
         self.with(py, |h| Ok(h.next_seq().get()))
