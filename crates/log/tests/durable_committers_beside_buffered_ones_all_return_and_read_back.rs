@@ -3,8 +3,10 @@
 //! hand-over hard, with buffered committers whose full buffers start write-only cycles between
 //! the syncs, flushes, and segment rolls, at one and at two syncs in flight. The writers go in
 //! rounds, each ending at a barrier, so every round ends with committers that nobody comes after:
-//! a waiter left with nobody to wake it hangs its round, which the watchdog reports. Every commit
-//! that returned must then read back, in order, after a reopen.
+//! a waiter left with nobody to wake it hangs its round, which the watchdog reports. A committer
+//! that fails reports at once (the others then wait at the barrier forever, so waiting for the
+//! watchdog would only hide the failure for minutes). Every commit that returned must then read
+//! back, in order, after a reopen.
 
 use std::sync::mpsc;
 use std::sync::{Arc, Barrier};
@@ -28,6 +30,24 @@ fn payload(writer: usize, i: usize) -> Vec<u8> {
     p
 }
 
+/// Sends a failure report when the thread that holds it unwinds: a failed committer leaves the
+/// others at the round's barrier, so the run would otherwise end only at the watchdog.
+struct ReportFailure {
+    who: String,
+    to: mpsc::Sender<Result<(), String>>,
+}
+
+impl Drop for ReportFailure {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let _ = self.to.send(Err(format!(
+                "{} failed (its panic is printed above)",
+                self.who
+            )));
+        }
+    }
+}
+
 fn run(max_concurrent_syncs: u32) {
     let dir = tempfile::tempdir().expect("tempdir");
     let options = LogOptions::default()
@@ -40,7 +60,7 @@ fn run(max_concurrent_syncs: u32) {
         .map(|w| log.create_stream(&format!("w{w}")).expect("create"))
         .collect();
 
-    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let (done_tx, done_rx) = mpsc::channel::<Result<(), String>>();
     let workers = {
         let log = Arc::clone(&log);
         let streams = streams.clone();
@@ -50,12 +70,17 @@ fn run(max_concurrent_syncs: u32) {
                 for (w, &stream) in streams.iter().enumerate() {
                     let log = Arc::clone(&log);
                     let round_end = Arc::clone(&round_end);
+                    let report = ReportFailure {
+                        who: format!("writer {w}"),
+                        to: done_tx.clone(),
+                    };
                     let (durability, per_round) = if w < SYNC_WRITERS {
                         (Durability::Sync, 1)
                     } else {
                         (Durability::Buffered, BUFFERED_FACTOR)
                     };
                     scope.spawn(move || {
+                        let _report = report;
                         for i in 0..COMMITS * per_round {
                             let receipt = log
                                 .commit(&[Append::new(stream, 1, &payload(w, i))], durability)
@@ -67,23 +92,30 @@ fn run(max_concurrent_syncs: u32) {
                         }
                     });
                 }
-                for _ in 0..FLUSHERS {
+                for f in 0..FLUSHERS {
                     let log = Arc::clone(&log);
+                    let report = ReportFailure {
+                        who: format!("flusher {f}"),
+                        to: done_tx.clone(),
+                    };
                     scope.spawn(move || {
+                        let _report = report;
                         for _ in 0..COMMITS {
                             log.flush().expect("flush");
                         }
                     });
                 }
             });
-            done_tx.send(()).expect("report the end");
+            done_tx.send(Ok(())).expect("report the end");
         })
     };
-    if done_rx.recv_timeout(WATCHDOG).is_err() {
-        panic!(
+    match done_rx.recv_timeout(WATCHDOG) {
+        Ok(Ok(())) => {}
+        Ok(Err(failure)) => panic!("{failure}"),
+        Err(_) => panic!(
             "committers still waiting after {WATCHDOG:?} with {max_concurrent_syncs} sync(s) in \
              flight: a wakeup was lost"
-        );
+        ),
     }
     workers.join().expect("no committer failed");
     log.flush().expect("flush the buffered writers");
