@@ -3,7 +3,9 @@
 //! reaches and refuses exactly what it refuses, with the same error: on every line of every
 //! DSH fixture log (the invalid ones included), and on random agent sessions with and
 //! without a random damage (an event dropped, retyped, or with a payload key renamed or
-//! the surface operation removed), with and without token measurement.
+//! the surface operation removed), with and without token measurement. A damage that every
+//! load must refuse (an event missing before the end, a surface event without its surface
+//! operation) must be refused by both.
 
 mod common;
 
@@ -179,19 +181,22 @@ fn damage() -> impl Strategy<Value = Damage> {
 }
 
 /// `events` with `damage` done to the event at `at` (modulo their number); an event
-/// whose damaged text no longer parses is left as it was.
-fn damaged(events: &[Event], at: usize, damage: &Damage) -> Vec<Event> {
+/// whose damaged text no longer parses is left as it was. The flag says whether every load
+/// must refuse the result: a dropped event that is not the last (each later seq is then one
+/// too high), and a surface event whose surface operation was removed.
+fn damaged(events: &[Event], at: usize, damage: &Damage) -> (Vec<Event>, bool) {
     let mut out: Vec<Event> = events.to_vec();
     if out.is_empty() {
-        return out;
+        return (out, false);
     }
     let at = at % out.len();
     let raw = out[at].raw().to_owned();
     let seq = out[at].seq().get();
     let text = match damage {
         Damage::Drop => {
+            let last = at + 1 == out.len();
             out.remove(at);
-            return out;
+            return (out, !last);
         }
         Damage::Retype(t) => raw.replacen(
             &format!("\"type\":\"{}\"", out[at].stored_type()),
@@ -201,10 +206,14 @@ fn damaged(events: &[Event], at: usize, damage: &Damage) -> Vec<Event> {
         Damage::RenameKey(a, b) => raw.replacen(a, b, 1),
         Damage::NoSurfaceOp => raw.replacen(",\"surfaceOp\":\"append\"", "", 1),
     };
-    if let Ok(event) = Event::parse(&text, seq) {
-        out[at] = event;
+    let must_refuse = matches!(damage, Damage::NoSurfaceOp) && text != raw;
+    match Event::parse(&text, seq) {
+        Ok(event) => {
+            out[at] = event;
+            (out, must_refuse)
+        }
+        Err(_) => (out, false),
     }
-    out
 }
 
 proptest! {
@@ -235,7 +244,7 @@ proptest! {
         damage in damage(),
     ) {
         let session = common::agent_session(&steps);
-        let events = damaged(session.events(), at, &damage);
+        let (events, must_refuse) = damaged(session.events(), at, &damage);
         for counter in counters() {
             let outcome = load_both_ways(
                 session.header(),
@@ -244,6 +253,15 @@ proptest! {
                 &events,
             );
             prop_assert!(outcome.is_ok(), "{:?}: {:?}", damage, outcome);
+            let outcome = outcome.unwrap_or_default();
+            if must_refuse {
+                prop_assert!(
+                    outcome.refused.is_some(),
+                    "{:?} at {} was accepted by both loads",
+                    damage,
+                    at % session.events().len()
+                );
+            }
         }
     }
 }
