@@ -2,7 +2,11 @@
 //! generator's agent traffic, as `benches/compare` builds it for its replay table), by
 //! sessionlog and by DeepSeek Harness itself, in the same run, with the disk probe.
 //!
-//! - sessionlog, best of `RUNS` each: the session it holds exported at V4 from its store into
+//! Every path runs once in each of `ROUNDS` rounds, DSH last, and each round's ratios are
+//! DSH's time over that round's sessionlog times, so a change of the machine's load between
+//! rounds moves both sides of a ratio; the median of the rounds is printed last.
+//!
+//! - sessionlog: the session it holds exported at V4 from its store into
 //!   `session.v4.jsonl` with `fdatasync` (open, read the log, migrate, write: what `export
 //!   --format-version 4` does); the V0 file read, imported (parse, validate, fold), migrated
 //!   beside the fold and written into its file as it is made (`import_and_export_to`), with
@@ -10,7 +14,8 @@
 //! - DSH: the real runtime (`deepseek-harness-sdk==0.2.1rc2`, installed as the conformance job
 //!   installs it) resumes the V0 file from a fresh DSH home; timed from `resume_session` until
 //!   it returns, when the migrated `session.v4.jsonl` is written (the runtime's start is not
-//!   timed). DSH's file must be sessionlog's plus the `session/end-seed` a resume appends.
+//!   timed). DSH's file must be sessionlog's plus the `session/end-seed` a resume appends,
+//!   checked in every round.
 //!
 //! `cargo bench -p sessionlog-benches --bench migrate`; `SESSIONLOG_MIGRATE_BENCH_EVENTS`
 //! sets a smaller session for a quick look. Every file is removed at the end.
@@ -30,7 +35,39 @@ use sessionlog_session::{
     export_dsh, import_and_export_to, import_jsonl, DshFormat, ExportOptions, ImportOptions,
 };
 
-const RUNS: usize = 3;
+const ROUNDS: usize = 3;
+
+/// One round's times: each sessionlog path once, then DSH once.
+struct Round {
+    file_to_file: Duration,
+    from_store: Duration,
+    alone: Duration,
+    dsh: Option<Duration>,
+}
+
+impl Round {
+    /// DSH's time over each sessionlog path's: file to file, from the store, migration alone.
+    fn ratios(&self) -> Option<[f64; 3]> {
+        let dsh = self.dsh?.as_secs_f64();
+        Some([self.file_to_file, self.from_store, self.alone].map(|t| dsh / t.as_secs_f64()))
+    }
+
+    fn line(&self) -> String {
+        let mut line = format!(
+            "file to file {}, from the store {}, migration alone {}",
+            human_ns(ns(self.file_to_file)),
+            human_ns(ns(self.from_store)),
+            human_ns(ns(self.alone))
+        );
+        if let (Some(dsh), Some([f, s, a])) = (self.dsh, self.ratios()) {
+            line.push_str(&format!(
+                "; DSH {} = {f:.2}x, {s:.2}x, {a:.2}x",
+                human_ns(ns(dsh))
+            ));
+        }
+        line
+    }
+}
 
 /// The benchmark session of `benches/compare` (its replay table): seed 42, the default
 /// workload, a turn every second from 1,700,000,000,000 ms, compactions as the workload asks.
@@ -181,81 +218,102 @@ fn main() {
     );
 
     let v4 = dir.join("session.v4.jsonl");
-    let mut best = Duration::MAX;
+    let python = dsh_python();
+    let imported =
+        import_jsonl(&std::fs::read(&v0).expect("V0"), &ImportOptions::default()).expect("import");
+    // Each round runs every path once, DSH's last, so that a change of the machine's load
+    // moves a round's paths together; a round's ratios compare its own runs.
+    let mut rounds: Vec<Round> = Vec::new();
     let mut ours = Vec::new();
-    for _ in 0..RUNS {
-        let (time, out) = sessionlog_file_to_file(&v0, &v4);
-        best = best.min(time);
+    for round in 1..=ROUNDS {
+        let (file_to_file, out) = sessionlog_file_to_file(&v0, &v4);
         ours = out;
-    }
-    let mut from_store = Duration::MAX;
-    for _ in 0..RUNS {
-        let (time, bytes) = sessionlog_store_export(&dir.join("store"), &v4);
+        let (from_store, bytes) = sessionlog_store_export(&dir.join("store"), &v4);
         assert_eq!(
             bytes,
             ours.len() as u64,
             "the store's V4 export has the file-to-file size"
         );
-        from_store = from_store.min(time);
-    }
-    assert_eq!(
-        std::fs::read(&v4).expect("V4"),
-        ours,
-        "the store's V4 export is the same file"
-    );
-    let _ = std::fs::remove_dir_all(dir.join("store"));
-    let imported =
-        import_jsonl(&std::fs::read(&v0).expect("V0"), &ImportOptions::default()).expect("import");
-    let mut alone = Duration::MAX;
-    for _ in 0..RUNS {
         let started = Instant::now();
         let out = export_dsh(
             &imported.session,
             &ExportOptions::default().with_format(Some(DshFormat::V4)),
         )
         .expect("V4 export");
-        alone = alone.min(started.elapsed());
-        std::hint::black_box(out.len());
+        let alone = started.elapsed();
+        assert_eq!(out, ours, "the migration alone writes the same file");
+        drop(out);
+        let dsh = match &python {
+            None => None,
+            Some(python) => {
+                let work = dir.join(format!("dsh-{round}"));
+                let timed = dsh_resume(python, &v0, &work);
+                let dsh = match timed {
+                    Err(why) => {
+                        println!("  round {round}: DSH: {why}");
+                        None
+                    }
+                    Ok((time, migrated)) => {
+                        let theirs = std::fs::read(&migrated).expect("DSH's V4 file");
+                        let same = theirs.starts_with(&ours)
+                            && theirs[ours.len()..].iter().filter(|b| **b == b'\n').count() == 1;
+                        assert!(
+                            same,
+                            "DSH's V4 file is sessionlog's plus the resume's end-seed"
+                        );
+                        Some(time)
+                    }
+                };
+                let _ = std::fs::remove_dir_all(&work);
+                dsh
+            }
+        };
+        let this = Round {
+            file_to_file,
+            from_store,
+            alone,
+            dsh,
+        };
+        println!("  round {round}: {}", this.line());
+        rounds.push(this);
     }
+    assert_eq!(
+        std::fs::read(&v4).expect("V4"),
+        ours,
+        "the store's V4 export is the same file"
+    );
     drop(imported);
 
     println!("{}", probe.summary());
-    println!("V0 -> V4 migration of a {stored}-event session ({v0_bytes} bytes of V0 JSONL):");
-    println!(
-        "  sessionlog from its store {:>10}  (open, read the log, migrate, write + fdatasync; best of {RUNS})",
-        human_ns(ns(from_store))
-    );
-    println!(
-        "  sessionlog file to file   {:>10}  (read, import, migrate, write + fdatasync; best of {RUNS})",
-        human_ns(ns(best))
-    );
-    println!(
-        "  sessionlog migration      {:>10}  (export_dsh at V4 of the imported session; best of {RUNS})",
-        human_ns(ns(alone))
-    );
-    match dsh_python() {
+    println!("V0 -> V4 migration of a {stored}-event session ({v0_bytes} bytes of V0 JSONL), {ROUNDS} interleaved rounds:");
+    println!("  sessionlog file to file: read, import, migrate, write + fdatasync (import_and_export_to)");
+    println!("  sessionlog from its store: open, read the log, migrate, write + fdatasync (write_dsh_as)");
+    println!("  sessionlog migration alone: export_dsh at V4 of the imported session");
+    match python {
         None => println!(
             "  DSH: skipped (no runtime venv; run `bash interop/dsh-conformance/run.sh` once to install it)"
         ),
-        Some(python) => match dsh_resume(&python, &v0, &dir.join("dsh")) {
-            Err(why) => println!("  DSH: {why}"),
-            Ok((time, migrated)) => {
-                let theirs = std::fs::read(&migrated).expect("DSH's V4 file");
-                let same = theirs.starts_with(&ours)
-                    && theirs[ours.len()..].iter().filter(|b| **b == b'\n').count() == 1;
-                println!(
-                    "  DSH resume (migration)    {:>10}  (one run; its file {} sessionlog's plus the resume's end-seed)",
-                    human_ns(ns(time)),
-                    if same { "is" } else { "is NOT" }
-                );
-                println!(
-                    "  ratio DSH / sessionlog: {:.2}x from the store, {:.2}x file to file, {:.2}x migration alone",
-                    time.as_secs_f64() / from_store.as_secs_f64(),
-                    time.as_secs_f64() / best.as_secs_f64(),
-                    time.as_secs_f64() / alone.as_secs_f64()
-                );
-            }
-        },
+        Some(_) => println!(
+            "  DSH: resume_session of the V0 file until its session.v4.jsonl is written (sessionlog's file plus the resume's end-seed, checked each round)"
+        ),
+    }
+    for (k, round) in rounds.iter().enumerate() {
+        println!("  round {}: {}", k + 1, round.line());
+    }
+    let ratios: Vec<[f64; 3]> = rounds.iter().filter_map(Round::ratios).collect();
+    if !ratios.is_empty() {
+        let median = |i: usize| {
+            let mut column: Vec<f64> = ratios.iter().map(|r| r[i]).collect();
+            column.sort_by(f64::total_cmp);
+            column[column.len() / 2]
+        };
+        println!(
+            "  median ratio DSH / sessionlog over {} rounds: {:.2}x file to file, {:.2}x from the store, {:.2}x migration alone",
+            ratios.len(),
+            median(0),
+            median(1),
+            median(2)
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
