@@ -11,6 +11,7 @@ use crate::error::{Error, Rule};
 use crate::event::{Event, Seq};
 use crate::header::SessionHeader;
 use crate::json::{self, JsonKind, JsonRef};
+pub use crate::migrate::ChildFact;
 use crate::session::Session;
 use crate::version::{DshFormat, FormatVersion};
 use crate::zstd_file;
@@ -514,9 +515,15 @@ fn import_and_migrate(
     let (folded, migrated) = std::thread::scope(|scope| {
         let fold = scope.spawn(|| Session::fold_all(header.clone(), version, &events));
         let migrated = match out.as_mut() {
-            Some(file) => crate::migrate::write_latest(&header, &events, export.zstd, &mut **file)
-                .map(|()| Vec::new()),
-            None => crate::migrate::export_latest(&header, &events, export.zstd),
+            Some(file) => crate::migrate::write_latest(
+                &header,
+                &events,
+                &export.children,
+                export.zstd,
+                &mut **file,
+            )
+            .map(|()| Vec::new()),
+            None => crate::migrate::export_latest(&header, &events, &export.children, export.zstd),
         };
         let folded = fold
             .join()
@@ -549,6 +556,11 @@ pub struct ExportOptions {
     pub format: Option<DshFormat>,
     /// Write DSH's zstd layout (header frame, then an event frame) instead of plain JSONL.
     pub zstd: bool,
+    /// The session's direct child sessions, for its migration to V4: DSH ends a migrated
+    /// parent's log with a `subagent/catalog` entry for each child its catalog lacks, so a
+    /// parent exported without them is the file DSH writes when it finds no children.
+    /// [`ChildFact::of`] reads a child; `Store` exports find them in the store.
+    pub children: Vec<ChildFact>,
 }
 
 impl ExportOptions {
@@ -556,6 +568,13 @@ impl ExportOptions {
     #[must_use]
     pub fn with_format(mut self, format: Option<DshFormat>) -> Self {
         self.format = format;
+        self
+    }
+
+    /// Sets [`children`](Self::children).
+    #[must_use]
+    pub fn with_children(mut self, children: Vec<ChildFact>) -> Self {
+        self.children = children;
         self
     }
 
@@ -661,7 +680,12 @@ pub fn header_for_format(
 pub fn export_dsh(session: &Session, options: &ExportOptions) -> Result<Vec<u8>, Error> {
     let declared = session.header().format();
     if needs_migration(declared, options.format) {
-        return crate::migrate::export_latest(session.header(), session.events(), options.zstd);
+        return crate::migrate::export_latest(
+            session.header(),
+            session.events(),
+            &options.children,
+            options.zstd,
+        );
     }
     let plain = export_unmigrated(session, options.format)?;
     if options.zstd {

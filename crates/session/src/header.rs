@@ -196,6 +196,12 @@ impl SessionHeader {
         self.parent_session.as_deref()
     }
 
+    /// Whether the header says the session is a sub-agent's (`origin: "subagent"`, the one
+    /// origin DSH's headers name).
+    pub fn is_subagent(&self) -> bool {
+        JsonRef::new(&self.raw).get("origin").is_some()
+    }
+
     /// How many events were seeded from the parent.
     pub fn seed_length(&self) -> Option<u64> {
         self.seed_length

@@ -43,7 +43,7 @@ pub use codec::{
 };
 pub use dsh::{
     event_for_format, export_dsh, export_format, export_jsonl, header_for_format,
-    import_and_export, import_and_export_to, import_jsonl, needs_migration, DshImport,
+    import_and_export, import_and_export_to, import_jsonl, needs_migration, ChildFact, DshImport,
     ExportOptions, FormatChoice, ImportOptions, TailCut,
 };
 pub use error::{Error, Rule, ValidationError};

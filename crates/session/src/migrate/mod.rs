@@ -9,6 +9,7 @@
 //! message: its `SessionFormatUnsupportedMigrationError`s read as they are, its other
 //! errors are prefixed with the stage's package name, as DSH's chain does.
 
+mod children;
 mod sha256;
 mod v0_v1;
 mod v1_v2;
@@ -23,6 +24,7 @@ use crate::error::Error;
 use crate::event::Event;
 use crate::header::SessionHeader;
 use crate::version::DshFormat;
+pub use children::ChildFact;
 use value::{get, remove, set, Obj, Val};
 
 /// Why DSH's chain refuses a session, in DSH's words.
@@ -204,6 +206,8 @@ pub(crate) struct HeaderFacts {
     /// Events inherited from the parent (V0/V1 `seedLength`).
     pub(crate) seed_length: u64,
     pub(crate) created_at: u64,
+    /// The session's direct children, for the catalog the V3 -> V4 stage completes.
+    pub(crate) children: Vec<ChildFact>,
 }
 
 /// One event on its way through the stages: its envelope members in order, its type and
@@ -422,11 +426,54 @@ fn stages<'s, 'a: 's>(
         (0, Box::new(v0_v1::Stage::new(facts))),
         (1, Box::new(v1_v2::Stage::new(facts, events))),
         (2, Box::new(v2_v3::Stage::new(facts, events))),
-        (3, Box::new(v3_v4::Stage::new(events))),
+        (3, Box::new(v3_v4::Stage::new(facts, events))),
     ];
     stages.drain(..usize::from(from.number()).min(stages.len()));
     stages.push((4, Box::new(v3_v4::Lifecycle::new(from))));
     stages
+}
+
+/// Runs the events of a session declaring format V0, V1 or V2 through the stages up to V3,
+/// as DSH's historical reader restores a child session, handing each V3 event to `visit`;
+/// DSH's refusal when a stage refuses. Events of a V3 or later session go to `visit` as
+/// they are.
+pub(crate) fn visit_as_v3(
+    header: &SessionHeader,
+    events: &[Event],
+    visit: &mut dyn FnMut(&mut Ev<'_>),
+) -> Result<(), Refusal> {
+    let from = header.format();
+    if from >= DshFormat::V3 {
+        for event in events {
+            visit(&mut Ev::from_event(event));
+        }
+        return Ok(());
+    }
+    let facts = HeaderFacts {
+        id: header.id().to_owned(),
+        is_seeded: header.is_seeded(),
+        seed_length: header.seed_length().unwrap_or(0),
+        created_at: header.created_at().unwrap_or(0),
+        children: Vec::new(),
+    };
+    let mut to_v3 = stages(&facts, from, events.len());
+    to_v3.retain(|(place, _)| *place < 3);
+    let mut chain = Chain::new(to_v3);
+    let mut out = Vec::new();
+    for event in events {
+        chain.push(Ev::from_event(event), &mut out);
+        out.iter_mut().for_each(&mut *visit);
+        out.clear();
+        if chain.live() == 0 {
+            break;
+        }
+    }
+    chain.finish(&mut out);
+    out.iter_mut().for_each(&mut *visit);
+    match chain.refused {
+        Some((_, refusal)) => Err(refusal),
+        None => Ok(()),
+    }
 }
 
 /// Why a migration stopped: DSH's chain refused the session, or its text could not be
@@ -541,6 +588,7 @@ fn output_error(e: &std::io::Error) -> Error {
 fn migrate_text(
     header: &SessionHeader,
     events: &[Event],
+    children: &[ChildFact],
     out: &mut String,
     spill: Option<&mut (dyn std::io::Write + Send)>,
 ) -> Result<SessionHeader, Error> {
@@ -550,6 +598,7 @@ fn migrate_text(
         is_seeded: header.is_seeded(),
         seed_length: header.seed_length().unwrap_or(0),
         created_at: header.created_at().unwrap_or(0),
+        children: children.to_vec(),
     };
     let latest = header.as_written_by_latest()?;
     out.push_str(latest.raw());
@@ -563,16 +612,19 @@ fn migrate_text(
 
 /// The file DSH's migration writes for a session declaring an older format: the latest
 /// format's header and events, plain or in DSH's zstd layout (header frame, event frame).
+/// `children` are the facts of the session's direct child sessions (DSH completes the
+/// parent's catalog from them; none for a session migrated without its children).
 pub fn export_latest(
     header: &SessionHeader,
     events: &[Event],
+    children: &[ChildFact],
     zstd: bool,
 ) -> Result<Vec<u8>, Error> {
     // Room for the events as stored and a little growth each, so the text is rarely moved.
     let mut out = String::with_capacity(
         header.raw().len() + 64 + events.iter().map(|e| e.raw().len() + 64).sum::<usize>(),
     );
-    migrate_text(header, events, &mut out, None)?;
+    migrate_text(header, events, children, &mut out, None)?;
     if zstd {
         crate::zstd_file::encode(out.as_bytes())
     } else {
@@ -585,14 +637,15 @@ pub fn export_latest(
 pub fn write_latest(
     header: &SessionHeader,
     events: &[Event],
+    children: &[ChildFact],
     zstd: bool,
     file: &mut (dyn std::io::Write + Send),
 ) -> Result<(), Error> {
     if zstd {
-        let bytes = export_latest(header, events, zstd)?;
+        let bytes = export_latest(header, events, children, zstd)?;
         return file.write_all(&bytes).map_err(|e| output_error(&e));
     }
     let mut out = String::with_capacity(2 * SPILL_BYTES);
-    migrate_text(header, events, &mut out, Some(&mut *file))?;
+    migrate_text(header, events, children, &mut out, Some(&mut *file))?;
     file.write_all(out.as_bytes()).map_err(|e| output_error(&e))
 }

@@ -6,9 +6,11 @@
 
 use std::borrow::Cow;
 
+use super::children::{catalog_additions, CatalogRefusal, ChildFact};
 use super::value::{get, has, remove, set, text_of, Obj, Peek, Val};
 use super::{
-    interrupted_turn_end, malformed_in, queues_next_turn, unsupported, Ev, Refusal, SeqMap, Step,
+    interrupted_turn_end, malformed_in, queues_next_turn, unsupported, Ev, HeaderFacts, Refusal,
+    SeqMap, Step,
 };
 use crate::version::DshFormat;
 
@@ -57,18 +59,27 @@ const SAME_NAME_PRODUCERS: [&str; 25] = [
     "dsh-session-title-llm",
 ];
 
-pub(super) struct Stage {
+pub(super) struct Stage<'s> {
     mapping: SeqMap,
     turn: Option<u64>,
     step_open: bool,
     next_turn_spliced: bool,
     next_seq: u64,
+    /// The parent's children, whose catalog entries the end of the log gets.
+    children: &'s [ChildFact],
+    /// With children: the `subagent/catalog` payloads after the inherited cut, and the time
+    /// of the last source event (the header's creation time before the first).
+    catalogs: Vec<String>,
+    time: String,
 }
 
-impl Stage {
-    /// The stage for a session of `events` events.
-    pub(super) fn new(events: usize) -> Stage {
+impl<'s> Stage<'s> {
+    /// The stage for a session of `events` events with the header facts `header`.
+    pub(super) fn new(header: &'s HeaderFacts, events: usize) -> Stage<'s> {
         Stage {
+            children: &header.children,
+            catalogs: Vec::new(),
+            time: header.created_at.to_string(),
             mapping: SeqMap::new(
                 events,
                 3,
@@ -83,8 +94,11 @@ impl Stage {
     }
 }
 
-impl<'a> Step<'a> for Stage {
+impl<'a> Step<'a> for Stage<'_> {
     fn push(&mut self, mut ev: Ev<'a>, out: &mut Vec<Ev<'a>>) -> Result<(), Refusal> {
+        if !self.children.is_empty() {
+            self.observe_catalog(&mut ev);
+        }
         if let Some(turn) = self.observe_restart(&mut ev) {
             out.push(interrupted_turn_end(
                 self.next_seq,
@@ -125,9 +139,56 @@ impl<'a> Step<'a> for Stage {
         out.push(ev);
         Ok(())
     }
+
+    /// DSH's end of the stage: a catalog entry for each child the parent's catalog lacks,
+    /// at the time of the last source event.
+    fn finish(&mut self, out: &mut Vec<Ev<'a>>) -> Result<(), Refusal> {
+        if self.children.is_empty() {
+            return Ok(());
+        }
+        let added = catalog_additions(&self.catalogs, self.children).map_err(|r| match r {
+            CatalogRefusal::Unsupported(message) => unsupported(message),
+            CatalogRefusal::Malformed(message) => malformed_in(3, message),
+        })?;
+        for data in added {
+            out.push(Ev::new(
+                "subagent/catalog",
+                self.next_seq,
+                Val::Text(self.time.clone()),
+                Val::Text(data),
+            ));
+            self.next_seq += 1;
+        }
+        Ok(())
+    }
 }
 
-impl Stage {
+impl Stage<'_> {
+    /// Keeps what the end of the stage needs of a source event: its time, and the parent's
+    /// own catalog payloads after the inherited cut (an inherited `session/end-seed` starts
+    /// them anew).
+    fn observe_catalog(&mut self, ev: &mut Ev<'_>) {
+        if let Some(time) = ev.val("time").map(Val::to_text) {
+            self.time = time;
+        }
+        match ev.ty.as_ref() {
+            "session/end-seed" => {
+                let inherited = ev
+                    .field("inherited")
+                    .is_some_and(|v| v.as_bool() == Some(true));
+                if inherited {
+                    self.catalogs.clear();
+                }
+            }
+            "subagent/catalog" => {
+                if let Some(data) = ev.val("data") {
+                    self.catalogs.push(data.to_text());
+                }
+            }
+            _ => {}
+        }
+    }
+
     fn observe_restart(&mut self, ev: &mut Ev<'_>) -> Option<u64> {
         let turn_field = if ev.ty == "turn/start" {
             ev.field("turn").and_then(|t| t.as_u64())
