@@ -8,9 +8,9 @@ use parking_lot::Mutex;
 use sessionlog_log::{Access, Append, Durability, Log, LogOptions, Seq as LogSeq, StreamId};
 use sessionlog_session::{
     decode_header, decode_stored_event, derive_message, encode_event, event_for_format,
-    header_for_format, kind_tag, migrate, needs_migration, zstd_file, BuildEvent, DshFormat, Event,
-    EventInput, ExportOptions, FormatChoice, FormatVersion, LookBack, PackedLines, RuleSet,
-    SessionHeader, SessionState, WithPending,
+    header_for_format, kind_tag, migrate, needs_migration, zstd_file, BuildEvent, ChildFact,
+    DshFormat, Event, EventInput, ExportOptions, FormatChoice, FormatVersion, LookBack,
+    PackedLines, RuleSet, SessionHeader, SessionState, WithPending,
 };
 
 use sessionlog_session::compaction::{
@@ -532,8 +532,13 @@ impl Store {
         let header = self.read_header(name, stream)?;
         let declared = header.format();
         if needs_migration(declared, options.format) {
+            let children = if options.children.is_empty() {
+                self.children_of(&header)?
+            } else {
+                options.children.clone()
+            };
             let events = self.raw_events(name, Seq(0))?;
-            let file = migrate::export_latest(&header, &events, options.zstd)?;
+            let file = migrate::export_latest(&header, &events, &children, options.zstd)?;
             out.write_all(&file).map_err(Error::Output)?;
             return Ok(DshFormat::LATEST);
         }
@@ -570,6 +575,22 @@ impl Store {
         sink.write_all(lines.as_bytes())?;
         sink.finish()?;
         Ok(format)
+    }
+
+    /// What a migration of the session with `header` to V4 needs of its direct children: the
+    /// store's sessions whose headers name it as their parent (`origin: "subagent"`,
+    /// `parentSession` its id), as DSH finds them among the sessions it holds.
+    pub fn children_of(&self, header: &SessionHeader) -> Result<Vec<ChildFact>> {
+        let mut children = Vec::new();
+        for name in self.session_names() {
+            let child = self.header(&name)?;
+            if !child.is_subagent() || child.parent_session() != Some(header.id()) {
+                continue;
+            }
+            let events = self.raw_events(&name, Seq(0))?;
+            children.extend(ChildFact::of(header.id(), &child, &events));
+        }
+        Ok(children)
     }
 
     /// The header of session `name`, read from its first record (nothing is folded).
