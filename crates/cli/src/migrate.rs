@@ -9,6 +9,7 @@
 //! per project), or one project directory (one directory per session); session names are the
 //! DSH session ids. A source without sessions is refused unless `--allow-empty`.
 
+use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
@@ -18,8 +19,8 @@ use sessionlog_adapters::{
     decode_session_dir, encode_session_dir, newest_session_file, DshDirStore, SqliteStore,
 };
 use sessionlog_session::{
-    export_format, import_and_export, Event, ExportOptions, ImportOptions, NewEvent, SessionStore,
-    StoreError,
+    export_format, import_and_export_to, import_jsonl, zstd_file, ChildFact, DshFormat, Event,
+    ExportOptions, ImportOptions, NewEvent, SessionHeader, SessionStore, StoreError,
 };
 
 use crate::{open_store, Failure};
@@ -328,13 +329,33 @@ pub(crate) fn migrate(
     }
     let mut progress = Progress::new(names.len() as u64);
     let mut events = 0u64;
+    let rewrite = match (&dsh_write, &to) {
+        (Some(options), Location::Dsh(dir)) => Some((options, dir)),
+        _ => None,
+    };
+    let mut copied = Vec::with_capacity(names.len());
     for (store, name) in &names {
-        let copied = copy_session(source.stores[*store].as_ref(), target.as_ref(), name)?;
-        if let (Some(options), Location::Dsh(dir)) = (&dsh_write, &to) {
-            rewrite_dsh_session(dir, name, options)?;
+        let count = copy_session(source.stores[*store].as_ref(), target.as_ref(), name)?;
+        events += count;
+        if rewrite.is_none() {
+            progress.session_done(name, count, events);
         }
-        events += copied;
-        progress.session_done(name, copied, events);
+        copied.push(count);
+    }
+    if let Some((options, dir)) = rewrite {
+        // DSH's migration of a parent to V4 lists the parent's children, which are among
+        // the sessions just copied.
+        let children = if options.format == Some(DshFormat::LATEST) {
+            children_in(dir, &names)?
+        } else {
+            HashMap::new()
+        };
+        let mut done = 0;
+        for ((_, name), count) in names.iter().zip(copied) {
+            rewrite_dsh_session(dir, name, options, &children)?;
+            done += count;
+            progress.session_done(name, count, done);
+        }
     }
     progress.finish();
     println!(
@@ -349,9 +370,15 @@ pub(crate) fn migrate(
 
 /// Rewrites the file of session `name` that the copy wrote under `dir` in the format and
 /// compression asked for, under the name DSH gives it (`session.vN.jsonl[.zstd]`): written
-/// beside it, synced, renamed into place, then the plain copy removed. A format that lacks
-/// one of the session's events refuses (exit 3) with the reason.
-fn rewrite_dsh_session(dir: &Path, name: &str, options: &ExportOptions) -> Result<(), Failure> {
+/// beside it as it is made, synced, renamed into place, then the plain copy removed. A format
+/// that lacks one of the session's events refuses (exit 3) with the reason, and leaves the
+/// copy as it was. A migration to V4 lists the session's `children` (by parent id).
+fn rewrite_dsh_session(
+    dir: &Path,
+    name: &str,
+    options: &ExportOptions,
+    children: &HashMap<String, Vec<ChildFact>>,
+) -> Result<(), Failure> {
     let err = |e: std::io::Error| Failure::new(2, format!("session {name:?}: {e}"));
     let session_dir = dir.join(encode_session_dir(name));
     let written = newest_session_file(&session_dir)
@@ -359,22 +386,35 @@ fn rewrite_dsh_session(dir: &Path, name: &str, options: &ExportOptions) -> Resul
         .ok_or_else(|| Failure::new(2, format!("session {name:?}: its copy is missing")))?;
     let bytes = std::fs::read(&written).map_err(err)?;
     let refused = |e: sessionlog_session::Error| Failure::new(3, format!("session {name:?}: {e}"));
-    let (imported, out) = import_and_export(
+    let header = file_header(&bytes).map_err(refused)?;
+    let options = options
+        .clone()
+        .with_children(children.get(header.id()).cloned().unwrap_or_default());
+    // The file's name depends on the format written, known only once the import has run:
+    // the text goes to a temporary file first.
+    let temp = session_dir.join("session.writing");
+    let mut file = std::fs::File::create(&temp).map_err(err)?;
+    let imported = match import_and_export_to(
         &bytes,
         &ImportOptions::default().with_repair(false),
-        options,
-    )
-    .map_err(refused)?;
+        &options,
+        &mut file,
+    ) {
+        Ok(imported) => imported,
+        Err(e) => {
+            drop(file);
+            let _ = std::fs::remove_file(&temp);
+            return Err(refused(e));
+        }
+    };
+    drop(bytes);
     let target = match options.format {
         Some(format) => format,
         None => export_format(&imported.session).map_err(refused)?,
     };
+    drop(imported);
+    file.sync_all().map_err(err)?;
     let final_path = session_dir.join(target.file_name(options.zstd));
-    let temp = session_dir.join(format!("{}.writing", target.file_name(options.zstd)));
-    let mut file = std::fs::File::create(&temp).map_err(err)?;
-    file.write_all(&out)
-        .and_then(|()| file.sync_all())
-        .map_err(err)?;
     std::fs::rename(&temp, &final_path).map_err(err)?;
     if written != final_path {
         std::fs::remove_file(&written).map_err(err)?;
@@ -382,6 +422,52 @@ fn rewrite_dsh_session(dir: &Path, name: &str, options: &ExportOptions) -> Resul
     std::fs::File::open(&session_dir)
         .and_then(|d| d.sync_all())
         .map_err(err)
+}
+
+/// The header of a DSH session file, plain or zstd-compressed.
+fn file_header(bytes: &[u8]) -> Result<SessionHeader, sessionlog_session::Error> {
+    let plain;
+    let text = if zstd_file::is_zstd(bytes) {
+        plain = zstd_file::decode(bytes)?.plain;
+        &plain[..]
+    } else {
+        bytes
+    };
+    let line = text.split(|b| *b == b'\n').next().unwrap_or_default();
+    let line = std::str::from_utf8(line).map_err(|_| sessionlog_session::Error::Header {
+        detail: "the header line is not UTF-8".into(),
+    })?;
+    SessionHeader::parse(line.trim_end_matches('\r'))
+}
+
+/// The children of every parent among the sessions copied to `dir`, by parent id: each
+/// sub-agent session (its header says `origin: "subagent"`) read once.
+fn children_in(
+    dir: &Path,
+    names: &[(usize, String)],
+) -> Result<HashMap<String, Vec<ChildFact>>, Failure> {
+    let mut children: HashMap<String, Vec<ChildFact>> = HashMap::new();
+    for (_, name) in names {
+        let err = |e: std::io::Error| Failure::new(2, format!("session {name:?}: {e}"));
+        let refused =
+            |e: sessionlog_session::Error| Failure::new(3, format!("session {name:?}: {e}"));
+        let Some(path) = newest_session_file(&dir.join(encode_session_dir(name))).map_err(err)?
+        else {
+            continue;
+        };
+        let bytes = std::fs::read(&path).map_err(err)?;
+        let header = file_header(&bytes).map_err(refused)?;
+        let Some(parent) = header.parent_session().filter(|_| header.is_subagent()) else {
+            continue;
+        };
+        let imported =
+            import_jsonl(&bytes, &ImportOptions::default().with_repair(false)).map_err(refused)?;
+        let session = imported.session;
+        if let Some(fact) = ChildFact::of(parent, session.header(), session.events()) {
+            children.entry(parent.to_owned()).or_default().push(fact);
+        }
+    }
+    Ok(children)
 }
 
 /// Every session of the source with the index of the store that holds it, in name order.

@@ -269,3 +269,61 @@ fn a_v4_session_written_by_dsh_derives_its_system_message_from_data_message() {
         "the message, not its payload: {first}"
     );
 }
+
+/// The family of `crates/session/tests/dsh-family`: a parent and its two children, and the
+/// parent's V4 file as the real DSH runtime migrated it beside them.
+fn family_file(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../session/tests/dsh-family")
+        .join(name)
+}
+
+#[test]
+fn a_parent_migrated_to_v4_lists_the_children_beside_it_as_dsh_does() {
+    let temp = tempfile::tempdir().expect("tempdir");
+    let store = temp.path().join("store");
+    for name in ["parent", "child-1", "child-2"] {
+        import(&store, &family_file(&format!("{name}.session.jsonl")));
+    }
+    let dsh = std::fs::read(family_file("parent.dsh.session.v4.jsonl")).expect("DSH's file");
+    let parent = "14dda109-5728-45ba-a002-7db9543fe50e";
+    let store_arg = store.display().to_string();
+    let exported = ok(&[
+        "export",
+        "--store",
+        &store_arg,
+        "--session",
+        parent,
+        "--format-version",
+        "4",
+    ]);
+    assert_eq!(exported, dsh, "export --format-version 4");
+    let home = temp.path().join("dsh");
+    let out = sessionlog(
+        &[
+            "migrate",
+            "--from",
+            &format!("store:{store_arg}"),
+            "--to",
+            &format!("dsh:{}", home.display()),
+            "--format-version",
+            "4",
+        ],
+        b"",
+    );
+    // Child 2's version 2 descriptor is one DSH's own migration refuses, so the migration
+    // stops there (exit 3, with DSH's reason), after the parent, which comes first by name.
+    assert_eq!(out.status.code(), Some(3), "{}", describe(&out));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("5f49e80c-16fc-42c7-a617-0b6bd0680aa3")
+            && said.contains("unsupported descriptor version 2"),
+        "{said}"
+    );
+    let migrated = std::fs::read(home.join(parent).join("session.v4.jsonl")).expect("V4 file");
+    assert_eq!(migrated, dsh, "migrate --to dsh: --format-version 4");
+    assert!(
+        !home.join(parent).join("session.writing").exists(),
+        "nothing is left half written"
+    );
+}
