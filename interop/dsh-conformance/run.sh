@@ -74,6 +74,10 @@ rm -rf "$work/a"
 echo "-- part B: sessions DSH writes against a scripted model, read by sessionlog"
 mkdir "$work/b"
 "$venv/bin/python" "$here/dsh_turns.py" "$sessionlog" "$work/b" || status=1
+rm -rf "$work/b"
+echo "-- part C: parents migrated with the children beside them (the fixture corpus's families)"
+mkdir "$work/c"
+"$venv/bin/python" "$here/families.py" "$sessionlog" "$shared" "$work/c" || status=1
 
 echo "-- DSH conformance took $(( $(date +%s) - started )) s"
 if [ "$status" -ne 0 ]; then
