@@ -143,19 +143,24 @@ impl<'a> Group<'a> {
 
     /// Adds one chunk as DSH's stream accumulator does: deltas continuing the previous
     /// record of their kind and block join it, everything else is a record of its own.
-    fn push(&mut self, time: i64, chunk: Val<'a>) {
-        let kind = match chunk.peek_str("type").as_deref() {
+    /// Returns whether the chunk is a `finish` chunk (the attempt's last).
+    fn push(&mut self, time: i64, chunk: Val<'a>) -> bool {
+        // One pass over the chunk's members finds every one a record may take.
+        let [type_val, index_val, text_val, id_val, name_val, args_val] =
+            chunk.members(["type", "index", "text", "id", "name", "argumentsDelta"]);
+        let chunk_type = type_val.as_ref().and_then(Val::as_str);
+        let finish = chunk_type.as_deref() == Some("finish");
+        let kind = match chunk_type.as_deref() {
             Some("text-delta") => Some("text-delta"),
             Some("reasoning-delta") => Some("reasoning-delta"),
             Some("tool-call-delta") => Some("tool-call-delta"),
             _ => None,
         };
-        let index_val = chunk.member("index");
         let index = index_val.as_ref().map_or(Cow::Borrowed(""), Val::text_cow);
         match kind {
             Some(k @ ("text-delta" | "reasoning-delta")) => {
                 let reasoning = k == "reasoning-delta";
-                let text = chunk.member("text").unwrap_or(Val::literal("\"\""));
+                let text = text_val.unwrap_or(Val::literal("\"\""));
                 if let Some(Rec::Text {
                     reasoning: r,
                     index: i,
@@ -169,7 +174,7 @@ impl<'a> Group<'a> {
                         dt.push(time.saturating_sub(*last));
                         texts.push(text);
                         *last = time;
-                        return;
+                        return finish;
                     }
                 }
                 self.stream.push(Rec::Text {
@@ -182,19 +187,17 @@ impl<'a> Group<'a> {
                 });
             }
             Some("tool-call-delta") => {
-                let id = chunk.member("id").unwrap_or(Val::literal("\"\""));
-                let name = chunk.member("name");
+                let id = id_val.unwrap_or(Val::literal("\"\""));
+                let name = name_val;
                 let empty_id = id.as_str().is_none_or(|s| s.is_empty());
                 let empty_name = name
                     .as_ref()
                     .is_some_and(|n| n.as_str().as_deref() == Some(""));
                 if empty_id || empty_name {
                     self.stream.push(Rec::Chunk { time, chunk });
-                    return;
+                    return finish;
                 }
-                let args = chunk
-                    .member("argumentsDelta")
-                    .unwrap_or(Val::literal("\"\""));
+                let args = args_val.unwrap_or(Val::literal("\"\""));
                 if let Some(Rec::Tool {
                     index: i,
                     dt,
@@ -211,7 +214,7 @@ impl<'a> Group<'a> {
                         dt.push(time.saturating_sub(*last));
                         pargs.push(args);
                         *last = time;
-                        return;
+                        return finish;
                     }
                 }
                 self.stream.push(Rec::Tool {
@@ -226,6 +229,7 @@ impl<'a> Group<'a> {
             }
             _ => self.stream.push(Rec::Chunk { time, chunk }),
         }
+        finish
     }
 
     fn stream_val(&self) -> Val<'a> {
@@ -395,12 +399,12 @@ impl<'a> Stage<'a> {
     fn chunk(&mut self, ev: Ev<'a>, time: i64) -> Result<(), Refusal> {
         // The payload is read where it is stored, not opened up: a chunk is not written
         // again as itself, only into its attempt's stream.
-        let data = ev.val("data");
-        let member = |key: &str| data.and_then(|d| d.member(key));
-        let (turn_val, step_val) = (member("turn"), member("step"));
+        let [turn_val, step_val, chunk_val] = ev
+            .val("data")
+            .map_or([None, None, None], |d| d.members(["turn", "step", "chunk"]));
         let turn = turn_val.as_ref().map_or(Cow::Borrowed(""), Val::text_cow);
         let step = step_val.as_ref().map_or(Cow::Borrowed(""), Val::text_cow);
-        let chunk = member("chunk").unwrap_or(Val::literal("null"));
+        let chunk = chunk_val.unwrap_or(Val::literal("null"));
         let differs = self
             .pending
             .as_ref()
@@ -421,8 +425,7 @@ impl<'a> Stage<'a> {
                 self.source_cut
             )));
         }
-        let finish = chunk.peek_str("type").as_deref() == Some("finish");
-        pending.group.push(time, chunk);
+        let finish = pending.group.push(time, chunk);
         pending.group.record_span(ev.seq, time);
         if finish {
             pending.group.terminal = true;

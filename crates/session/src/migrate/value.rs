@@ -114,6 +114,23 @@ impl<'a> Val<'a> {
         }
     }
 
+    /// Members `keys` of an object value, found in one pass over stored text (its large
+    /// members skipped once, not once per key), as [`Val::member`] finds each.
+    pub(crate) fn members<const N: usize>(&self, keys: [&str; N]) -> [Option<Val<'a>>; N] {
+        match self {
+            Val::Raw(text) => {
+                let text: &'a str = text;
+                JsonRef::new(text)
+                    .fields(keys)
+                    .map(|j| j.map(|j| Val::Raw(j.raw())))
+            }
+            Val::Text(text) => JsonRef::new(text)
+                .fields(keys)
+                .map(|j| j.map(|j| Val::Text(j.raw().to_owned()))),
+            Val::Obj(_) | Val::Arr(_) => keys.map(|key| self.member(key)),
+        }
+    }
+
     /// Member `key` of an object value, read without opening stored text up.
     pub(crate) fn peek(&self, key: &str) -> Option<Peek<'_>> {
         match self {
