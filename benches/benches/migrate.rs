@@ -18,7 +18,8 @@
 //!   checked in every round.
 //!
 //! `cargo bench -p sessionlog-benches --bench migrate`; `SESSIONLOG_MIGRATE_BENCH_EVENTS`
-//! sets a smaller session for a quick look. Every file is removed at the end.
+//! sets a smaller session for a quick look, `SESSIONLOG_MIGRATE_BENCH_ROUNDS` more rounds.
+//! Every file is removed at the end.
 //!
 //! For profiling one path: `SESSIONLOG_MIGRATE_BENCH_BUILD=DIR` only builds the store and
 //! the V0 file into `DIR` (kept); `SESSIONLOG_MIGRATE_BENCH_PROFILE=file:DIR` (or
@@ -35,6 +36,7 @@ use sessionlog_session::{
     export_dsh, import_and_export_to, import_jsonl, DshFormat, ExportOptions, ImportOptions,
 };
 
+/// Rounds by default; `SESSIONLOG_MIGRATE_BENCH_ROUNDS` sets another number.
 const ROUNDS: usize = 3;
 
 /// One round's times: each sessionlog path once, then DSH once.
@@ -225,7 +227,12 @@ fn main() {
     // moves a round's paths together; a round's ratios compare its own runs.
     let mut rounds: Vec<Round> = Vec::new();
     let mut ours = Vec::new();
-    for round in 1..=ROUNDS {
+    let rounds_asked: usize = std::env::var("SESSIONLOG_MIGRATE_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(ROUNDS);
+    for round in 1..=rounds_asked {
         let (file_to_file, out) = sessionlog_file_to_file(&v0, &v4);
         ours = out;
         let (from_store, bytes) = sessionlog_store_export(&dir.join("store"), &v4);
@@ -285,7 +292,7 @@ fn main() {
     drop(imported);
 
     println!("{}", probe.summary());
-    println!("V0 -> V4 migration of a {stored}-event session ({v0_bytes} bytes of V0 JSONL), {ROUNDS} interleaved rounds:");
+    println!("V0 -> V4 migration of a {stored}-event session ({v0_bytes} bytes of V0 JSONL), {rounds_asked} interleaved rounds:");
     println!("  sessionlog file to file: read, import, migrate, write + fdatasync (import_and_export_to)");
     println!("  sessionlog from its store: open, read the log, migrate, write + fdatasync (write_dsh_as)");
     println!("  sessionlog migration alone: export_dsh at V4 of the imported session");

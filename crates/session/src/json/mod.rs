@@ -13,9 +13,11 @@ use std::collections::HashSet;
 use std::fmt;
 
 mod index;
+mod plain;
 mod write;
 
 pub(crate) use index::{envelope_members_indexing, indexed_fields, MemberSpan};
+use plain::plain_run;
 pub use write::{js_number, write_js_string, ObjectWriter};
 
 /// Deepest nesting accepted; bounds recursion so hostile input cannot overflow the stack.
@@ -263,10 +265,7 @@ impl<'a> Scanner<'a> {
                     // Skip the plain run in one go; only quotes, escapes and control
                     // characters need the slow path.
                     let rest = self.bytes.get(self.pos..).unwrap_or_default();
-                    self.pos += rest
-                        .iter()
-                        .position(|b| matches!(b, b'"' | b'\\' | 0x00..=0x1f))
-                        .unwrap_or(rest.len());
+                    self.pos += plain_run(rest);
                 }
             }
         }
