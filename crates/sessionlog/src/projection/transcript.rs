@@ -9,13 +9,14 @@
 //! replacement shadowed it, which settlement a chunk run became) is kept beside the rows
 //! and applied when the transcript is written.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::io::{self, Write};
 
 use bytes::Bytes;
-use sessionlog_session::json::JsonRef;
-use sessionlog_session::{derive_message, Event, Seq, SessionHeader, SurfaceOp};
+use sessionlog_session::json::{JsonKind, JsonRef};
+use sessionlog_session::{derive_message_content, Event, Seq, SessionHeader, SurfaceOp};
 
 use super::bytes::{put_str, put_u64, Reader};
 use super::{Projection, ProjectionError, SeqMap, SeqSet, StoredEvent};
@@ -97,11 +98,70 @@ struct Row {
 impl Row {
     /// Appends the row as the checkpoint stores it. spec: cache.md#transcript
     fn encode(&self, out: &mut Vec<u8>) {
-        out.push(self.kind as u8 | if self.replacement { 0x80 } else { 0 });
-        put_u64(out, self.seq);
-        put_u64(out, self.last);
-        put_u64(out, self.settled);
-        put_u64(out, self.end);
+        let mut b = [0u8; stored::ROW_BYTES];
+        b[0] = self.kind as u8 | if self.replacement { 0x80 } else { 0 };
+        for (at, v) in [
+            (1, self.seq),
+            (9, self.last),
+            (stored::ROW_SETTLED, self.settled),
+            (25, self.end),
+        ] {
+            if let Some(field) = b.get_mut(at..at + 8) {
+                field.copy_from_slice(&v.to_le_bytes());
+            }
+        }
+        out.extend_from_slice(&b);
+    }
+
+    /// A row as [`Row::encode`] stored it, if its kind is known.
+    fn decode(b: &[u8]) -> Option<Row> {
+        let tag = *b.first()?;
+        let u64_at = |at: usize| {
+            let mut v = [0u8; 8];
+            v.copy_from_slice(b.get(at..at + 8)?);
+            Some(u64::from_le_bytes(v))
+        };
+        Some(Row {
+            kind: RowKind::from_tag(tag & 0x7F)?,
+            replacement: tag & 0x80 != 0,
+            seq: u64_at(1)?,
+            last: u64_at(9)?,
+            settled: u64_at(stored::ROW_SETTLED)?,
+            end: u64_at(25)?,
+        })
+    }
+}
+
+/// Rows folded after the checkpoint, kept as the checkpoint stores them, so that writing a
+/// checkpoint copies them instead of encoding each again: a writer rewrites a long
+/// session's checkpoint many times over.
+#[derive(Clone, Default)]
+struct RowTable(Vec<u8>);
+
+impl RowTable {
+    fn len(&self) -> usize {
+        self.0.len() / stored::ROW_BYTES
+    }
+
+    fn push(&mut self, row: Row) {
+        row.encode(&mut self.0);
+    }
+
+    fn get(&self, i: usize) -> Option<Row> {
+        let at = i.checked_mul(stored::ROW_BYTES)?;
+        Row::decode(self.0.get(at..at + stored::ROW_BYTES)?)
+    }
+
+    /// Sets row `i`'s settlement.
+    fn settle(&mut self, i: usize, by: u64) {
+        let at = i * stored::ROW_BYTES + stored::ROW_SETTLED;
+        if let Some(field) = self.0.get_mut(at..at + 8) {
+            field.copy_from_slice(&by.to_le_bytes());
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.0
     }
 }
 
@@ -115,7 +175,7 @@ pub struct SessionTranscript {
     /// What the checkpoint held (empty when folded from the first event).
     stored: Stored,
     /// Rows folded after the checkpoint.
-    rows: Vec<Row>,
+    rows: RowTable,
     /// Their text; offsets continue the stored text's.
     text: String,
     /// Stored chunk-run rows settled since the checkpoint: row index, settlement.
@@ -124,18 +184,19 @@ pub struct SessionTranscript {
     run: Option<(u64, u64)>,
     /// Rows of chunk runs not settled yet.
     unsettled: Vec<usize>,
-    /// Surface events added since the checkpoint.
-    surface_added: SeqSet,
+    /// Surface events added since the checkpoint (kept in order, since a checkpoint lists
+    /// them in order).
+    surface_added: BTreeSet<u64>,
     /// Stored surface events that left the surface since the checkpoint.
     surface_removed: SeqSet,
     /// Shadowed events set since the checkpoint, each with the latest replacement citing
     /// it (over the stored ones).
-    shadowed_by: SeqMap<u64>,
+    shadowed_by: BTreeMap<u64, u64>,
     /// Shadowed events in all.
     shadowed: u64,
     /// Tool names by call id, from `tool/call` events; `None` until the stored ones are
     /// needed (they are read then, once).
-    tool_names: Option<HashMap<String, String>>,
+    tool_names: Option<BTreeMap<String, String>>,
     events: u64,
     replacements: u64,
 }
@@ -188,7 +249,7 @@ impl SessionTranscript {
                 }
                 row
             }
-            Some(j) => *self.rows.get(j)?,
+            Some(j) => self.rows.get(j)?,
         };
         let text = if row.end <= base {
             self.stored.text.get(to_usize(start)..to_usize(row.end))
@@ -225,12 +286,12 @@ impl SessionTranscript {
     }
 
     /// The tool names by call id, the stored ones read in on first use.
-    fn tool_names(&mut self) -> Result<&mut HashMap<String, String>, ProjectionError> {
+    fn tool_names(&mut self) -> Result<&mut BTreeMap<String, String>, ProjectionError> {
         if self.tool_names.is_none() {
             let pairs = self.stored.name_pairs()?;
             self.tool_names = Some(pairs.into_iter().collect());
         }
-        Ok(self.tool_names.get_or_insert_with(HashMap::new))
+        Ok(self.tool_names.get_or_insert_with(BTreeMap::new))
     }
 
     /// End of the text so far.
@@ -276,9 +337,7 @@ impl SessionTranscript {
                     self.settled.insert(row as u64, seq);
                 }
                 Some(j) => {
-                    if let Some(r) = self.rows.get_mut(j) {
-                        r.settled = seq;
-                    }
+                    self.rows.settle(j, seq);
                 }
             }
         }
@@ -322,7 +381,7 @@ impl SessionTranscript {
             }
             self.surface_added.insert(seq);
         }
-        match derive_message(e.version, event) {
+        match derive_message_content(e.version, event) {
             None if surface_type => {
                 push_line(&mut self.text, role_of(event));
                 push_line(&mut self.text, "(empty message)");
@@ -334,7 +393,7 @@ impl SessionTranscript {
                 self.text.push('\n');
                 self.push_row(RowKind::Structural, event);
             }
-            Some(message) => {
+            Some((_, content)) => {
                 let mut text = std::mem::take(&mut self.text);
                 push_line(&mut text, role_of(event));
                 if let Some(SurfaceOp::Replace { start, end }) = event.surface_op() {
@@ -346,7 +405,7 @@ impl SessionTranscript {
                     cited(&mut text, event.source_event_seqs().unwrap_or_default());
                     text.push_str("]\n");
                 }
-                let written = message_lines(&mut text, JsonRef::new(message), self);
+                let written = message_lines(&mut text, content, self);
                 self.text = text;
                 if !written? {
                     self.text.push('(');
@@ -518,26 +577,58 @@ impl SessionTranscript {
         })
     }
 
-    /// Appends the checkpoint: the stored part copied, what was folded since merged in.
-    fn encode(&self, out: &mut Vec<u8>) {
-        put_u64(out, self.events);
-        put_u64(out, self.replacements);
-        put_u64(out, self.text_end());
-        out.extend_from_slice(&self.stored.text);
-        out.extend_from_slice(self.text.as_bytes());
-        put_u64(out, self.row_count() as u64);
-        if self.settled.is_empty() {
-            out.extend_from_slice(self.stored.row_bytes());
+    /// The checkpoint, in pieces that follow one another: the stored text and rows and
+    /// those folded since are handed over as they are kept (a long session's checkpoint is
+    /// megabytes, rewritten many times over its life), the rest is encoded here, what was
+    /// folded since merged in. spec: cache.md#transcript
+    fn pieces(&self) -> Vec<Cow<'_, [u8]>> {
+        let mut head = Vec::with_capacity(24);
+        put_u64(&mut head, self.events);
+        put_u64(&mut head, self.replacements);
+        put_u64(&mut head, self.text_end());
+        let mut count = Vec::with_capacity(8);
+        put_u64(&mut count, self.row_count() as u64);
+        let stored_rows = if self.settled.is_empty() {
+            Cow::Borrowed(self.stored.row_bytes())
         } else {
-            for i in 0..self.stored.row_count() {
-                if let Some((row, _)) = self.row(i, 0) {
-                    row.encode(out);
+            // Stored chunk runs settled since: their settlement field, patched in a copy.
+            let mut rows = self.stored.row_bytes().to_vec();
+            for (&row, &by) in &self.settled {
+                let at = to_usize(row) * stored::ROW_BYTES + stored::ROW_SETTLED;
+                if let Some(field) = rows.get_mut(at..at + 8) {
+                    field.copy_from_slice(&by.to_le_bytes());
                 }
             }
-        }
-        for row in &self.rows {
-            row.encode(out);
-        }
+            Cow::Owned(rows)
+        };
+        vec![
+            Cow::Owned(head),
+            Cow::Borrowed(&self.stored.text[..]),
+            Cow::Borrowed(self.text.as_bytes()),
+            Cow::Owned(count),
+            stored_rows,
+            Cow::Borrowed(self.rows.bytes()),
+            Cow::Owned(self.tail()),
+        ]
+    }
+
+    /// The part of the checkpoint after the rows: the chunk run being read, the unsettled
+    /// runs, the surface, the shadowed events and the tool names.
+    fn tail(&self) -> Vec<u8> {
+        let names = match &self.tool_names {
+            None => self.stored.names().1.len(),
+            Some(names) => names
+                .iter()
+                .map(|(id, name)| 16 + id.len() + name.len())
+                .sum(),
+        };
+        let mut bytes = Vec::with_capacity(
+            48 + self.unsettled.len() * 8
+                + self.surface_count() * 8
+                + self.shadowed as usize * 16
+                + names,
+        );
+        let out = &mut bytes;
         match self.run {
             None => out.push(0),
             Some((first, last)) => {
@@ -551,23 +642,30 @@ impl SessionTranscript {
             put_u64(out, row as u64);
         }
         // Seqs added since the checkpoint are all above the stored ones.
-        let mut added: Vec<u64> = self.surface_added.iter().copied().collect();
-        added.sort_unstable();
         put_u64(out, self.surface_count() as u64);
-        for seq in self
-            .stored
-            .surface()
-            .filter(|s| !self.surface_removed.contains(s))
-            .chain(added)
-        {
+        if self.surface_removed.is_empty() {
+            out.extend_from_slice(self.stored.surface_bytes());
+        } else {
+            for seq in self
+                .stored
+                .surface()
+                .filter(|s| !self.surface_removed.contains(s))
+            {
+                put_u64(out, seq);
+            }
+        }
+        for &seq in &self.surface_added {
             put_u64(out, seq);
         }
-        let mut changed: Vec<(u64, u64)> = self.shadowed_by.iter().map(|(&a, &b)| (a, b)).collect();
-        changed.sort_unstable();
         put_u64(out, self.shadowed);
-        for (seq, by) in merge_shadowed(self.stored.shadowed(), changed) {
-            put_u64(out, seq);
-            put_u64(out, by);
+        if self.shadowed_by.is_empty() {
+            out.extend_from_slice(self.stored.shadowed_bytes());
+        } else {
+            let changed = self.shadowed_by.iter().map(|(&a, &b)| (a, b));
+            for (seq, by) in merge_shadowed(self.stored.shadowed(), changed) {
+                put_u64(out, seq);
+                put_u64(out, by);
+            }
         }
         match &self.tool_names {
             None => {
@@ -575,9 +673,7 @@ impl SessionTranscript {
                 put_u64(out, count as u64);
                 out.extend_from_slice(names);
             }
-            Some(map) => {
-                let mut names: Vec<(&String, &String)> = map.iter().collect();
-                names.sort_unstable();
+            Some(names) => {
                 put_u64(out, names.len() as u64);
                 for (id, name) in names {
                     put_str(out, id);
@@ -585,16 +681,17 @@ impl SessionTranscript {
                 }
             }
         }
+        bytes
     }
 }
 
 /// The stored shadowed pairs with those changed since (which win), in seq order.
 fn merge_shadowed(
     stored: impl Iterator<Item = (u64, u64)>,
-    changed: Vec<(u64, u64)>,
+    changed: impl Iterator<Item = (u64, u64)>,
 ) -> impl Iterator<Item = (u64, u64)> {
     let mut stored = stored.peekable();
-    let mut changed = changed.into_iter().peekable();
+    let mut changed = changed.peekable();
     std::iter::from_fn(move || match (stored.peek(), changed.peek()) {
         (Some(&(a, _)), Some(&(b, by))) if b <= a => {
             changed.next();
@@ -697,7 +794,14 @@ impl Projection for Transcript {
     }
 
     fn encode(&self, s: &SessionTranscript, out: &mut Vec<u8>) {
-        s.encode(out);
+        for piece in s.pieces() {
+            out.extend_from_slice(&piece);
+        }
+    }
+
+    /// The stored and folded text and rows are handed over as kept, not copied.
+    fn encode_pieces<'s>(&self, s: &'s SessionTranscript, pieces: &mut Vec<Cow<'s, [u8]>>) {
+        pieces.extend(s.pieces());
     }
 
     fn decode(&self, bytes: &[u8]) -> Result<SessionTranscript, ProjectionError> {
@@ -756,33 +860,32 @@ fn text_of<'a>(value: Option<JsonRef<'a>>) -> Option<std::borrow::Cow<'a, str>> 
     value.and_then(|v| v.as_str())
 }
 
-/// Appends the lines of one message (its text blocks, reasoning, tool calls and tool
-/// results), each ending in a line end; whether it wrote any. Reads the message's JSON in
-/// place: no tree is built per folded event.
+/// Appends the lines of one message's `content` (its text blocks, reasoning, tool calls
+/// and tool results), each ending in a line end; whether it wrote any. Reads the message's
+/// JSON in place: no tree is built per folded event.
 fn message_lines(
     out: &mut String,
-    message: JsonRef<'_>,
+    content: Option<JsonRef<'_>>,
     transcript: &mut SessionTranscript,
 ) -> Result<bool, ProjectionError> {
-    let Some(content) = message.get("content") else {
+    let Some(content) = content else {
         return Ok(false);
     };
-    if let Some(text) = content.as_str() {
-        abbreviate_into(out, &text, TEXT_CHARS);
+    if content.as_str().is_some() {
+        abbreviate_value(out, Some(content), TEXT_CHARS);
         out.push('\n');
         return Ok(true);
     }
     let mut written = false;
     for block in content.elements() {
         written = true;
-        let [kind, text, name, arguments, id] =
-            block.fields(["type", "text", "name", "arguments", "id"]);
+        let [kind, text, name, arguments, id, call_id, is_error, items] = block_members(block);
         let kind = text_of(kind);
         match kind.as_deref().unwrap_or("?") {
-            "text" => abbreviate_into(out, &text_of(text).unwrap_or_default(), TEXT_CHARS),
+            "text" => abbreviate_value(out, text, TEXT_CHARS),
             "reasoning" => {
                 out.push_str("(reasoning) ");
-                abbreviate_into(out, &text_of(text).unwrap_or_default(), TEXT_CHARS);
+                abbreviate_value(out, text, TEXT_CHARS);
             }
             "tool-call" => {
                 out.push_str("→ calls ");
@@ -793,7 +896,7 @@ fn message_lines(
                 out.push_str(&str_or(id));
                 out.push(']');
             }
-            "tool-result" => tool_result(out, block, transcript.tool_names()?),
+            "tool-result" => tool_result(out, [call_id, is_error, items], transcript.tool_names()?),
             other => {
                 out.push('[');
                 out.push_str(other);
@@ -803,6 +906,31 @@ fn message_lines(
         out.push('\n');
     }
     Ok(written)
+}
+
+/// The members of a content block that any kind of block is shown with: `type`, `text`,
+/// `name`, `arguments`, `id`, `toolCallId`, `isError` and `content`, as
+/// [`JsonRef::fields`] finds them (the first of a key written twice), in one walk of the
+/// block that looks at each key once.
+fn block_members(block: JsonRef<'_>) -> [Option<JsonRef<'_>>; 8] {
+    let mut found = [None; 8];
+    for (key, value) in block.members() {
+        let slot = match key.as_ref() {
+            "type" => 0,
+            "text" => 1,
+            "name" => 2,
+            "arguments" => 3,
+            "id" => 4,
+            "toolCallId" => 5,
+            "isError" => 6,
+            "content" => 7,
+            _ => continue,
+        };
+        if let Some(slot @ None) = found.get_mut(slot) {
+            *slot = Some(value);
+        }
+    }
+    found
 }
 
 /// Arguments as one line: a JSON string's text, nothing for null or none, or any other
@@ -822,8 +950,12 @@ fn arguments_line(value: Option<JsonRef<'_>>) -> String {
         .unwrap_or_else(|_| value.raw().to_owned())
 }
 
-fn tool_result(out: &mut String, block: JsonRef<'_>, tools: &HashMap<String, String>) {
-    let [id, is_error, content] = block.fields(["toolCallId", "isError", "content"]);
+/// The line of a `tool-result` block, from its `toolCallId`, `isError` and `content`.
+fn tool_result(
+    out: &mut String,
+    [id, is_error, content]: [Option<JsonRef<'_>>; 3],
+    tools: &BTreeMap<String, String>,
+) {
     let id = text_of(id);
     let id = id.as_deref().unwrap_or("?");
     let name = tools.get(id).map_or("?", String::as_str);
@@ -832,14 +964,6 @@ fn tool_result(out: &mut String, block: JsonRef<'_>, tools: &HashMap<String, Str
     } else {
         "ok"
     };
-    let text: Vec<std::borrow::Cow<'_, str>> = content
-        .map(|items| {
-            items
-                .elements()
-                .filter_map(|i| text_of(i.get("text")))
-                .collect()
-        })
-        .unwrap_or_default();
     out.push_str("← ");
     out.push_str(name);
     out.push_str(" [");
@@ -847,6 +971,26 @@ fn tool_result(out: &mut String, block: JsonRef<'_>, tools: &HashMap<String, Str
     out.push_str("] ");
     out.push_str(status);
     out.push_str(": ");
+    let mut texts = content
+        .into_iter()
+        .flat_map(|items| items.elements())
+        .filter_map(|i| i.get("text").filter(|t| t.kind() == JsonKind::String));
+    let first = texts.next();
+    // The texts are shown joined by spaces, abbreviated. When the first alone is longer
+    // than a line (a tool's output usually is), the line is its start: the others are
+    // neither found nor decoded.
+    if let Some(prefix) = first.and_then(|t| plain_prefix(literal_inner(t), TEXT_CHARS)) {
+        if prefix.cut {
+            out.push_str(prefix.text);
+            out.push('…');
+            return;
+        }
+    }
+    let text: Vec<std::borrow::Cow<'_, str>> = first
+        .into_iter()
+        .chain(texts)
+        .filter_map(|t| t.as_str())
+        .collect();
     abbreviate_into(out, &text.join(" "), TEXT_CHARS);
 }
 
@@ -950,9 +1094,78 @@ pub fn abbreviate(text: &str, max: usize) -> String {
     out
 }
 
-/// [`abbreviate`], appended to `out`. Runs of printable ASCII (most of what agents write)
-/// are copied whole; other characters are decoded one at a time.
+/// The start of a line abbreviated from a text that needs no rewriting: what
+/// [`abbreviate_into`] appends, when it is a prefix of the text.
+struct PlainPrefix<'a> {
+    /// The characters shown.
+    text: &'a str,
+    /// Whether the text goes on past them (an ellipsis follows).
+    cut: bool,
+}
+
+/// The abbreviation of `text` to `max` characters when it is the text's first `max`
+/// characters as they are (with an ellipsis when there are more): the first `max + 1`
+/// bytes are printable ASCII or single spaces between them, with no backslash (so the
+/// bytes read the same inside a JSON string literal, undecoded). `None` when anything in
+/// them must be rewritten, or could be; [`abbreviate_into`] then walks the text.
+fn plain_prefix(text: &str, max: usize) -> Option<PlainPrefix<'_>> {
+    let bytes = text.as_bytes();
+    let head = bytes.get(..bytes.len().min(max.saturating_add(1)))?;
+    // Whole-slice folds without early exits, which the compiler turns into vector code:
+    // this runs for every text of every message folded.
+    let odd = head.iter().fold(false, |odd, &b| {
+        odd | !(0x20..=0x7E).contains(&b) | (b == b'\\')
+    });
+    let doubled = head
+        .iter()
+        .zip(head.iter().skip(1))
+        .fold(false, |d, (&a, &b)| d | ((a == b' ') & (b == b' ')));
+    // A leading or trailing space is dropped, and a space where the cut falls would be
+    // the character that marks the cut only if something printable followed it.
+    if odd || doubled || head.first() == Some(&b' ') || head.last() == Some(&b' ') {
+        return None;
+    }
+    let cut = bytes.len() > max;
+    Some(PlainPrefix {
+        text: text.get(..bytes.len().min(max))?,
+        cut,
+    })
+}
+
+/// The text between the quotes of a JSON string literal, undecoded.
+fn literal_inner(value: JsonRef<'_>) -> &str {
+    let raw = value.raw();
+    raw.get(1..raw.len().saturating_sub(1)).unwrap_or_default()
+}
+
+/// [`abbreviate_into`] of a string member's text (nothing for a missing member or one
+/// that is not a string), read from the JSON literal without decoding it when its start
+/// needs no rewriting.
+fn abbreviate_value(out: &mut String, value: Option<JsonRef<'_>>, max: usize) {
+    let Some(value) = value.filter(|v| v.kind() == JsonKind::String) else {
+        return;
+    };
+    if let Some(prefix) = plain_prefix(literal_inner(value), max) {
+        out.push_str(prefix.text);
+        if prefix.cut {
+            out.push('…');
+        }
+        return;
+    }
+    abbreviate_into(out, &value.as_str().unwrap_or_default(), max);
+}
+
+/// [`abbreviate`], appended to `out`. A text whose start needs no rewriting is copied as
+/// it is; otherwise runs of printable ASCII (most of what agents write) are copied whole
+/// and other characters are decoded one at a time.
 fn abbreviate_into(out: &mut String, text: &str, max: usize) {
+    if let Some(prefix) = plain_prefix(text, max) {
+        out.push_str(prefix.text);
+        if prefix.cut {
+            out.push('…');
+        }
+        return;
+    }
     let printable = |b: &u8| (0x21..=0x7E).contains(b);
     let start = out.len();
     let mut chars = 0usize;
@@ -1024,7 +1237,13 @@ fn abbreviate_into(out: &mut String, text: &str, max: usize) {
 
 #[cfg(test)]
 mod tests {
-    use super::{abbreviate, push_left, push_u64, KIND_WIDTH};
+    use std::collections::BTreeMap;
+
+    use sessionlog_session::json::JsonRef;
+
+    use super::{
+        abbreviate, abbreviate_value, push_left, push_u64, tool_result, KIND_WIDTH, TEXT_CHARS,
+    };
 
     #[test]
     fn abbreviation_keeps_one_line_and_marks_the_cut() {
@@ -1090,6 +1309,54 @@ mod tests {
                     "{text:?} at {max}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn a_json_string_abbreviates_undecoded_as_its_decoded_text_does() {
+        let pieces = [
+            "a",
+            "word",
+            " ",
+            "  ",
+            "\n",
+            "\t",
+            "\\",
+            "\"",
+            "é",
+            "\u{2003}",
+            "x.y",
+            "0123456789",
+            "/",
+            "\u{1f600}",
+        ];
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        for case in 0..2000 {
+            let mut text = String::new();
+            for _ in 0..case % 70 {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                text.push_str(pieces[(rng % pieces.len() as u64) as usize]);
+            }
+            let literal = serde_json::to_string(&text).expect("a JSON string");
+            let value = JsonRef::new(&literal);
+            for max in [0, 1, 2, 5, 10, 60, 100] {
+                let mut undecoded = String::new();
+                abbreviate_value(&mut undecoded, Some(value), max);
+                assert_eq!(undecoded, abbreviate(&text, max), "{literal} at {max}");
+            }
+            // A tool result's texts, joined: the first alone decides a long line.
+            let second = format!("{{\"text\":{literal}}}");
+            let items = format!("[{{\"text\":{literal}}},{{\"type\":\"image\"}},{second}]");
+            let mut line = String::new();
+            tool_result(
+                &mut line,
+                [None, None, Some(JsonRef::new(&items))],
+                &BTreeMap::new(),
+            );
+            let joined = abbreviate(&format!("{text} {text}"), TEXT_CHARS);
+            assert_eq!(line, format!("← ? [?] ok: {joined}"), "{items}");
         }
     }
 

@@ -328,13 +328,19 @@ impl Store {
         };
         let name = slot.projection.name();
         let version = slot.projection.version();
-        let Ok(bytes) = cache::encode_one(&header, name, version, |out| {
-            slot.projection.encode_into(state, out)
-        }) else {
+        let mut pieces = Vec::new();
+        if slot.projection.encode_pieces(state, &mut pieces).is_err() {
             return;
-        };
+        }
+        let pieces: Vec<&[u8]> = pieces.iter().map(|p| &p[..]).collect();
+        let (head, sum) = cache::frame_one(&header, name, version, &pieces);
+        let mut file = Vec::with_capacity(pieces.len() + 2);
+        file.push(&head[..]);
+        file.extend_from_slice(&pieces);
+        file.push(&sum[..]);
         let path = cache::projection_path(self.inner.log.dir(), stream, name);
-        self.write_cache_file(&path, &bytes);
+        let log = &self.inner.log;
+        let _ = cache::write_pieces(&log.storage(), log.dir(), &path, &file);
         slot.checkpointed = slot.events;
     }
 
