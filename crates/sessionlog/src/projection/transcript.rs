@@ -10,7 +10,7 @@
 //! and applied when the transcript is written.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{self, Write};
 
@@ -165,6 +165,53 @@ impl RowTable {
     }
 }
 
+/// Surface events added since the checkpoint, in seq order (a checkpoint lists them in
+/// order, and they are folded in order): a list they are pushed onto, and the set of those
+/// that left the surface since, dropped from the list once it holds half of it, so that a
+/// replacement taking many of them off costs a lookup each, not a shift of the list.
+#[derive(Clone, Default)]
+struct AddedSurface {
+    seqs: Vec<u64>,
+    left: SeqSet,
+}
+
+impl AddedSurface {
+    /// Adds `seq`, above every seq added before.
+    fn push(&mut self, seq: u64) {
+        self.seqs.push(seq);
+    }
+
+    fn contains(&self, seq: u64) -> bool {
+        self.seqs.binary_search(&seq).is_ok() && !self.left.contains(&seq)
+    }
+
+    /// Takes `seq` off; whether it was on.
+    fn remove(&mut self, seq: u64) -> bool {
+        if !self.contains(seq) {
+            return false;
+        }
+        self.left.insert(seq);
+        if self.left.len() * 2 > self.seqs.len() {
+            let left = std::mem::take(&mut self.left);
+            self.seqs.retain(|s| !left.contains(s));
+        }
+        true
+    }
+
+    fn len(&self) -> usize {
+        self.seqs.len() - self.left.len()
+    }
+
+    /// The seqs on the surface, increasing.
+    fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        let left = (!self.left.is_empty()).then_some(&self.left);
+        self.seqs
+            .iter()
+            .copied()
+            .filter(move |s| left.is_none_or(|l| !l.contains(s)))
+    }
+}
+
 /// The transcript of one session.
 ///
 /// A transcript handed back from a checkpoint keeps the checkpoint's bytes and reads its
@@ -186,7 +233,7 @@ pub struct SessionTranscript {
     unsettled: Vec<usize>,
     /// Surface events added since the checkpoint (kept in order, since a checkpoint lists
     /// them in order).
-    surface_added: BTreeSet<u64>,
+    surface_added: AddedSurface,
     /// Stored surface events that left the surface since the checkpoint.
     surface_removed: SeqSet,
     /// Shadowed events set since the checkpoint, each with the latest replacement citing
@@ -267,7 +314,7 @@ impl SessionTranscript {
 
     /// Takes `seq` off the surface; whether it was on it.
     fn leave_surface(&mut self, seq: u64) -> bool {
-        self.surface_added.remove(&seq)
+        self.surface_added.remove(seq)
             || (self.stored.on_surface(seq) && self.surface_removed.insert(seq))
     }
 
@@ -379,7 +426,7 @@ impl SessionTranscript {
                     }
                 }
             }
-            self.surface_added.insert(seq);
+            self.surface_added.push(seq);
         }
         match derive_message_content(e.version, event) {
             None if surface_type => {
@@ -421,7 +468,7 @@ impl SessionTranscript {
     /// The mark of a surface row; `stored` walks the stored surface.
     fn surface_mark(&self, row: &Row, stored: &mut Cursor<'_>) -> char {
         let seq = row.seq;
-        let on_surface = self.surface_added.contains(&seq)
+        let on_surface = self.surface_added.contains(seq)
             || (stored.find(seq).is_some() && !self.surface_removed.contains(&seq));
         if !on_surface {
             MARK_SHADOWED
@@ -654,7 +701,7 @@ impl SessionTranscript {
                 put_u64(out, seq);
             }
         }
-        for &seq in &self.surface_added {
+        for seq in self.surface_added.iter() {
             put_u64(out, seq);
         }
         put_u64(out, self.shadowed);
@@ -877,9 +924,19 @@ fn message_lines(
         return Ok(true);
     }
     let mut written = false;
-    for block in content.elements() {
+    // The members of every kind of block, found in one walk of each.
+    let blocks = content.elements_with_fields([
+        "type",
+        "text",
+        "name",
+        "arguments",
+        "id",
+        "toolCallId",
+        "isError",
+        "content",
+    ]);
+    for (_, [kind, text, name, arguments, id, call_id, is_error, items]) in blocks {
         written = true;
-        let [kind, text, name, arguments, id, call_id, is_error, items] = block_members(block);
         let kind = text_of(kind);
         match kind.as_deref().unwrap_or("?") {
             "text" => abbreviate_value(out, text, TEXT_CHARS),
@@ -906,31 +963,6 @@ fn message_lines(
         out.push('\n');
     }
     Ok(written)
-}
-
-/// The members of a content block that any kind of block is shown with: `type`, `text`,
-/// `name`, `arguments`, `id`, `toolCallId`, `isError` and `content`, as
-/// [`JsonRef::fields`] finds them (the first of a key written twice), in one walk of the
-/// block that looks at each key once.
-fn block_members(block: JsonRef<'_>) -> [Option<JsonRef<'_>>; 8] {
-    let mut found = [None; 8];
-    for (key, value) in block.members() {
-        let slot = match key.as_ref() {
-            "type" => 0,
-            "text" => 1,
-            "name" => 2,
-            "arguments" => 3,
-            "id" => 4,
-            "toolCallId" => 5,
-            "isError" => 6,
-            "content" => 7,
-            _ => continue,
-        };
-        if let Some(slot @ None) = found.get_mut(slot) {
-            *slot = Some(value);
-        }
-    }
-    found
 }
 
 /// Arguments as one line: a JSON string's text, nothing for null or none, or any other
@@ -973,8 +1005,8 @@ fn tool_result(
     out.push_str(": ");
     let mut texts = content
         .into_iter()
-        .flat_map(|items| items.elements())
-        .filter_map(|i| i.get("text").filter(|t| t.kind() == JsonKind::String));
+        .flat_map(|items| items.elements_with_fields(["text"]))
+        .filter_map(|(_, [text])| text.filter(|t| t.kind() == JsonKind::String));
     let first = texts.next();
     // The texts are shown joined by spaces, abbreviated. When the first alone is longer
     // than a line (a tool's output usually is), the line is its start: the others are
@@ -1012,6 +1044,11 @@ fn push_number(out: &mut String, value: Option<JsonRef<'_>>) {
     let digits = value
         .map(|v| v.raw())
         .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
+    // Up to 19 digits without a leading zero are below 2^64 and read as they are written.
+    if let Some(d) = digits.filter(|d| d.len() <= 19 && (d.len() == 1 || !d.starts_with('0'))) {
+        out.push_str(d);
+        return;
+    }
     match digits.and_then(|d| d.parse::<u64>().ok()) {
         Some(n) => push_u64(out, n, 0),
         None => out.push('?'),
