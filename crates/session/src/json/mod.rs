@@ -870,8 +870,16 @@ impl<'a, const N: usize> ElementsWithFields<'a, N> {
             let value_start = skip_ws(bytes, colon + 1);
             let value_end = skip_value(bytes, value_start)?;
             let literal = self.text.get(pos..key_end)?;
+            // A key spelled without escapes names a key only when it is its bytes.
+            let plain = literal
+                .get(1..literal.len().saturating_sub(1))
+                .filter(|inner| !inner.as_bytes().contains(&b'\\'));
+            let names = |key: &str| match plain {
+                Some(inner) => inner == key,
+                None => key_is(literal, key),
+            };
             for (slot, key) in found.iter_mut().zip(self.keys) {
-                if slot.is_none() && key_is(literal, key) {
+                if slot.is_none() && names(key) {
                     *slot = Some(JsonRef {
                         text: self.text.get(value_start..value_end)?,
                     });

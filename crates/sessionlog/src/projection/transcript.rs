@@ -428,7 +428,11 @@ impl SessionTranscript {
             }
             self.surface_added.push(seq);
         }
-        match derive_message_content(e.version, event) {
+        // Only an event of a surface type derives a message.
+        let derived = surface_type
+            .then(|| derive_message_content(e.version, event))
+            .flatten();
+        match derived {
             None if surface_type => {
                 push_line(&mut self.text, role_of(event));
                 push_line(&mut self.text, "(empty message)");
