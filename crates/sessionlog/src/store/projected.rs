@@ -416,10 +416,13 @@ pub(super) fn feed_all(
     for (event, &(kind, record_bytes)) in events.iter().zip(records) {
         let seq = event.seq().get();
         // Only an event of a surface type can be a surface node with an estimate; the
-        // lookup is not made for the others (most of a session: chunks, steps, calls). A
-        // node a later event of the same batch replaced has no estimate kept: the fold
-        // makes its own.
+        // lookup is not made for the others (most of a session: chunks, steps, calls), and
+        // a streamed chunk, most of all, is told by its kind tag without looking its type
+        // up (were one a surface node, its fold would make the estimate itself). A node a
+        // later event of the same batch replaced has no estimate kept: the fold makes its
+        // own.
         let message_estimate = counter
+            .filter(|_| kind != sessionlog_session::codec::kind::ASSISTANT_CHUNK)
             .filter(|_| version.surface_type(event.event_type()).is_some())
             .and_then(|counter| {
                 state
