@@ -507,18 +507,32 @@ impl SessionTranscript {
         // Rows come in seq order: the stored surface and shadowed events are walked along.
         let mut surface = self.stored.surface_cursor();
         let mut shadowed = self.stored.shadowed_cursor();
+        // The stored text is checked to be UTF-8 in one pass when it is (rows end at
+        // character boundaries, which decoding checked); otherwise each row is checked as
+        // it is written, and the first that is not UTF-8 is named.
+        let stored_text = std::str::from_utf8(&self.stored.text).ok();
+        let base = self.stored.text.len() as u64;
         for i in 0..self.row_count() {
-            let Some((row, text)) = self.row(i, start) else {
+            let Some((row, bytes)) = self.row(i, start) else {
                 break;
             };
+            let checked = if row.end <= base {
+                stored_text.and_then(|t| t.get(to_usize(start)..to_usize(row.end)))
+            } else {
+                self.text
+                    .get(to_usize(start.saturating_sub(base))..to_usize(row.end - base))
+            };
             start = row.end;
-            let text = std::str::from_utf8(text).map_err(|_| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("the transcript checkpoint's row of seq {} is not UTF-8; delete the store's cache directory to rebuild it", row.seq),
-                )
-            })?;
-            let mut lines = text.lines();
+            let text = match checked {
+                Some(text) => text,
+                None => std::str::from_utf8(bytes).map_err(|_| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("the transcript checkpoint's row of seq {} is not UTF-8; delete the store's cache directory to rebuild it", row.seq),
+                    )
+                })?,
+            };
+            let mut lines = Lines(text);
             let column = lines.next().unwrap_or_default();
             let mark = match row.kind {
                 RowKind::Message | RowKind::Empty => self.surface_mark(&row, &mut surface),
@@ -787,6 +801,8 @@ fn push_stream_line(line: &mut String, row: &Row) {
 }
 
 /// Appends `v` in decimal, right-aligned in `width` columns (as `{v:>width$}` formats it).
+/// Runs for every row a transcript writes: the padding and the digits are made in one
+/// buffer and appended at once.
 fn push_u64(line: &mut String, v: u64, width: usize) {
     let mut digits = [b'0'; 20];
     let mut start = digits.len();
@@ -801,11 +817,42 @@ fn push_u64(line: &mut String, v: u64, width: usize) {
             break;
         }
     }
-    for _ in digits.len() - start..width {
-        line.push(' ');
-    }
     let digits = digits.get(start..).unwrap_or_default();
-    line.push_str(std::str::from_utf8(digits).unwrap_or_default());
+    const SPACES: &str = "                        ";
+    let pad = width.saturating_sub(digits.len());
+    match SPACES.get(..pad) {
+        Some(spaces) => line.push_str(spaces),
+        None => line.extend(std::iter::repeat_n(' ', pad)),
+    }
+    // The digits are ASCII: each byte is its character.
+    line.extend(digits.iter().map(|&d| char::from(d)));
+}
+
+/// The lines of a row's text, as [`str::lines`] splits them (at each `\n`, and a `\r`
+/// before it dropped), found with a vector search: a short line costs a few steps, where
+/// the general character search costs a few hundred.
+struct Lines<'a>(&'a str);
+
+impl<'a> Iterator for Lines<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let (line, rest) = match memchr::memchr(b'\n', self.0.as_bytes()) {
+            Some(at) => {
+                let line = self.0.get(..at).unwrap_or_default();
+                (
+                    line.strip_suffix('\r').unwrap_or(line),
+                    self.0.get(at + 1..),
+                )
+            }
+            None => (self.0, None),
+        };
+        self.0 = rest.unwrap_or_default();
+        Some(line)
+    }
 }
 
 /// Appends `s` left-aligned in `width` columns (as `{s:width$}` formats it).
@@ -1281,10 +1328,13 @@ mod tests {
     use std::collections::BTreeMap;
 
     use sessionlog_session::json::JsonRef;
+    use sessionlog_session::{kind_tag, EventInput, FormatVersion};
 
     use super::{
-        abbreviate, abbreviate_value, push_left, push_u64, tool_result, KIND_WIDTH, TEXT_CHARS,
+        abbreviate, abbreviate_value, push_left, push_u64, tool_result, Lines, SessionTranscript,
+        StoredEvent, Transcript, KIND_WIDTH, TEXT_CHARS,
     };
+    use crate::projection::Projection;
 
     #[test]
     fn abbreviation_keeps_one_line_and_marks_the_cut() {
@@ -1401,10 +1451,79 @@ mod tests {
         }
     }
 
+    /// A transcript of a turn's start and a step's start, its checkpoint's bytes.
+    fn two_rows() -> Vec<u8> {
+        let version = FormatVersion::dsh_v0();
+        let mut t = SessionTranscript::default();
+        let inputs = [
+            EventInput::new("turn/start", 0, r#"{"turn":1}"#),
+            EventInput::new("step/start", 0, r#"{"turn":1,"step":1}"#),
+        ];
+        for (seq, input) in inputs.into_iter().enumerate() {
+            let event = input.into_event(seq as u64).expect("an event");
+            let stored = StoredEvent {
+                kind: kind_tag(&event),
+                record_bytes: 0,
+                event: &event,
+                version: &version,
+                message_estimate: None,
+                usage: None,
+            };
+            t.fold(&stored).expect("folds");
+        }
+        let mut bytes = Vec::new();
+        Transcript.encode(&t, &mut bytes);
+        bytes
+    }
+
+    #[test]
+    fn a_stored_row_that_is_not_utf8_fails_the_write_and_is_named() {
+        // The row text follows the events, the replacements and its length; the first
+        // row's is "turn\nturn 1 starts\n".
+        const TEXT: usize = 24;
+        let rows = two_rows();
+        let first_row_end = TEXT + "turn\nturn 1 starts\n".len();
+        for (at, seq) in [(TEXT + 1, 0), (first_row_end + 1, 1)] {
+            let mut bytes = rows.clone();
+            bytes[at] = 0xFF;
+            let t = Transcript.decode(&bytes).expect("its structure decodes");
+            let err = t.write("s", &mut Vec::new()).expect_err("not UTF-8");
+            assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+            assert!(
+                err.to_string().contains(&format!("row of seq {seq} ")),
+                "{err}"
+            );
+        }
+        let t = Transcript.decode(&rows).expect("decodes");
+        let mut out = Vec::new();
+        t.write("s", &mut out).expect("writes");
+        assert!(String::from_utf8_lossy(&out).contains("turn 1 starts"));
+    }
+
+    #[test]
+    fn a_row_is_split_into_lines_as_str_lines_splits_it() {
+        for text in [
+            "",
+            "\n",
+            "a",
+            "a\n",
+            "user\nhello\n",
+            "a\n\nb",
+            "a\r\nb\r\n",
+            "a\rb\n",
+            "ends in a return\r",
+            "\r\n\r\n",
+            "é\n日本\n",
+        ] {
+            let split: Vec<&str> = Lines(text).collect();
+            assert_eq!(split, text.lines().collect::<Vec<_>>(), "{text:?}");
+        }
+    }
+
     #[test]
     fn columns_are_padded_as_the_format_widths_pad_them() {
         for v in [0, 7, 10, 999, 1_000, 123_456_789, u64::MAX] {
-            for width in [0, 1, 3, 7, 25] {
+            for width in [0, 1, 3, 7, 25, 40] {
                 let mut line = String::from("x");
                 push_u64(&mut line, v, width);
                 assert_eq!(line, format!("x{v:>width$}"), "{v} in {width}");
