@@ -802,14 +802,20 @@ fn push_stream_line(line: &mut String, row: &Row) {
 
 /// Appends `v` in decimal, right-aligned in `width` columns (as `{v:>width$}` formats it).
 /// Runs for every row a transcript writes: the padding and the digits are made in one
-/// buffer and appended at once.
+/// buffer and appended with one call.
 fn push_u64(line: &mut String, v: u64, width: usize) {
-    let mut digits = [b'0'; 20];
-    let mut start = digits.len();
+    // Room for the widest column a transcript has (a seq of 20 digits) and its padding.
+    const ROOM: usize = 32;
+    if width > ROOM {
+        push_spaces(line, width.saturating_sub(decimal_digits(v)));
+        return push_u64(line, v, 0);
+    }
+    let mut buf = [b' '; ROOM];
+    let mut start = ROOM;
     let mut rest = v;
     loop {
         start -= 1;
-        if let Some(d) = digits.get_mut(start) {
+        if let Some(d) = buf.get_mut(start) {
             *d = b'0' + (rest % 10) as u8;
         }
         rest /= 10;
@@ -817,15 +823,18 @@ fn push_u64(line: &mut String, v: u64, width: usize) {
             break;
         }
     }
-    let digits = digits.get(start..).unwrap_or_default();
-    const SPACES: &str = "                        ";
-    let pad = width.saturating_sub(digits.len());
-    match SPACES.get(..pad) {
-        Some(spaces) => line.push_str(spaces),
-        None => line.extend(std::iter::repeat_n(' ', pad)),
+    let start = start.min(ROOM - width);
+    // Spaces and ASCII digits, each byte its character.
+    let column = buf.get(start..).unwrap_or_default();
+    line.reserve(column.len());
+    for &b in column {
+        line.push(char::from(b));
     }
-    // The digits are ASCII: each byte is its character.
-    line.extend(digits.iter().map(|&d| char::from(d)));
+}
+
+/// Digits of `v` in decimal.
+fn decimal_digits(v: u64) -> usize {
+    v.checked_ilog10().map_or(1, |d| d as usize + 1)
 }
 
 /// The lines of a row's text, as [`str::lines`] splits them (at each `\n`, and a `\r`
@@ -858,8 +867,21 @@ impl<'a> Iterator for Lines<'a> {
 /// Appends `s` left-aligned in `width` columns (as `{s:width$}` formats it).
 fn push_left(line: &mut String, s: &str, width: usize) {
     line.push_str(s);
-    for _ in s.chars().count()..width {
-        line.push(' ');
+    // A kind column is short ASCII: its length in characters is its length in bytes.
+    let chars = if s.is_ascii() {
+        s.len()
+    } else {
+        s.chars().count()
+    };
+    push_spaces(line, width.saturating_sub(chars));
+}
+
+/// Appends `n` spaces.
+fn push_spaces(line: &mut String, n: usize) {
+    const SPACES: &str = "                        ";
+    match SPACES.get(..n) {
+        Some(spaces) => line.push_str(spaces),
+        None => line.extend(std::iter::repeat_n(' ', n)),
     }
 }
 
