@@ -128,17 +128,21 @@ fn open_only(dir: &Path) -> Duration {
 
 /// `sessionlog show`: open read-only, the transcript, written out.
 fn show(dir: &Path) -> Duration {
-    best(|| {
-        let started = Instant::now();
-        let store = open_read_only(dir, true);
-        let t = store
-            .projection::<Transcript>(Transcript::NAME, "long")
-            .expect("transcript");
-        let mut out = std::io::BufWriter::new(std::io::sink());
-        t.state.write("long", &mut out).expect("write");
-        out.flush().expect("flush");
-        started.elapsed()
-    })
+    best(|| show_once(dir))
+}
+
+/// One `show`.
+#[inline(never)]
+fn show_once(dir: &Path) -> Duration {
+    let started = Instant::now();
+    let store = open_read_only(dir, true);
+    let t = store
+        .projection::<Transcript>(Transcript::NAME, "long")
+        .expect("transcript");
+    let mut out = std::io::BufWriter::new(std::io::sink());
+    t.state.write("long", &mut out).expect("write");
+    out.flush().expect("flush");
+    started.elapsed()
 }
 
 /// `sessionlog stats --session`: open read-only, the stats projection, formatted.
@@ -268,9 +272,24 @@ fn upkeep_only(config: &str) {
     );
 }
 
+/// `SESSIONLOG_PROJECTION_SHOW_ONLY=1`: builds the long session (of
+/// `SESSIONLOG_PROJECTION_BENCH_EVENTS` events, if set), runs `show` on it once and exits.
+/// Run under `valgrind --tool=callgrind --toggle-collect='*show_once*'`, the instructions
+/// of `show` (the kernel's copying of file bytes aside), for profiling.
+fn show_only() {
+    let dir = fresh_dir("projections-show-only");
+    let events = build(&dir);
+    let took = show_once(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("show of a {events}-event session: {}", human_ns(ns(took)));
+}
+
 fn main() {
     if let Ok(config) = std::env::var("SESSIONLOG_PROJECTION_UPKEEP_ONLY") {
         return upkeep_only(&config);
+    }
+    if std::env::var_os("SESSIONLOG_PROJECTION_SHOW_ONLY").is_some() {
+        return show_only();
     }
     let probe = probe();
     let dir = fresh_dir("projections-1m");

@@ -308,6 +308,17 @@ pub fn derive_message<'e>(version: &FormatVersion, event: &'e Event) -> Option<&
     derived_message_ref(version, event).map(|m| m.message.raw())
 }
 
+/// [`derive_message`] together with the message's `content` member (the first one, as
+/// `JsonRef::get("content")` finds it), read from the payload index the event was parsed
+/// with where it has one, so a caller rendering the content does not walk the message
+/// again to find it.
+pub fn derive_message_content<'e>(
+    version: &FormatVersion,
+    event: &'e Event,
+) -> Option<(&'e str, Option<JsonRef<'e>>)> {
+    derived_message_ref(version, event).map(|m| (m.message.raw(), m.content))
+}
+
 /// The message a surface event contributes and its `content`, as the fold reads them.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct DerivedRef<'e> {

@@ -111,24 +111,26 @@ pub fn encode(header: &CacheHeader, sections: &[Section<'_>]) -> Vec<u8> {
     finish(out)
 }
 
-/// Encodes a cache file of one section, whose bytes `write` appends in place (a large
-/// projection checkpoint is then written once, not written and copied).
-pub(crate) fn encode_one<E>(
+/// The framing of a cache file of one section whose bytes are `pieces` in order: what goes
+/// before them and the checksum that goes after them (a large projection checkpoint is
+/// then written from the buffers its state keeps, not copied into the file's bytes first).
+/// spec: cache.md#file
+pub(crate) fn frame_one(
     header: &CacheHeader,
     name: &str,
     version: u32,
-    write: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
-) -> Result<Vec<u8>, E> {
-    let mut out = Vec::new();
-    put_header(&mut out, header, 1);
-    put_section_head(&mut out, name, version, 0);
-    let start = out.len();
-    write(&mut out)?;
-    let len = (out.len() - start) as u64;
-    if let Some(field) = out.get_mut(start - 8..start) {
-        field.copy_from_slice(&len.to_le_bytes());
+    pieces: &[&[u8]],
+) -> (Vec<u8>, [u8; 4]) {
+    let len: usize = pieces.iter().map(|p| p.len()).sum();
+    let mut head = Vec::with_capacity(64 + name.len());
+    put_header(&mut head, header, 1);
+    put_section_head(&mut head, name, version, len);
+    let mut sum = crc32fast::Hasher::new();
+    sum.update(&head);
+    for piece in pieces {
+        sum.update(piece);
     }
-    Ok(finish(out))
+    (head, sum.finalize().to_le_bytes())
 }
 
 /// The fixed part of a cache file, up to its section count.
@@ -278,6 +280,17 @@ pub(crate) fn write(
     path: &Path,
     bytes: &[u8],
 ) -> Result<(), std::io::Error> {
+    write_pieces(storage, dir, path, &[bytes])
+}
+
+/// [`write`] of a file whose bytes are `pieces` in order, each written where the one
+/// before it ends.
+pub(crate) fn write_pieces(
+    storage: &Arc<dyn Storage>,
+    dir: &Path,
+    path: &Path,
+    pieces: &[&[u8]],
+) -> Result<(), std::io::Error> {
     storage.create_dir_all(&dir.join(CACHE_DIR))?;
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
@@ -288,7 +301,11 @@ pub(crate) fn write(
         Err(e) => return Err(e),
     }
     let file = storage.open_file(&tmp, OpenMode::CreateNew)?;
-    file.write_all_at(bytes, 0)?;
+    let mut at = 0u64;
+    for piece in pieces.iter().filter(|p| !p.is_empty()) {
+        file.write_all_at(piece, at)?;
+        at += piece.len() as u64;
+    }
     drop(file);
     storage.rename(&tmp, path)
 }
@@ -303,10 +320,10 @@ pub(crate) fn remove(storage: &Arc<dyn Storage>, path: &Path) -> Result<(), std:
 
 #[cfg(test)]
 mod tests {
-    use super::{decode, encode, encode_one, CacheHeader, Section};
+    use super::{decode, encode, frame_one, CacheHeader, Section};
 
     #[test]
-    fn a_section_written_in_place_encodes_as_a_section_handed_over() {
+    fn a_section_framed_around_its_pieces_encodes_as_a_section_handed_over() {
         let header = CacheHeader {
             store_id: [7; 16],
             stream_id: 3,
@@ -319,14 +336,20 @@ mod tests {
                 version: 2,
                 bytes,
             };
-            let in_place = encode_one(&header, "transcript", 2, |out| {
-                out.extend_from_slice(bytes);
-                Ok::<_, ()>(())
-            })
-            .expect("encodes");
-            assert_eq!(in_place, encode(&header, &[section]));
-            let (h, parts) = decode(&in_place, &[("transcript", 2)]).expect("decodes");
-            assert_eq!((h, parts), (header, vec![bytes]));
+            // The same bytes as one piece, and cut into three (one of them empty).
+            let cut = bytes.len() / 3;
+            let (a, rest) = bytes.split_at(cut);
+            for pieces in [vec![bytes], vec![a, &rest[..0], rest]] {
+                let (head, sum) = frame_one(&header, "transcript", 2, &pieces);
+                let mut framed = head;
+                for piece in &pieces {
+                    framed.extend_from_slice(piece);
+                }
+                framed.extend_from_slice(&sum);
+                assert_eq!(framed, encode(&header, &[section]));
+                let (h, parts) = decode(&framed, &[("transcript", 2)]).expect("decodes");
+                assert_eq!((h, parts), (header, vec![bytes]));
+            }
         }
     }
 }

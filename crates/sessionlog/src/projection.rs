@@ -15,6 +15,7 @@
 //! prove they match the log, rebuilt from it otherwise.
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -155,6 +156,17 @@ pub trait Projection: Send + Sync + 'static {
     /// Appends the state's checkpoint bytes to `out`.
     fn encode(&self, state: &Self::State, out: &mut Vec<u8>);
 
+    /// [`Projection::encode`] as pieces, which the store writes one after another: their
+    /// bytes in order must be what `encode` appends. A state whose checkpoint is mostly
+    /// buffers it keeps (a long transcript's text) hands those over borrowed, so that
+    /// writing a checkpoint does not copy them into one buffer first. One piece, what
+    /// `encode` appends, by default.
+    fn encode_pieces<'s>(&self, state: &'s Self::State, pieces: &mut Vec<Cow<'s, [u8]>>) {
+        let mut out = Vec::new();
+        self.encode(state, &mut out);
+        pieces.push(Cow::Owned(out));
+    }
+
     /// Decodes a checkpoint written by [`Projection::encode`] of this version. Must refuse,
     /// never panic on, bytes it did not write.
     fn decode(&self, bytes: &[u8]) -> Result<Self::State, ProjectionError>;
@@ -196,6 +208,11 @@ pub(crate) trait Registered: Send + Sync {
         Ok(out)
     }
     fn encode_into(&self, state: &AnyState, out: &mut Vec<u8>) -> Result<(), ProjectionError>;
+    fn encode_pieces<'s>(
+        &self,
+        state: &'s AnyState,
+        pieces: &mut Vec<Cow<'s, [u8]>>,
+    ) -> Result<(), ProjectionError>;
     fn decode(&self, bytes: &[u8]) -> Result<AnyState, ProjectionError>;
     fn decode_shared(&self, bytes: Bytes) -> Result<AnyState, ProjectionError>;
 }
@@ -271,6 +288,18 @@ impl<P: Projection> Registered for P {
         let state = typed::<P>(state)?;
         guarded("encode", || {
             Projection::encode(self, state, out);
+            Ok(())
+        })
+    }
+
+    fn encode_pieces<'s>(
+        &self,
+        state: &'s AnyState,
+        pieces: &mut Vec<Cow<'s, [u8]>>,
+    ) -> Result<(), ProjectionError> {
+        let state = typed::<P>(state)?;
+        guarded("encode", || {
+            Projection::encode_pieces(self, state, pieces);
             Ok(())
         })
     }

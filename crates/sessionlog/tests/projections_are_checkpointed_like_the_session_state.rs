@@ -156,10 +156,13 @@ proptest! {
 #[test]
 fn a_crash_at_any_point_of_a_projection_checkpoint_write_is_rebuilt_or_used_whole() {
     // Writing the three checkpoints makes only directory changes (remove a stale temporary
-    // file, create it, rename it) and one write each; the first read folds the whole log
-    // and writes them.
+    // file, create it, rename it) and writes, one a piece: the framing, the checkpoint and
+    // the checksum for stats and tool-audit, and for the transcript, whose checkpoint is
+    // written from the buffers it keeps, the framing, its text, its rows, the parts encoded
+    // between them and the checksum (seven pieces). The first read folds the whole log and
+    // writes them.
     a_crash_at_every_point_of_a_checkpoint_write(
-        (10, 3),
+        (14, 14),
         &opts,
         &|store| {
             write_generated(store, "c", 4, 6);
@@ -167,6 +170,7 @@ fn a_crash_at_any_point_of_a_projection_checkpoint_write_is_rebuilt_or_used_whol
         &|store| {
             let _ = store.projection::<Stats>(Stats::NAME, "c");
             let _ = store.projection::<ToolAudit>(ToolAudit::NAME, "c");
+            let _ = store.projection::<Transcript>(Transcript::NAME, "c");
         },
         &|store, full| assert_equal_to_a_full_fold(store, full, "c"),
     );

@@ -582,6 +582,23 @@ impl<'a> JsonRef<'a> {
         }
     }
 
+    /// The elements of an array in order, each with the values of `keys` in it when it is an
+    /// object (none when it is not), as [`JsonRef::elements`] and then [`JsonRef::fields`]
+    /// find them, in one walk: an object element is walked once, for its members, where
+    /// those two walk it twice (once to find where it ends). Every member of an object
+    /// element is looked at, whether or not all the keys were found.
+    pub fn elements_with_fields<const N: usize>(
+        &self,
+        keys: [&'a str; N],
+    ) -> ElementsWithFields<'a, N> {
+        let pos = if self.is_array() { 1 } else { self.text.len() };
+        ElementsWithFields {
+            text: self.text,
+            pos,
+            keys,
+        }
+    }
+
     /// The value of `key` in an object.
     pub fn get(&self, key: &str) -> Option<JsonRef<'a>> {
         let [value] = self.fields([key]);
@@ -818,6 +835,96 @@ impl<'a> Iterator for Members<'a> {
         let item = raw.next();
         self.pos = raw.pos;
         item.map(|(literal, value)| (decode_string(literal), value))
+    }
+}
+
+/// Iterator over array elements with some of their members; see
+/// [`JsonRef::elements_with_fields`].
+#[derive(Debug)]
+pub struct ElementsWithFields<'a, const N: usize> {
+    text: &'a str,
+    pos: usize,
+    keys: [&'a str; N],
+}
+
+impl<'a, const N: usize> ElementsWithFields<'a, N> {
+    /// The object at `start` (its `{`): where it ends and the values of the keys, or
+    /// `None` when it is malformed.
+    fn object(&self, start: usize) -> Option<(usize, [Option<JsonRef<'a>>; N])> {
+        let bytes = self.text.as_bytes();
+        let mut found = [None; N];
+        let mut pos = skip_ws(bytes, start + 1);
+        if bytes.get(pos) == Some(&b'}') {
+            return Some((pos + 1, found));
+        }
+        loop {
+            if bytes.get(pos) != Some(&b'"') {
+                return None;
+            }
+            let key_end = skip_string(bytes, pos)?;
+            let colon = skip_ws(bytes, key_end);
+            if bytes.get(colon) != Some(&b':') {
+                return None;
+            }
+            let value_start = skip_ws(bytes, colon + 1);
+            let value_end = skip_value(bytes, value_start)?;
+            let literal = self.text.get(pos..key_end)?;
+            // A key spelled without escapes names a key only when it is its bytes.
+            let plain = literal
+                .get(1..literal.len().saturating_sub(1))
+                .filter(|inner| !inner.as_bytes().contains(&b'\\'));
+            let names = |key: &str| match plain {
+                Some(inner) => inner == key,
+                None => key_is(literal, key),
+            };
+            for (slot, key) in found.iter_mut().zip(self.keys) {
+                if slot.is_none() && names(key) {
+                    *slot = Some(JsonRef {
+                        text: self.text.get(value_start..value_end)?,
+                    });
+                }
+            }
+            let after = skip_ws(bytes, value_end);
+            match bytes.get(after) {
+                Some(b',') => pos = skip_ws(bytes, after + 1),
+                Some(b'}') => return Some((after + 1, found)),
+                _ => return None,
+            }
+        }
+    }
+}
+
+impl<'a, const N: usize> Iterator for ElementsWithFields<'a, N> {
+    type Item = (JsonRef<'a>, [Option<JsonRef<'a>>; N]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let bytes = self.text.as_bytes();
+        let start = skip_ws(bytes, self.pos);
+        if matches!(bytes.get(start), None | Some(b']')) {
+            self.pos = bytes.len();
+            return None;
+        }
+        let walked = if bytes.get(start) == Some(&b'{') {
+            self.object(start)
+        } else {
+            skip_value(bytes, start).map(|end| (end, [None; N]))
+        };
+        let Some((end, found)) = walked else {
+            self.pos = bytes.len();
+            return None;
+        };
+        let after = skip_ws(bytes, end);
+        self.pos = if bytes.get(after) == Some(&b',') {
+            after + 1
+        } else {
+            bytes.len()
+        };
+        Some((
+            JsonRef {
+                text: self.text.get(start..end)?,
+            },
+            found,
+        ))
     }
 }
 

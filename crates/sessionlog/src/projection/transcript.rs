@@ -9,20 +9,26 @@
 //! replacement shadowed it, which settlement a chunk run became) is kept beside the rows
 //! and applied when the transcript is written.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{self, Write};
 
 use bytes::Bytes;
-use sessionlog_session::json::JsonRef;
-use sessionlog_session::{derive_message, Event, Seq, SessionHeader, SurfaceOp};
+use sessionlog_session::json::{JsonKind, JsonRef};
+use sessionlog_session::{derive_message_content, Event, Seq, SessionHeader, SurfaceOp};
 
 use super::bytes::{put_str, put_u64, Reader};
 use super::{Projection, ProjectionError, SeqMap, SeqSet, StoredEvent};
 
 mod stored;
+mod text;
 
 use stored::{Cursor, Stored};
+pub use text::abbreviate;
+use text::{
+    abbreviate_into, abbreviate_value, literal_inner, plain_prefix, push_left, push_u64, Lines,
+};
 
 /// At most this many characters of a text on one line.
 const TEXT_CHARS: usize = 100;
@@ -97,11 +103,117 @@ struct Row {
 impl Row {
     /// Appends the row as the checkpoint stores it. spec: cache.md#transcript
     fn encode(&self, out: &mut Vec<u8>) {
-        out.push(self.kind as u8 | if self.replacement { 0x80 } else { 0 });
-        put_u64(out, self.seq);
-        put_u64(out, self.last);
-        put_u64(out, self.settled);
-        put_u64(out, self.end);
+        let mut b = [0u8; stored::ROW_BYTES];
+        b[0] = self.kind as u8 | if self.replacement { 0x80 } else { 0 };
+        for (at, v) in [
+            (1, self.seq),
+            (9, self.last),
+            (stored::ROW_SETTLED, self.settled),
+            (25, self.end),
+        ] {
+            if let Some(field) = b.get_mut(at..at + 8) {
+                field.copy_from_slice(&v.to_le_bytes());
+            }
+        }
+        out.extend_from_slice(&b);
+    }
+
+    /// A row as [`Row::encode`] stored it, if its kind is known.
+    fn decode(b: &[u8]) -> Option<Row> {
+        let tag = *b.first()?;
+        let u64_at = |at: usize| {
+            let mut v = [0u8; 8];
+            v.copy_from_slice(b.get(at..at + 8)?);
+            Some(u64::from_le_bytes(v))
+        };
+        Some(Row {
+            kind: RowKind::from_tag(tag & 0x7F)?,
+            replacement: tag & 0x80 != 0,
+            seq: u64_at(1)?,
+            last: u64_at(9)?,
+            settled: u64_at(stored::ROW_SETTLED)?,
+            end: u64_at(25)?,
+        })
+    }
+}
+
+/// Rows folded after the checkpoint, kept as the checkpoint stores them, so that writing a
+/// checkpoint copies them instead of encoding each again: a writer rewrites a long
+/// session's checkpoint many times over.
+#[derive(Clone, Default)]
+struct RowTable(Vec<u8>);
+
+impl RowTable {
+    fn len(&self) -> usize {
+        self.0.len() / stored::ROW_BYTES
+    }
+
+    fn push(&mut self, row: Row) {
+        row.encode(&mut self.0);
+    }
+
+    fn get(&self, i: usize) -> Option<Row> {
+        let at = i.checked_mul(stored::ROW_BYTES)?;
+        Row::decode(self.0.get(at..at + stored::ROW_BYTES)?)
+    }
+
+    /// Sets row `i`'s settlement.
+    fn settle(&mut self, i: usize, by: u64) {
+        let at = i * stored::ROW_BYTES + stored::ROW_SETTLED;
+        if let Some(field) = self.0.get_mut(at..at + 8) {
+            field.copy_from_slice(&by.to_le_bytes());
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// Surface events added since the checkpoint, in seq order (a checkpoint lists them in
+/// order, and they are folded in order): a list they are pushed onto, and the set of those
+/// that left the surface since, dropped from the list once it holds half of it, so that a
+/// replacement taking many of them off costs a lookup each, not a shift of the list.
+#[derive(Clone, Default)]
+struct AddedSurface {
+    seqs: Vec<u64>,
+    left: SeqSet,
+}
+
+impl AddedSurface {
+    /// Adds `seq`, above every seq added before.
+    fn push(&mut self, seq: u64) {
+        self.seqs.push(seq);
+    }
+
+    fn contains(&self, seq: u64) -> bool {
+        self.seqs.binary_search(&seq).is_ok() && !self.left.contains(&seq)
+    }
+
+    /// Takes `seq` off; whether it was on.
+    fn remove(&mut self, seq: u64) -> bool {
+        if !self.contains(seq) {
+            return false;
+        }
+        self.left.insert(seq);
+        if self.left.len() * 2 > self.seqs.len() {
+            let left = std::mem::take(&mut self.left);
+            self.seqs.retain(|s| !left.contains(s));
+        }
+        true
+    }
+
+    fn len(&self) -> usize {
+        self.seqs.len() - self.left.len()
+    }
+
+    /// The seqs on the surface, increasing.
+    fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        let left = (!self.left.is_empty()).then_some(&self.left);
+        self.seqs
+            .iter()
+            .copied()
+            .filter(move |s| left.is_none_or(|l| !l.contains(s)))
     }
 }
 
@@ -115,7 +227,7 @@ pub struct SessionTranscript {
     /// What the checkpoint held (empty when folded from the first event).
     stored: Stored,
     /// Rows folded after the checkpoint.
-    rows: Vec<Row>,
+    rows: RowTable,
     /// Their text; offsets continue the stored text's.
     text: String,
     /// Stored chunk-run rows settled since the checkpoint: row index, settlement.
@@ -124,18 +236,19 @@ pub struct SessionTranscript {
     run: Option<(u64, u64)>,
     /// Rows of chunk runs not settled yet.
     unsettled: Vec<usize>,
-    /// Surface events added since the checkpoint.
-    surface_added: SeqSet,
+    /// Surface events added since the checkpoint (kept in order, since a checkpoint lists
+    /// them in order).
+    surface_added: AddedSurface,
     /// Stored surface events that left the surface since the checkpoint.
     surface_removed: SeqSet,
     /// Shadowed events set since the checkpoint, each with the latest replacement citing
     /// it (over the stored ones).
-    shadowed_by: SeqMap<u64>,
+    shadowed_by: BTreeMap<u64, u64>,
     /// Shadowed events in all.
     shadowed: u64,
     /// Tool names by call id, from `tool/call` events; `None` until the stored ones are
     /// needed (they are read then, once).
-    tool_names: Option<HashMap<String, String>>,
+    tool_names: Option<BTreeMap<String, String>>,
     events: u64,
     replacements: u64,
 }
@@ -188,7 +301,7 @@ impl SessionTranscript {
                 }
                 row
             }
-            Some(j) => *self.rows.get(j)?,
+            Some(j) => self.rows.get(j)?,
         };
         let text = if row.end <= base {
             self.stored.text.get(to_usize(start)..to_usize(row.end))
@@ -206,7 +319,7 @@ impl SessionTranscript {
 
     /// Takes `seq` off the surface; whether it was on it.
     fn leave_surface(&mut self, seq: u64) -> bool {
-        self.surface_added.remove(&seq)
+        self.surface_added.remove(seq)
             || (self.stored.on_surface(seq) && self.surface_removed.insert(seq))
     }
 
@@ -225,12 +338,12 @@ impl SessionTranscript {
     }
 
     /// The tool names by call id, the stored ones read in on first use.
-    fn tool_names(&mut self) -> Result<&mut HashMap<String, String>, ProjectionError> {
+    fn tool_names(&mut self) -> Result<&mut BTreeMap<String, String>, ProjectionError> {
         if self.tool_names.is_none() {
             let pairs = self.stored.name_pairs()?;
             self.tool_names = Some(pairs.into_iter().collect());
         }
-        Ok(self.tool_names.get_or_insert_with(HashMap::new))
+        Ok(self.tool_names.get_or_insert_with(BTreeMap::new))
     }
 
     /// End of the text so far.
@@ -276,9 +389,7 @@ impl SessionTranscript {
                     self.settled.insert(row as u64, seq);
                 }
                 Some(j) => {
-                    if let Some(r) = self.rows.get_mut(j) {
-                        r.settled = seq;
-                    }
+                    self.rows.settle(j, seq);
                 }
             }
         }
@@ -320,9 +431,13 @@ impl SessionTranscript {
                     }
                 }
             }
-            self.surface_added.insert(seq);
+            self.surface_added.push(seq);
         }
-        match derive_message(e.version, event) {
+        // Only an event of a surface type derives a message.
+        let derived = surface_type
+            .then(|| derive_message_content(e.version, event))
+            .flatten();
+        match derived {
             None if surface_type => {
                 push_line(&mut self.text, role_of(event));
                 push_line(&mut self.text, "(empty message)");
@@ -334,7 +449,7 @@ impl SessionTranscript {
                 self.text.push('\n');
                 self.push_row(RowKind::Structural, event);
             }
-            Some(message) => {
+            Some((_, content)) => {
                 let mut text = std::mem::take(&mut self.text);
                 push_line(&mut text, role_of(event));
                 if let Some(SurfaceOp::Replace { start, end }) = event.surface_op() {
@@ -346,7 +461,7 @@ impl SessionTranscript {
                     cited(&mut text, event.source_event_seqs().unwrap_or_default());
                     text.push_str("]\n");
                 }
-                let written = message_lines(&mut text, JsonRef::new(message), self);
+                let written = message_lines(&mut text, content, self);
                 self.text = text;
                 if !written? {
                     self.text.push('(');
@@ -362,7 +477,7 @@ impl SessionTranscript {
     /// The mark of a surface row; `stored` walks the stored surface.
     fn surface_mark(&self, row: &Row, stored: &mut Cursor<'_>) -> char {
         let seq = row.seq;
-        let on_surface = self.surface_added.contains(&seq)
+        let on_surface = self.surface_added.contains(seq)
             || (stored.find(seq).is_some() && !self.surface_removed.contains(&seq));
         if !on_surface {
             MARK_SHADOWED
@@ -397,18 +512,32 @@ impl SessionTranscript {
         // Rows come in seq order: the stored surface and shadowed events are walked along.
         let mut surface = self.stored.surface_cursor();
         let mut shadowed = self.stored.shadowed_cursor();
+        // The stored text is checked to be UTF-8 in one pass when it is (rows end at
+        // character boundaries, which decoding checked); otherwise each row is checked as
+        // it is written, and the first that is not UTF-8 is named.
+        let stored_text = std::str::from_utf8(&self.stored.text).ok();
+        let base = self.stored.text.len() as u64;
         for i in 0..self.row_count() {
-            let Some((row, text)) = self.row(i, start) else {
+            let Some((row, bytes)) = self.row(i, start) else {
                 break;
             };
+            let checked = if row.end <= base {
+                stored_text.and_then(|t| t.get(to_usize(start)..to_usize(row.end)))
+            } else {
+                self.text
+                    .get(to_usize(start.saturating_sub(base))..to_usize(row.end - base))
+            };
             start = row.end;
-            let text = std::str::from_utf8(text).map_err(|_| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("the transcript checkpoint's row of seq {} is not UTF-8; delete the store's cache directory to rebuild it", row.seq),
-                )
-            })?;
-            let mut lines = text.lines();
+            let text = match checked {
+                Some(text) => text,
+                None => std::str::from_utf8(bytes).map_err(|_| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("the transcript checkpoint's row of seq {} is not UTF-8; delete the store's cache directory to rebuild it", row.seq),
+                    )
+                })?,
+            };
+            let mut lines = Lines(text);
             let column = lines.next().unwrap_or_default();
             let mark = match row.kind {
                 RowKind::Message | RowKind::Empty => self.surface_mark(&row, &mut surface),
@@ -518,26 +647,58 @@ impl SessionTranscript {
         })
     }
 
-    /// Appends the checkpoint: the stored part copied, what was folded since merged in.
-    fn encode(&self, out: &mut Vec<u8>) {
-        put_u64(out, self.events);
-        put_u64(out, self.replacements);
-        put_u64(out, self.text_end());
-        out.extend_from_slice(&self.stored.text);
-        out.extend_from_slice(self.text.as_bytes());
-        put_u64(out, self.row_count() as u64);
-        if self.settled.is_empty() {
-            out.extend_from_slice(self.stored.row_bytes());
+    /// The checkpoint, in pieces that follow one another: the stored text and rows and
+    /// those folded since are handed over as they are kept (a long session's checkpoint is
+    /// megabytes, rewritten many times over its life), the rest is encoded here, what was
+    /// folded since merged in. spec: cache.md#transcript
+    fn pieces(&self) -> Vec<Cow<'_, [u8]>> {
+        let mut head = Vec::with_capacity(24);
+        put_u64(&mut head, self.events);
+        put_u64(&mut head, self.replacements);
+        put_u64(&mut head, self.text_end());
+        let mut count = Vec::with_capacity(8);
+        put_u64(&mut count, self.row_count() as u64);
+        let stored_rows = if self.settled.is_empty() {
+            Cow::Borrowed(self.stored.row_bytes())
         } else {
-            for i in 0..self.stored.row_count() {
-                if let Some((row, _)) = self.row(i, 0) {
-                    row.encode(out);
+            // Stored chunk runs settled since: their settlement field, patched in a copy.
+            let mut rows = self.stored.row_bytes().to_vec();
+            for (&row, &by) in &self.settled {
+                let at = to_usize(row) * stored::ROW_BYTES + stored::ROW_SETTLED;
+                if let Some(field) = rows.get_mut(at..at + 8) {
+                    field.copy_from_slice(&by.to_le_bytes());
                 }
             }
-        }
-        for row in &self.rows {
-            row.encode(out);
-        }
+            Cow::Owned(rows)
+        };
+        vec![
+            Cow::Owned(head),
+            Cow::Borrowed(&self.stored.text[..]),
+            Cow::Borrowed(self.text.as_bytes()),
+            Cow::Owned(count),
+            stored_rows,
+            Cow::Borrowed(self.rows.bytes()),
+            Cow::Owned(self.tail()),
+        ]
+    }
+
+    /// The part of the checkpoint after the rows: the chunk run being read, the unsettled
+    /// runs, the surface, the shadowed events and the tool names.
+    fn tail(&self) -> Vec<u8> {
+        let names = match &self.tool_names {
+            None => self.stored.names().1.len(),
+            Some(names) => names
+                .iter()
+                .map(|(id, name)| 16 + id.len() + name.len())
+                .sum(),
+        };
+        let mut bytes = Vec::with_capacity(
+            48 + self.unsettled.len() * 8
+                + self.surface_count() * 8
+                + self.shadowed as usize * 16
+                + names,
+        );
+        let out = &mut bytes;
         match self.run {
             None => out.push(0),
             Some((first, last)) => {
@@ -551,23 +712,30 @@ impl SessionTranscript {
             put_u64(out, row as u64);
         }
         // Seqs added since the checkpoint are all above the stored ones.
-        let mut added: Vec<u64> = self.surface_added.iter().copied().collect();
-        added.sort_unstable();
         put_u64(out, self.surface_count() as u64);
-        for seq in self
-            .stored
-            .surface()
-            .filter(|s| !self.surface_removed.contains(s))
-            .chain(added)
-        {
+        if self.surface_removed.is_empty() {
+            out.extend_from_slice(self.stored.surface_bytes());
+        } else {
+            for seq in self
+                .stored
+                .surface()
+                .filter(|s| !self.surface_removed.contains(s))
+            {
+                put_u64(out, seq);
+            }
+        }
+        for seq in self.surface_added.iter() {
             put_u64(out, seq);
         }
-        let mut changed: Vec<(u64, u64)> = self.shadowed_by.iter().map(|(&a, &b)| (a, b)).collect();
-        changed.sort_unstable();
         put_u64(out, self.shadowed);
-        for (seq, by) in merge_shadowed(self.stored.shadowed(), changed) {
-            put_u64(out, seq);
-            put_u64(out, by);
+        if self.shadowed_by.is_empty() {
+            out.extend_from_slice(self.stored.shadowed_bytes());
+        } else {
+            let changed = self.shadowed_by.iter().map(|(&a, &b)| (a, b));
+            for (seq, by) in merge_shadowed(self.stored.shadowed(), changed) {
+                put_u64(out, seq);
+                put_u64(out, by);
+            }
         }
         match &self.tool_names {
             None => {
@@ -575,9 +743,7 @@ impl SessionTranscript {
                 put_u64(out, count as u64);
                 out.extend_from_slice(names);
             }
-            Some(map) => {
-                let mut names: Vec<(&String, &String)> = map.iter().collect();
-                names.sort_unstable();
+            Some(names) => {
                 put_u64(out, names.len() as u64);
                 for (id, name) in names {
                     put_str(out, id);
@@ -585,16 +751,17 @@ impl SessionTranscript {
                 }
             }
         }
+        bytes
     }
 }
 
 /// The stored shadowed pairs with those changed since (which win), in seq order.
 fn merge_shadowed(
     stored: impl Iterator<Item = (u64, u64)>,
-    changed: Vec<(u64, u64)>,
+    changed: impl Iterator<Item = (u64, u64)>,
 ) -> impl Iterator<Item = (u64, u64)> {
     let mut stored = stored.peekable();
-    let mut changed = changed.into_iter().peekable();
+    let mut changed = changed.peekable();
     std::iter::from_fn(move || match (stored.peek(), changed.peek()) {
         (Some(&(a, _)), Some(&(b, by))) if b <= a => {
             changed.next();
@@ -638,36 +805,6 @@ fn push_stream_line(line: &mut String, row: &Row) {
     }
 }
 
-/// Appends `v` in decimal, right-aligned in `width` columns (as `{v:>width$}` formats it).
-fn push_u64(line: &mut String, v: u64, width: usize) {
-    let mut digits = [b'0'; 20];
-    let mut start = digits.len();
-    let mut rest = v;
-    loop {
-        start -= 1;
-        if let Some(d) = digits.get_mut(start) {
-            *d = b'0' + (rest % 10) as u8;
-        }
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    for _ in digits.len() - start..width {
-        line.push(' ');
-    }
-    let digits = digits.get(start..).unwrap_or_default();
-    line.push_str(std::str::from_utf8(digits).unwrap_or_default());
-}
-
-/// Appends `s` left-aligned in `width` columns (as `{s:width$}` formats it).
-fn push_left(line: &mut String, s: &str, width: usize) {
-    line.push_str(s);
-    for _ in s.chars().count()..width {
-        line.push(' ');
-    }
-}
-
 impl Projection for Transcript {
     type State = SessionTranscript;
 
@@ -697,7 +834,14 @@ impl Projection for Transcript {
     }
 
     fn encode(&self, s: &SessionTranscript, out: &mut Vec<u8>) {
-        s.encode(out);
+        for piece in s.pieces() {
+            out.extend_from_slice(&piece);
+        }
+    }
+
+    /// The stored and folded text and rows are handed over as kept, not copied.
+    fn encode_pieces<'s>(&self, s: &'s SessionTranscript, pieces: &mut Vec<Cow<'s, [u8]>>) {
+        pieces.extend(s.pieces());
     }
 
     fn decode(&self, bytes: &[u8]) -> Result<SessionTranscript, ProjectionError> {
@@ -756,33 +900,42 @@ fn text_of<'a>(value: Option<JsonRef<'a>>) -> Option<std::borrow::Cow<'a, str>> 
     value.and_then(|v| v.as_str())
 }
 
-/// Appends the lines of one message (its text blocks, reasoning, tool calls and tool
-/// results), each ending in a line end; whether it wrote any. Reads the message's JSON in
-/// place: no tree is built per folded event.
+/// Appends the lines of one message's `content` (its text blocks, reasoning, tool calls
+/// and tool results), each ending in a line end; whether it wrote any. Reads the message's
+/// JSON in place: no tree is built per folded event.
 fn message_lines(
     out: &mut String,
-    message: JsonRef<'_>,
+    content: Option<JsonRef<'_>>,
     transcript: &mut SessionTranscript,
 ) -> Result<bool, ProjectionError> {
-    let Some(content) = message.get("content") else {
+    let Some(content) = content else {
         return Ok(false);
     };
-    if let Some(text) = content.as_str() {
-        abbreviate_into(out, &text, TEXT_CHARS);
+    if content.as_str().is_some() {
+        abbreviate_value(out, Some(content), TEXT_CHARS);
         out.push('\n');
         return Ok(true);
     }
     let mut written = false;
-    for block in content.elements() {
+    // The members of every kind of block, found in one walk of each.
+    let blocks = content.elements_with_fields([
+        "type",
+        "text",
+        "name",
+        "arguments",
+        "id",
+        "toolCallId",
+        "isError",
+        "content",
+    ]);
+    for (_, [kind, text, name, arguments, id, call_id, is_error, items]) in blocks {
         written = true;
-        let [kind, text, name, arguments, id] =
-            block.fields(["type", "text", "name", "arguments", "id"]);
         let kind = text_of(kind);
         match kind.as_deref().unwrap_or("?") {
-            "text" => abbreviate_into(out, &text_of(text).unwrap_or_default(), TEXT_CHARS),
+            "text" => abbreviate_value(out, text, TEXT_CHARS),
             "reasoning" => {
                 out.push_str("(reasoning) ");
-                abbreviate_into(out, &text_of(text).unwrap_or_default(), TEXT_CHARS);
+                abbreviate_value(out, text, TEXT_CHARS);
             }
             "tool-call" => {
                 out.push_str("→ calls ");
@@ -793,7 +946,7 @@ fn message_lines(
                 out.push_str(&str_or(id));
                 out.push(']');
             }
-            "tool-result" => tool_result(out, block, transcript.tool_names()?),
+            "tool-result" => tool_result(out, [call_id, is_error, items], transcript.tool_names()?),
             other => {
                 out.push('[');
                 out.push_str(other);
@@ -822,8 +975,12 @@ fn arguments_line(value: Option<JsonRef<'_>>) -> String {
         .unwrap_or_else(|_| value.raw().to_owned())
 }
 
-fn tool_result(out: &mut String, block: JsonRef<'_>, tools: &HashMap<String, String>) {
-    let [id, is_error, content] = block.fields(["toolCallId", "isError", "content"]);
+/// The line of a `tool-result` block, from its `toolCallId`, `isError` and `content`.
+fn tool_result(
+    out: &mut String,
+    [id, is_error, content]: [Option<JsonRef<'_>>; 3],
+    tools: &BTreeMap<String, String>,
+) {
     let id = text_of(id);
     let id = id.as_deref().unwrap_or("?");
     let name = tools.get(id).map_or("?", String::as_str);
@@ -832,14 +989,6 @@ fn tool_result(out: &mut String, block: JsonRef<'_>, tools: &HashMap<String, Str
     } else {
         "ok"
     };
-    let text: Vec<std::borrow::Cow<'_, str>> = content
-        .map(|items| {
-            items
-                .elements()
-                .filter_map(|i| text_of(i.get("text")))
-                .collect()
-        })
-        .unwrap_or_default();
     out.push_str("← ");
     out.push_str(name);
     out.push_str(" [");
@@ -847,6 +996,26 @@ fn tool_result(out: &mut String, block: JsonRef<'_>, tools: &HashMap<String, Str
     out.push_str("] ");
     out.push_str(status);
     out.push_str(": ");
+    let mut texts = content
+        .into_iter()
+        .flat_map(|items| items.elements_with_fields(["text"]))
+        .filter_map(|(_, [text])| text.filter(|t| t.kind() == JsonKind::String));
+    let first = texts.next();
+    // The texts are shown joined by spaces, abbreviated. When the first alone is longer
+    // than a line (a tool's output usually is), the line is its start: the others are
+    // neither found nor decoded.
+    if let Some(prefix) = first.and_then(|t| plain_prefix(literal_inner(t), TEXT_CHARS)) {
+        if prefix.cut {
+            out.push_str(prefix.text);
+            out.push('…');
+            return;
+        }
+    }
+    let text: Vec<std::borrow::Cow<'_, str>> = first
+        .into_iter()
+        .chain(texts)
+        .filter_map(|t| t.as_str())
+        .collect();
     abbreviate_into(out, &text.join(" "), TEXT_CHARS);
 }
 
@@ -868,6 +1037,11 @@ fn push_number(out: &mut String, value: Option<JsonRef<'_>>) {
     let digits = value
         .map(|v| v.raw())
         .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
+    // Up to 19 digits without a leading zero are below 2^64 and read as they are written.
+    if let Some(d) = digits.filter(|d| d.len() <= 19 && (d.len() == 1 || !d.starts_with('0'))) {
+        out.push_str(d);
+        return;
+    }
     match digits.and_then(|d| d.parse::<u64>().ok()) {
         Some(n) => push_u64(out, n, 0),
         None => out.push('?'),
@@ -942,177 +1116,113 @@ fn structural(out: &mut String, e: &Event) {
     }
 }
 
-/// `text` on one line (control characters as spaces, runs of whitespace as one space), cut
-/// to `max` characters with an ellipsis.
-pub fn abbreviate(text: &str, max: usize) -> String {
-    let mut out = String::with_capacity(text.len().min(max * 4));
-    abbreviate_into(&mut out, text, max);
-    out
-}
-
-/// [`abbreviate`], appended to `out`. Runs of printable ASCII (most of what agents write)
-/// are copied whole; other characters are decoded one at a time.
-fn abbreviate_into(out: &mut String, text: &str, max: usize) {
-    let printable = |b: &u8| (0x21..=0x7E).contains(b);
-    let start = out.len();
-    let mut chars = 0usize;
-    let mut space = false;
-    let mut ascii = true;
-    let mut rest = text;
-    while chars <= max {
-        let Some(&b) = rest.as_bytes().first() else {
-            break;
-        };
-        if printable(&b) {
-            // At most the characters that still fit, and one more to mark the cut.
-            let room = max + 1 - chars;
-            let run = rest
-                .as_bytes()
-                .iter()
-                .take(room)
-                .position(|b| !printable(b))
-                .unwrap_or(rest.len().min(room));
-            let Some((head, tail)) = rest.split_at_checked(run) else {
-                break;
-            };
-            if space {
-                out.push(' ');
-                chars += 1;
-                space = false;
-            }
-            out.push_str(head);
-            chars += run;
-            rest = tail;
-            continue;
-        }
-        let c = if b.is_ascii() {
-            rest = rest.get(1..).unwrap_or_default();
-            char::from(b)
-        } else {
-            let mut it = rest.chars();
-            let Some(c) = it.next() else {
-                break;
-            };
-            rest = it.as_str();
-            c
-        };
-        if c.is_whitespace() || c.is_control() {
-            space = chars > 0;
-            continue;
-        }
-        if space {
-            out.push(' ');
-            chars += 1;
-            space = false;
-        }
-        out.push(c);
-        chars += 1;
-        ascii = false;
-    }
-    if chars > max {
-        let cut = if ascii {
-            start + max
-        } else {
-            out.get(start..)
-                .and_then(|t| t.char_indices().nth(max))
-                .map_or(out.len(), |(i, _)| start + i)
-        };
-        out.truncate(cut);
-        out.push('…');
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{abbreviate, push_left, push_u64, KIND_WIDTH};
+    use std::collections::BTreeMap;
+
+    use sessionlog_session::json::JsonRef;
+    use sessionlog_session::{kind_tag, EventInput, FormatVersion};
+
+    use super::{
+        abbreviate, abbreviate_value, tool_result, SessionTranscript, StoredEvent, Transcript,
+        TEXT_CHARS,
+    };
+    use crate::projection::Projection;
 
     #[test]
-    fn abbreviation_keeps_one_line_and_marks_the_cut() {
-        assert_eq!(abbreviate("a\n\n b\tc", 10), "a b c");
-        assert_eq!(abbreviate("abcdefghijk", 5), "abcde…");
-        assert_eq!(abbreviate("  lead", 10), "lead");
-        assert_eq!(abbreviate("", 10), "");
-        assert_eq!(abbreviate("é é é", 3), "é é…");
-        assert_eq!(abbreviate("a\u{2003}\u{0085}b", 10), "a b");
-        assert_eq!(abbreviate("ab\u{7f}c", 10), "ab c");
-    }
-
-    /// What abbreviation means, a character at a time: runs of whitespace and control
-    /// characters become one space (none at either end), and more than `max` characters
-    /// are cut to `max` and an ellipsis.
-    fn abbreviate_by_characters(text: &str, max: usize) -> String {
-        let words: Vec<String> = text
-            .split(|c: char| c.is_whitespace() || c.is_control())
-            .filter(|w| !w.is_empty())
-            .map(str::to_owned)
-            .collect();
-        let line = words.join(" ");
-        if line.chars().count() > max {
-            let mut cut: String = line.chars().take(max).collect();
-            cut.push('…');
-            cut
-        } else {
-            line
-        }
-    }
-
-    #[test]
-    fn abbreviation_copying_ascii_runs_whole_cuts_as_a_character_walk_does() {
+    fn a_json_string_abbreviates_undecoded_as_its_decoded_text_does() {
         let pieces = [
             "a",
             "word",
             " ",
-            "\n\n",
+            "  ",
+            "\n",
             "\t",
-            "\u{7f}",
-            "\u{0b}",
+            "\\",
+            "\"",
             "é",
-            "日本",
             "\u{2003}",
             "x.y",
             "0123456789",
-            "—",
-            "\u{85}",
+            "/",
+            "\u{1f600}",
         ];
-        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
         for case in 0..2000 {
             let mut text = String::new();
-            for _ in 0..case % 60 {
+            for _ in 0..case % 70 {
                 rng ^= rng << 13;
                 rng ^= rng >> 7;
                 rng ^= rng << 17;
                 text.push_str(pieces[(rng % pieces.len() as u64) as usize]);
             }
+            let literal = serde_json::to_string(&text).expect("a JSON string");
+            let value = JsonRef::new(&literal);
             for max in [0, 1, 2, 5, 10, 60, 100] {
-                assert_eq!(
-                    abbreviate(&text, max),
-                    abbreviate_by_characters(&text, max),
-                    "{text:?} at {max}"
-                );
+                let mut undecoded = String::new();
+                abbreviate_value(&mut undecoded, Some(value), max);
+                assert_eq!(undecoded, abbreviate(&text, max), "{literal} at {max}");
             }
+            // A tool result's texts, joined: the first alone decides a long line.
+            let second = format!("{{\"text\":{literal}}}");
+            let items = format!("[{{\"text\":{literal}}},{{\"type\":\"image\"}},{second}]");
+            let mut line = String::new();
+            tool_result(
+                &mut line,
+                [None, None, Some(JsonRef::new(&items))],
+                &BTreeMap::new(),
+            );
+            let joined = abbreviate(&format!("{text} {text}"), TEXT_CHARS);
+            assert_eq!(line, format!("← ? [?] ok: {joined}"), "{items}");
         }
     }
 
+    /// A transcript of a turn's start and a step's start, its checkpoint's bytes.
+    fn two_rows() -> Vec<u8> {
+        let version = FormatVersion::dsh_v0();
+        let mut t = SessionTranscript::default();
+        let inputs = [
+            EventInput::new("turn/start", 0, r#"{"turn":1}"#),
+            EventInput::new("step/start", 0, r#"{"turn":1,"step":1}"#),
+        ];
+        for (seq, input) in inputs.into_iter().enumerate() {
+            let event = input.into_event(seq as u64).expect("an event");
+            let stored = StoredEvent {
+                kind: kind_tag(&event),
+                record_bytes: 0,
+                event: &event,
+                version: &version,
+                message_estimate: None,
+                usage: None,
+            };
+            t.fold(&stored).expect("folds");
+        }
+        let mut bytes = Vec::new();
+        Transcript.encode(&t, &mut bytes);
+        bytes
+    }
+
     #[test]
-    fn columns_are_padded_as_the_format_widths_pad_them() {
-        for v in [0, 7, 10, 999, 1_000, 123_456_789, u64::MAX] {
-            for width in [0, 1, 3, 7, 25] {
-                let mut line = String::from("x");
-                push_u64(&mut line, v, width);
-                assert_eq!(line, format!("x{v:>width$}"), "{v} in {width}");
-            }
+    fn a_stored_row_that_is_not_utf8_fails_the_write_and_is_named() {
+        // The row text follows the events, the replacements and its length; the first
+        // row's is "turn\nturn 1 starts\n".
+        const TEXT: usize = 24;
+        let rows = two_rows();
+        let first_row_end = TEXT + "turn\nturn 1 starts\n".len();
+        for (at, seq) in [(TEXT + 1, 0), (first_row_end + 1, 1)] {
+            let mut bytes = rows.clone();
+            bytes[at] = 0xFF;
+            let t = Transcript.decode(&bytes).expect("its structure decodes");
+            let err = t.write("s", &mut Vec::new()).expect_err("not UTF-8");
+            assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+            assert!(
+                err.to_string().contains(&format!("row of seq {seq} ")),
+                "{err}"
+            );
         }
-        for s in [
-            "",
-            "user",
-            "assistant",
-            "turn/start",
-            "a-very-long-kind-name",
-            "réponse·»",
-        ] {
-            let mut line = String::new();
-            push_left(&mut line, s, KIND_WIDTH);
-            assert_eq!(line, format!("{s:KIND_WIDTH$}"), "{s}");
-        }
+        let t = Transcript.decode(&rows).expect("decodes");
+        let mut out = Vec::new();
+        t.write("s", &mut out).expect("writes");
+        assert!(String::from_utf8_lossy(&out).contains("turn 1 starts"));
     }
 }

@@ -328,13 +328,19 @@ impl Store {
         };
         let name = slot.projection.name();
         let version = slot.projection.version();
-        let Ok(bytes) = cache::encode_one(&header, name, version, |out| {
-            slot.projection.encode_into(state, out)
-        }) else {
+        let mut pieces = Vec::new();
+        if slot.projection.encode_pieces(state, &mut pieces).is_err() {
             return;
-        };
+        }
+        let pieces: Vec<&[u8]> = pieces.iter().map(|p| &p[..]).collect();
+        let (head, sum) = cache::frame_one(&header, name, version, &pieces);
+        let mut file = Vec::with_capacity(pieces.len() + 2);
+        file.push(&head[..]);
+        file.extend_from_slice(&pieces);
+        file.push(&sum[..]);
         let path = cache::projection_path(self.inner.log.dir(), stream, name);
-        self.write_cache_file(&path, &bytes);
+        let log = &self.inner.log;
+        let _ = cache::write_pieces(&log.storage(), log.dir(), &path, &file);
         slot.checkpointed = slot.events;
     }
 
@@ -410,10 +416,13 @@ pub(super) fn feed_all(
     for (event, &(kind, record_bytes)) in events.iter().zip(records) {
         let seq = event.seq().get();
         // Only an event of a surface type can be a surface node with an estimate; the
-        // lookup is not made for the others (most of a session: chunks, steps, calls). A
-        // node a later event of the same batch replaced has no estimate kept: the fold
-        // makes its own.
+        // lookup is not made for the others (most of a session: chunks, steps, calls), and
+        // a streamed chunk, most of all, is told by its kind tag without looking its type
+        // up (were one a surface node, its fold would make the estimate itself). A node a
+        // later event of the same batch replaced has no estimate kept: the fold makes its
+        // own.
         let message_estimate = counter
+            .filter(|_| kind != sessionlog_session::codec::kind::ASSISTANT_CHUNK)
             .filter(|_| version.surface_type(event.event_type()).is_some())
             .and_then(|counter| {
                 state

@@ -11,6 +11,8 @@ use crate::projection::ProjectionError;
 
 /// Bytes of one row in the checkpoint: kind, seq, last seq, settlement, end of its text.
 pub(super) const ROW_BYTES: usize = 33;
+/// Offset of a row's settlement in its bytes (after the kind, seq and last seq).
+pub(super) const ROW_SETTLED: usize = 17;
 
 /// What a transcript's checkpoint holds that later events only add to, in the checkpoint's
 /// own bytes. Empty for a transcript folded from the first event.
@@ -108,16 +110,7 @@ impl Stored {
     /// Row `i`, as stored.
     pub(super) fn row(&self, i: usize) -> Option<Row> {
         let at = i.checked_mul(ROW_BYTES)?;
-        let b = self.rows.get(at..at + ROW_BYTES)?;
-        let tag = *b.first()?;
-        Some(Row {
-            kind: RowKind::from_tag(tag & 0x7F)?,
-            replacement: tag & 0x80 != 0,
-            seq: u64_at(b, 1),
-            last: u64_at(b, 9),
-            settled: u64_at(b, 17),
-            end: u64_at(b, 25),
-        })
+        Row::decode(self.rows.get(at..at + ROW_BYTES)?)
     }
 
     /// Every row's bytes, as stored.
@@ -128,6 +121,16 @@ impl Stored {
     /// Whether `seq` was on the surface at the checkpoint.
     pub(super) fn on_surface(&self, seq: u64) -> bool {
         find(&self.surface, 8, seq).is_some()
+    }
+
+    /// The surface at the checkpoint, as stored (8 bytes a seq).
+    pub(super) fn surface_bytes(&self) -> &[u8] {
+        &self.surface
+    }
+
+    /// The shadowed pairs at the checkpoint, as stored (16 bytes a pair).
+    pub(super) fn shadowed_bytes(&self) -> &[u8] {
+        &self.shadowed
     }
 
     /// Seqs on the surface at the checkpoint, increasing.
