@@ -149,7 +149,7 @@ pub struct Event {
     /// The members of the stored payload (and of its `message` object), found while the
     /// envelope was parsed, so the rules read payload fields without walking the payload
     /// again; `None` when the payload is not an object (navigation then walks the text).
-    payload: Option<Vec<MemberSpan>>,
+    payload: Option<Box<[MemberSpan]>>,
     pub(crate) upgrade: Option<Box<Upgrade>>,
 }
 
@@ -424,7 +424,8 @@ fn parse_sources(list: JsonRef<'_>, seq: u64) -> Result<Box<[Seq]>, String> {
     if !list.is_array() {
         return Err("must be an array of seqs".to_owned());
     }
-    let mut out: Vec<u64> = Vec::new();
+    // Room for a settlement's citations; the list kept is copied out at its exact size.
+    let mut out: Vec<u64> = Vec::with_capacity(16);
     let mut ranged = false;
     for item in list.elements() {
         // DSH V2's writer (and every reader) spells a run of three or more consecutive
@@ -461,15 +462,20 @@ fn parse_sources(list: JsonRef<'_>, seq: u64) -> Result<Box<[Seq]>, String> {
         }
         out.push(s);
     }
-    if ranged && out.windows(2).any(|w| w[1] <= w[0]) {
+    let increasing = out.windows(2).all(|w| w[0] < w[1]);
+    if ranged && !increasing {
         return Err("with ranges, entries must be strictly increasing".to_owned());
     }
-    let mut sorted = out.clone();
-    sorted.sort_unstable();
-    if sorted.windows(2).any(|w| w[0] == w[1]) {
-        return Err("entries must not repeat".to_owned());
+    // Writers cite sources in seq order, and a strictly increasing list repeats nothing:
+    // only another order needs the sorted copy.
+    if !increasing {
+        let mut sorted = out.clone();
+        sorted.sort_unstable();
+        if sorted.windows(2).any(|w| w[0] == w[1]) {
+            return Err("entries must not repeat".to_owned());
+        }
     }
-    Ok(out.into_iter().map(Seq).collect())
+    Ok(out.iter().copied().map(Seq).collect())
 }
 
 /// An event to append: everything but the seq, which the session assigns.

@@ -3,6 +3,8 @@
 //! without walking the payload again. Lookups through the index answer exactly what
 //! [`JsonRef::fields`] answers on the text (first occurrence of a key wins).
 
+use std::cell::RefCell;
+
 use super::{key_is, skip_string, skip_value, skip_ws, JsonRef, RawMembers};
 
 /// One member of an object indexed by [`index_payload`]: byte ranges of its key literal
@@ -20,15 +22,29 @@ pub(crate) struct MemberSpan {
 /// not skipped and then walked again). Returns the end of the value and the members in
 /// text order, or `None` when the value is not an object, is malformed, or its offsets do
 /// not fit in `u32`; callers then navigate with [`JsonRef`], which gives the same answers.
-pub(crate) fn index_payload(text: &str, start: usize) -> Option<(usize, Vec<MemberSpan>)> {
+pub(crate) fn index_payload(text: &str, start: usize) -> Option<(usize, Box<[MemberSpan]>)> {
     u32::try_from(text.len()).ok()?;
-    // Room for the members of a typical payload and its message, so indexing one
-    // allocates once; the room left over is given back, since the index lives as long as
-    // its event and a whole session keeps every event in memory.
-    let mut members = Vec::with_capacity(16);
-    let end = index_object(text, start, 0, &mut members)?;
-    members.shrink_to_fit();
-    Some((end, members))
+    // The members are gathered in this thread's scratch list and then copied into one
+    // allocation of their exact size: the index lives as long as its event (a whole
+    // session keeps every event in memory), and a list grown for it would cost an
+    // allocation, its growth and a shrink for every event.
+    SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+        Ok(mut members) => {
+            members.clear();
+            let end = index_object(text, start, 0, &mut members)?;
+            Some((end, Box::from(members.as_slice())))
+        }
+        Err(_) => {
+            let mut members = Vec::new();
+            let end = index_object(text, start, 0, &mut members)?;
+            Some((end, members.into_boxed_slice()))
+        }
+    })
+}
+
+thread_local! {
+    /// The list [`index_payload`] gathers members in, reused from event to event.
+    static SCRATCH: RefCell<Vec<MemberSpan>> = const { RefCell::new(Vec::new()) };
 }
 
 fn index_object(text: &str, start: usize, depth: u8, out: &mut Vec<MemberSpan>) -> Option<usize> {
@@ -88,7 +104,7 @@ pub(super) fn members_indexing<'a>(
     text: &'a str,
     indexed: &str,
     visit: impl FnMut(&'a str, JsonRef<'a>),
-) -> Option<Vec<MemberSpan>> {
+) -> Option<Box<[MemberSpan]>> {
     let start = if text.as_bytes().first() == Some(&b'{') {
         1
     } else {
@@ -105,7 +121,7 @@ pub(super) fn members_indexing<'a>(
 pub(crate) fn envelope_members_indexing<'a>(
     text: &'a str,
     mut visit: impl FnMut(&'a str, JsonRef<'a>),
-) -> Option<Vec<MemberSpan>> {
+) -> Option<Box<[MemberSpan]>> {
     match canonical_envelope_prefix(text) {
         Some((prefix, data_key)) => {
             for (key, value) in prefix {
@@ -183,7 +199,7 @@ fn members_indexing_from<'a>(
     start: usize,
     indexed: &str,
     mut visit: impl FnMut(&'a str, JsonRef<'a>),
-) -> Option<Vec<MemberSpan>> {
+) -> Option<Box<[MemberSpan]>> {
     let bytes = text.as_bytes();
     let mut index = None;
     let mut indexed_seen = false;
@@ -256,7 +272,8 @@ mod tests {
     use super::*;
 
     /// A whole session keeps every event, and with it every event's index, in memory: an
-    /// index holds its members and no spare room for more.
+    /// index holds its members (a boxed slice, so no spare room for more), and the scratch
+    /// list it is gathered in does not leak members from one event into the next.
     #[test]
     fn an_event_index_keeps_no_spare_room() {
         for (text, indexed) in [
@@ -276,7 +293,6 @@ mod tests {
         ] {
             let members = envelope_members_indexing(text, |_, _| {}).expect("an indexed payload");
             assert_eq!(members.len(), indexed, "{text}");
-            assert_eq!(members.capacity(), members.len(), "{text}");
         }
     }
 }
