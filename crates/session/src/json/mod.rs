@@ -689,10 +689,7 @@ pub(super) fn skip_value(bytes: &[u8], pos: usize) -> Option<usize> {
             let mut depth = 0usize;
             let mut i = pos;
             loop {
-                i += bytes
-                    .get(i..)?
-                    .iter()
-                    .position(|b| STRUCTURAL[usize::from(*b)])?;
+                i = find_structural(bytes, i)?;
                 match bytes.get(i)? {
                     b'"' => {
                         i = skip_string(bytes, i)?;
@@ -724,10 +721,10 @@ pub(super) fn skip_string(bytes: &[u8], pos: usize) -> Option<usize> {
     let mut i = pos + 1;
     loop {
         let rest = bytes.get(i..)?;
-        // Keys and most values are short: a plain search of their first bytes beats setting
-        // up a vector search for each; long strings go to `memchr2`.
+        // Keys and most values are short: a search of their first bytes a word at a time
+        // beats setting up a vector search for each; long strings go to `memchr2`.
         let head = rest.get(..SHORT_STRING).unwrap_or(rest);
-        let found = match head.iter().position(|b| *b == b'"' || *b == b'\\') {
+        let found = match find_quote_or_escape(head) {
             Some(at) => at,
             None if head.len() < rest.len() => {
                 head.len() + memchr::memchr2(b'"', b'\\', rest.get(head.len()..)?)?
@@ -742,8 +739,68 @@ pub(super) fn skip_string(bytes: &[u8], pos: usize) -> Option<usize> {
     }
 }
 
-/// Bytes of a string scanned one by one before [`skip_string`] switches to `memchr2`.
-const SHORT_STRING: usize = 24;
+/// Bytes the word-at-a-time searches below read at once.
+const WORD: usize = 8;
+
+/// A word with every byte 0x01.
+const ONES: u64 = u64::from_le_bytes([1; WORD]);
+
+/// A word with the high bit of every byte set.
+const HIGHS: u64 = u64::from_le_bytes([0x80; WORD]);
+
+/// The high bit of each byte of `word` that equals `byte`, and maybe of bytes after the
+/// first such one (a borrow of the subtraction carries into them): the lowest bit set
+/// always marks the first equal byte, which is all the searches use.
+fn equal_bytes(word: u64, byte: u8) -> u64 {
+    let x = word ^ (ONES * u64::from(byte));
+    x.wrapping_sub(ONES) & !x & HIGHS
+}
+
+/// The first byte of `bytes[from..]` that is a quote or a bracket (its index in
+/// `bytes`): what skipping a container looks for, eight bytes at a time. Setting bit 0x20
+/// maps `[` and `]` onto `{` and `}` and no other byte onto either, so three comparisons
+/// find all five.
+fn find_structural(bytes: &[u8], from: usize) -> Option<usize> {
+    let rest = bytes.get(from..)?;
+    let mut words = rest.chunks_exact(WORD);
+    let mut at = from;
+    for chunk in words.by_ref() {
+        let word = u64::from_le_bytes(chunk.try_into().ok()?);
+        let folded = word | (ONES * 0x20);
+        let found = equal_bytes(folded, b'{') | equal_bytes(folded, b'}') | equal_bytes(word, b'"');
+        if found != 0 {
+            return Some(at + (found.trailing_zeros() / 8) as usize);
+        }
+        at += WORD;
+    }
+    let tail = words.remainder();
+    tail.iter()
+        .position(|b| STRUCTURAL[usize::from(*b)])
+        .map(|p| at + p)
+}
+
+/// The first quote or backslash of `bytes`, eight bytes at a time.
+fn find_quote_or_escape(bytes: &[u8]) -> Option<usize> {
+    let mut words = bytes.chunks_exact(WORD);
+    let mut at = 0;
+    for chunk in words.by_ref() {
+        let word = u64::from_le_bytes(chunk.try_into().ok()?);
+        let found = equal_bytes(word, b'"') | equal_bytes(word, b'\\');
+        if found != 0 {
+            return Some(at + (found.trailing_zeros() / 8) as usize);
+        }
+        at += WORD;
+    }
+    words
+        .remainder()
+        .iter()
+        .position(|b| *b == b'"' || *b == b'\\')
+        .map(|p| at + p)
+}
+
+/// Bytes of a string searched a word at a time before [`skip_string`] switches to
+/// `memchr2`.
+const SHORT_STRING: usize = 64;
 
 /// Whether the key literal `literal` (with its quotes) names `key`. A literal without
 /// escapes is compared as it is, without decoding.
@@ -849,5 +906,109 @@ impl<'a> Iterator for Elements<'a> {
         Some(JsonRef {
             text: self.text.get(start..end)?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// [`skip_value`] as it was written first, a byte at a time: the reference the
+    /// word-at-a-time searches must agree with.
+    fn skip_value_bytewise(bytes: &[u8], pos: usize) -> Option<usize> {
+        let pos = skip_ws(bytes, pos);
+        match bytes.get(pos)? {
+            b'"' => skip_string_bytewise(bytes, pos),
+            b'{' | b'[' => {
+                let mut depth = 0usize;
+                let mut i = pos;
+                loop {
+                    i += bytes
+                        .get(i..)?
+                        .iter()
+                        .position(|b| STRUCTURAL[usize::from(*b)])?;
+                    match bytes.get(i)? {
+                        b'"' => {
+                            i = skip_string_bytewise(bytes, i)?;
+                            continue;
+                        }
+                        b'{' | b'[' => depth += 1,
+                        _ => {
+                            depth = depth.checked_sub(1)?;
+                            if depth == 0 {
+                                return Some(i + 1);
+                            }
+                        }
+                    }
+                    i += 1;
+                }
+            }
+            _ => skip_value(bytes, pos),
+        }
+    }
+
+    fn skip_string_bytewise(bytes: &[u8], pos: usize) -> Option<usize> {
+        let mut i = pos + 1;
+        loop {
+            i += bytes
+                .get(i..)?
+                .iter()
+                .position(|b| *b == b'"' || *b == b'\\')?;
+            match bytes.get(i)? {
+                b'"' => return Some(i + 1),
+                _ => i += 2,
+            }
+        }
+    }
+
+    /// Bytes that are mostly JSON punctuation, quotes, escapes and the bytes the searches'
+    /// bit tricks could mistake for them (0x02, 0x5B, 0x5D, 0x7B, 0x7D and their
+    /// neighbours, high bytes).
+    fn jsonish() -> impl Strategy<Value = Vec<u8>> {
+        let byte = prop_oneof![
+            4 => prop::sample::select(b"{}[]\"\\:,ab 0".to_vec()),
+            1 => prop::sample::select(vec![0x00u8, 0x01, 0x02, 0x03, 0x21, 0x23, 0x5A, 0x5C, 0x5E, 0x7A, 0x7C, 0x7E, 0x80, 0xA2, 0xDB, 0xFB, 0xFF]),
+            1 => any::<u8>(),
+        ];
+        prop::collection::vec(byte, 0..200)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+
+        #[test]
+        fn skipping_a_word_at_a_time_ends_where_skipping_bytewise_does(
+            body in jsonish(),
+            open in prop::sample::select(vec![b'{', b'[', b'"']),
+            from in 0usize..4,
+        ) {
+            let mut text = vec![open];
+            text.extend_from_slice(&body);
+            for pos in 0..from.min(text.len()) + 1 {
+                prop_assert_eq!(skip_value(&text, pos), skip_value_bytewise(&text, pos));
+                if text.get(pos) == Some(&b'"') {
+                    prop_assert_eq!(skip_string(&text, pos), skip_string_bytewise(&text, pos));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn long_values_end_where_skipping_bytewise_does() {
+        let long = format!(
+            r#"{{"a":[{{"b":"{}\"x"}}, [1, 2, {{"c": "]"}}]], "d": "{}"}}"#,
+            "q".repeat(100),
+            "\\\"".repeat(40)
+        );
+        let bytes = long.as_bytes();
+        assert_eq!(skip_value(bytes, 0), Some(bytes.len()));
+        for pos in 0..bytes.len() {
+            assert_eq!(
+                skip_value(bytes, pos),
+                skip_value_bytewise(bytes, pos),
+                "at {pos}"
+            );
+        }
     }
 }
