@@ -11,7 +11,7 @@ use std::fmt::{self, Write as _};
 use std::ops::Range;
 
 use crate::error::{Error, Rule};
-use crate::json::{self, decode_string, write_js_string, JsonKind, JsonRef, MemberSpan};
+use crate::json::{self, decode_string, write_js_string, JsonKind, JsonRef, MemberIndex};
 use crate::version::DshFormat;
 
 /// A per-session event sequence number: 0, 1, 2, … with no gaps.
@@ -149,7 +149,7 @@ pub struct Event {
     /// The members of the stored payload (and of its `message` object), found while the
     /// envelope was parsed, so the rules read payload fields without walking the payload
     /// again; `None` when the payload is not an object (navigation then walks the text).
-    payload: Option<Box<[MemberSpan]>>,
+    payload: Option<MemberIndex>,
     pub(crate) upgrade: Option<Box<Upgrade>>,
 }
 
@@ -171,6 +171,29 @@ const ENVELOPE_KEYS: [&str; 7] = [
     "sourceEventSeqs",
     "ignorable",
 ];
+
+/// The slot of `data` in [`ENVELOPE_KEYS`].
+const DATA_SLOT: usize = 3;
+
+/// The slot in [`ENVELOPE_KEYS`] of the key whose literal (with its quotes) is `literal`,
+/// if it is an envelope key. A literal spelled without escapes, as every writer spells
+/// keys, is matched as written; only another spelling is decoded first.
+fn envelope_slot(literal: &str) -> Option<usize> {
+    let slot = match literal {
+        "\"type\"" => 0,
+        "\"seq\"" => 1,
+        "\"time\"" => 2,
+        "\"data\"" => DATA_SLOT,
+        "\"surfaceOp\"" => 4,
+        "\"sourceEventSeqs\"" => 5,
+        "\"ignorable\"" => 6,
+        _ => {
+            let key = decode_string(literal);
+            return ENVELOPE_KEYS.iter().position(|k| *k == key);
+        }
+    };
+    Some(slot)
+}
 
 impl Event {
     /// Parses and checks one envelope (lossless JSON plus the envelope rules of spec §3).
@@ -225,20 +248,18 @@ impl Event {
         let mut fields: [Option<JsonRef<'_>>; 7] = [None; 7];
         let mut unknown = None;
         let mut data_members = 0;
-        let payload = json::envelope_members_indexing(raw, |literal, value| {
-            let key = decode_string(literal);
-            match ENVELOPE_KEYS.iter().position(|k| *k == key) {
+        let payload =
+            json::envelope_members_indexing(raw, |literal, value| match envelope_slot(literal) {
                 Some(slot) => {
-                    data_members += usize::from(key == "data");
+                    data_members += usize::from(slot == DATA_SLOT);
                     if let Some(field) = fields.get_mut(slot) {
                         *field = Some(value);
                     }
                 }
                 None => {
-                    unknown.get_or_insert(key);
+                    unknown.get_or_insert_with(|| decode_string(literal));
                 }
-            }
-        });
+            });
         // Text with a repeated `data` (never validated text: it is refused) uses the last
         // one, which the index does not describe.
         let payload = payload.filter(|_| data_members == 1);
@@ -325,7 +346,7 @@ impl Event {
         keys: [&str; N],
     ) -> [Option<JsonRef<'_>>; N] {
         match &self.payload {
-            Some(index) => json::indexed_fields(&self.raw, index, 0, keys),
+            Some(index) => json::indexed_fields(&self.raw, index.as_slice(), 0, keys),
             None => self.stored_data().fields(keys),
         }
     }
@@ -334,7 +355,7 @@ impl Event {
     /// `data().get("message")` and then [`JsonRef::fields`] find them.
     pub fn message_fields<const N: usize>(&self, keys: [&str; N]) -> [Option<JsonRef<'_>>; N] {
         match (&self.upgrade, &self.payload) {
-            (None, Some(index)) => json::indexed_fields(&self.raw, index, 1, keys),
+            (None, Some(index)) => json::indexed_fields(&self.raw, index.as_slice(), 1, keys),
             _ => self
                 .data()
                 .get("message")
@@ -660,4 +681,24 @@ impl EventInput {
 /// Whether `value` is a JSON number (used by typed views and validation).
 pub(crate) fn is_number(value: Option<JsonRef<'_>>) -> bool {
     value.is_some_and(|v| v.kind() == JsonKind::Number)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Matching a key literal as written finds the slot decoding it would find, for every
+    /// envelope key, escaped spellings and other keys.
+    #[test]
+    fn an_envelope_key_is_found_in_its_slot_however_it_is_spelled() {
+        assert_eq!(ENVELOPE_KEYS[DATA_SLOT], "data");
+        for (slot, key) in ENVELOPE_KEYS.iter().enumerate() {
+            assert_eq!(envelope_slot(&format!("\"{key}\"")), Some(slot), "{key}");
+            let escaped = format!("\"\\u{:04x}{}\"", u32::from(key.as_bytes()[0]), &key[1..]);
+            assert_eq!(envelope_slot(&escaped), Some(slot), "{escaped}");
+        }
+        for other in ["\"Type\"", "\"datas\"", "\"\"", "\"ty\\\"pe\"", "\"seq \""] {
+            assert_eq!(envelope_slot(other), None, "{other}");
+        }
+    }
 }

@@ -22,24 +22,81 @@ pub(crate) struct MemberSpan {
 /// not skipped and then walked again). Returns the end of the value and the members in
 /// text order, or `None` when the value is not an object, is malformed, or its offsets do
 /// not fit in `u32`; callers then navigate with [`JsonRef`], which gives the same answers.
-pub(crate) fn index_payload(text: &str, start: usize) -> Option<(usize, Box<[MemberSpan]>)> {
+pub(crate) fn index_payload(text: &str, start: usize) -> Option<(usize, MemberIndex)> {
     u32::try_from(text.len()).ok()?;
-    // The members are gathered in this thread's scratch list and then copied into one
-    // allocation of their exact size: the index lives as long as its event (a whole
-    // session keeps every event in memory), and a list grown for it would cost an
-    // allocation, its growth and a shrink for every event.
+    // The members are gathered in this thread's scratch list and then copied out at their
+    // exact size: the index lives as long as its event (a whole session keeps every event
+    // in memory), and a list grown for it would cost an allocation, its growth and a
+    // shrink for every event.
     SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
         Ok(mut members) => {
             members.clear();
             let end = index_object(text, start, 0, &mut members)?;
-            Some((end, Box::from(members.as_slice())))
+            Some((end, MemberIndex::from_slice(&members)))
         }
         Err(_) => {
             let mut members = Vec::new();
             let end = index_object(text, start, 0, &mut members)?;
-            Some((end, members.into_boxed_slice()))
+            Some((end, MemberIndex::from_slice(&members)))
         }
     })
+}
+
+/// Members an index holds in place, without an allocation of its own: a structural
+/// event's payload (`turn`, `step` and one more, as a chunk has) fits, and in place it
+/// costs less room than the allocation it saves.
+const IN_PLACE: usize = 3;
+
+/// The members of an indexed payload: in place when they are few, else in an allocation
+/// of their exact size. Compares and prints as the list of members it holds.
+#[derive(Clone)]
+pub(crate) enum MemberIndex {
+    InPlace(u8, [MemberSpan; IN_PLACE]),
+    Allocated(Box<[MemberSpan]>),
+}
+
+impl MemberIndex {
+    fn from_slice(members: &[MemberSpan]) -> MemberIndex {
+        match members.len() {
+            len if len <= IN_PLACE => {
+                let mut in_place = [NO_MEMBER; IN_PLACE];
+                for (slot, member) in in_place.iter_mut().zip(members) {
+                    *slot = *member;
+                }
+                MemberIndex::InPlace(len as u8, in_place)
+            }
+            _ => MemberIndex::Allocated(Box::from(members)),
+        }
+    }
+
+    /// The members, in text order.
+    pub(crate) fn as_slice(&self) -> &[MemberSpan] {
+        match self {
+            MemberIndex::InPlace(len, members) => members.get(..usize::from(*len)).unwrap_or(&[]),
+            MemberIndex::Allocated(members) => members,
+        }
+    }
+}
+
+/// What the unused places of an index hold.
+const NO_MEMBER: MemberSpan = MemberSpan {
+    depth: 0,
+    key: (0, 0),
+    value: (0, 0),
+};
+
+impl PartialEq for MemberIndex {
+    fn eq(&self, other: &MemberIndex) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for MemberIndex {}
+
+impl std::fmt::Debug for MemberIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_slice().fmt(f)
+    }
 }
 
 thread_local! {
@@ -104,7 +161,7 @@ pub(super) fn members_indexing<'a>(
     text: &'a str,
     indexed: &str,
     visit: impl FnMut(&'a str, JsonRef<'a>),
-) -> Option<Box<[MemberSpan]>> {
+) -> Option<MemberIndex> {
     let start = if text.as_bytes().first() == Some(&b'{') {
         1
     } else {
@@ -121,7 +178,7 @@ pub(super) fn members_indexing<'a>(
 pub(crate) fn envelope_members_indexing<'a>(
     text: &'a str,
     mut visit: impl FnMut(&'a str, JsonRef<'a>),
-) -> Option<Box<[MemberSpan]>> {
+) -> Option<MemberIndex> {
     match canonical_envelope_prefix(text) {
         Some((prefix, data_key)) => {
             for (key, value) in prefix {
@@ -199,7 +256,7 @@ fn members_indexing_from<'a>(
     start: usize,
     indexed: &str,
     mut visit: impl FnMut(&'a str, JsonRef<'a>),
-) -> Option<Box<[MemberSpan]>> {
+) -> Option<MemberIndex> {
     let bytes = text.as_bytes();
     let mut index = None;
     let mut indexed_seen = false;
@@ -272,8 +329,9 @@ mod tests {
     use super::*;
 
     /// A whole session keeps every event, and with it every event's index, in memory: an
-    /// index holds its members (a boxed slice, so no spare room for more), and the scratch
-    /// list it is gathered in does not leak members from one event into the next.
+    /// index holds its members (in place when few, else in a boxed slice: no spare room
+    /// for more), and the scratch list it is gathered in does not leak members from one
+    /// event into the next.
     #[test]
     fn an_event_index_keeps_no_spare_room() {
         for (text, indexed) in [
@@ -292,7 +350,12 @@ mod tests {
             (r#"{"type":"x/y","seq":3,"time":0,"data":{}}"#, 0),
         ] {
             let members = envelope_members_indexing(text, |_, _| {}).expect("an indexed payload");
-            assert_eq!(members.len(), indexed, "{text}");
+            assert_eq!(members.as_slice().len(), indexed, "{text}");
+            assert_eq!(
+                matches!(members, MemberIndex::InPlace(..)),
+                indexed <= IN_PLACE,
+                "{text}"
+            );
         }
     }
 }

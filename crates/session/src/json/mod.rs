@@ -15,7 +15,7 @@ use std::fmt;
 mod index;
 mod write;
 
-pub(crate) use index::{envelope_members_indexing, indexed_fields, MemberSpan};
+pub(crate) use index::{envelope_members_indexing, indexed_fields, MemberIndex};
 pub use write::{js_number, write_js_string, ObjectWriter};
 
 /// Deepest nesting accepted; bounds recursion so hostile input cannot overflow the stack.
@@ -375,7 +375,7 @@ pub fn decode_string(literal: &str) -> Cow<'_, str> {
         .strip_prefix('"')
         .and_then(|s| s.strip_suffix('"'))
         .unwrap_or(literal);
-    if !inner.contains('\\') {
+    if !has_escape(inner) {
         return Cow::Borrowed(inner);
     }
     let mut out = String::with_capacity(inner.len());
@@ -479,8 +479,16 @@ impl fmt::Debug for JsonRef<'_> {
 impl<'a> JsonRef<'a> {
     /// Wraps validated JSON text (surrounding whitespace is trimmed).
     pub fn new(text: &'a str) -> Self {
+        // JSON whitespace is ASCII, so it is trimmed byte by byte (no character decoded).
+        let is_ws = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
+        let bytes = text.as_bytes();
+        let start = bytes.iter().position(|b| !is_ws(b)).unwrap_or(bytes.len());
+        let end = bytes
+            .iter()
+            .rposition(|b| !is_ws(b))
+            .map_or(start, |last| last + 1);
         Self {
-            text: text.trim_matches(|c| matches!(c, ' ' | '\t' | '\n' | '\r')),
+            text: text.get(start..end).unwrap_or_default(),
         }
     }
 
@@ -813,9 +821,24 @@ pub(super) fn key_is(literal: &str, key: &str) -> bool {
     // as the key names it only when it is the key's bytes without any escape; a longer one
     // only when it has escapes and decodes to the key.
     match inner.len().cmp(&key.len()) {
-        std::cmp::Ordering::Equal => inner == key && !inner.contains('\\'),
-        std::cmp::Ordering::Greater => inner.contains('\\') && decode_string(literal) == key,
+        std::cmp::Ordering::Equal => inner == key && !has_escape(inner),
+        std::cmp::Ordering::Greater => has_escape(inner) && decode_string(literal) == key,
         std::cmp::Ordering::Less => false,
+    }
+}
+
+/// Whether `text` holds a backslash: a plain loop for the short text of keys and small
+/// values, `memchr` for long text.
+fn has_escape(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    if bytes.len() <= SHORT_STRING {
+        #[expect(
+            clippy::manual_contains,
+            reason = "`contains` on bytes calls memchr, whose set-up costs more than the loop on short text"
+        )]
+        bytes.iter().any(|b| *b == b'\\')
+    } else {
+        memchr::memchr(b'\\', bytes).is_some()
     }
 }
 
@@ -991,6 +1014,16 @@ mod tests {
                     prop_assert_eq!(skip_string(&text, pos), skip_string_bytewise(&text, pos));
                 }
             }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn a_value_is_trimmed_of_json_whitespace_only(
+            text in "[ \t\n\r\u{a0}\u{2028}a\"{}é]{0,12}",
+        ) {
+            let trimmed = text.trim_matches(|c| matches!(c, ' ' | '\t' | '\n' | '\r'));
+            prop_assert_eq!(JsonRef::new(&text).raw(), trimmed);
         }
     }
 
