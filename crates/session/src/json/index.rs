@@ -5,7 +5,7 @@
 
 use std::cell::RefCell;
 
-use super::{key_is, skip_string, skip_value, skip_ws, JsonRef, RawMembers};
+use super::{key_is, skip_string, skip_value, skip_ws, JsonRef, KeyLiteral, RawMembers};
 
 /// One member of an object indexed by [`index_payload`]: byte ranges of its key literal
 /// (with quotes) and of its value in the indexed text, and whether it belongs to the
@@ -310,14 +310,20 @@ pub(crate) fn indexed_fields<'a, const N: usize>(
     keys: [&str; N],
 ) -> [Option<JsonRef<'a>>; N] {
     let mut found = [None; N];
+    let mut missing = N;
     let slice = |(a, b): (u32, u32)| text.get(a as usize..b as usize);
     for member in members.iter().filter(|m| m.depth == depth) {
+        if missing == 0 {
+            break;
+        }
         let Some(literal) = slice(member.key) else {
             continue;
         };
+        let mut literal = KeyLiteral::new(literal);
         for (slot, key) in found.iter_mut().zip(keys) {
-            if slot.is_none() && key_is(literal, key) {
+            if slot.is_none() && literal.is(key) {
                 *slot = slice(member.value).map(|text| JsonRef { text });
+                missing -= usize::from(slot.is_some());
             }
         }
     }

@@ -611,8 +611,9 @@ impl<'a> JsonRef<'a> {
             let Some((literal, value)) = members.next() else {
                 break;
             };
+            let mut literal = KeyLiteral::new(literal);
             for (slot, key) in found.iter_mut().zip(keys) {
-                if slot.is_none() && key_is(literal, key) {
+                if slot.is_none() && literal.is(key) {
                     *slot = Some(value);
                     missing -= 1;
                 }
@@ -813,17 +814,45 @@ const SHORT_STRING: usize = 64;
 /// Whether the key literal `literal` (with its quotes) names `key`. A literal without
 /// escapes is compared as it is, without decoding.
 pub(super) fn key_is(literal: &str, key: &str) -> bool {
-    let inner = literal
-        .strip_prefix('"')
-        .and_then(|s| s.strip_suffix('"'))
-        .unwrap_or(literal);
-    // An escape always decodes to fewer bytes than it is spelled with, so a literal as long
-    // as the key names it only when it is the key's bytes without any escape; a longer one
-    // only when it has escapes and decodes to the key.
-    match inner.len().cmp(&key.len()) {
-        std::cmp::Ordering::Equal => inner == key && !has_escape(inner),
-        std::cmp::Ordering::Greater => has_escape(inner) && decode_string(literal) == key,
-        std::cmp::Ordering::Less => false,
+    KeyLiteral::new(literal).is(key)
+}
+
+/// A key literal (with its quotes) to compare with one key or several: its quotes are
+/// stripped once, and whether it holds an escape is found once, when first needed.
+pub(super) struct KeyLiteral<'a> {
+    literal: &'a str,
+    inner: &'a str,
+    escaped: Option<bool>,
+}
+
+impl<'a> KeyLiteral<'a> {
+    pub(super) fn new(literal: &'a str) -> Self {
+        let inner = literal
+            .strip_prefix('"')
+            .and_then(|s| s.strip_suffix('"'))
+            .unwrap_or(literal);
+        KeyLiteral {
+            literal,
+            inner,
+            escaped: None,
+        }
+    }
+
+    /// Whether the literal names `key` (see [`key_is`]).
+    pub(super) fn is(&mut self, key: &str) -> bool {
+        // An escape always decodes to fewer bytes than it is spelled with, so a literal as
+        // long as the key names it only when it is the key's bytes without any escape; a
+        // longer one only when it has escapes and decodes to the key.
+        match self.inner.len().cmp(&key.len()) {
+            std::cmp::Ordering::Equal => self.inner == key && !self.escaped(),
+            std::cmp::Ordering::Greater => self.escaped() && decode_string(self.literal) == key,
+            std::cmp::Ordering::Less => false,
+        }
+    }
+
+    fn escaped(&mut self) -> bool {
+        let inner = self.inner;
+        *self.escaped.get_or_insert_with(|| has_escape(inner))
     }
 }
 
