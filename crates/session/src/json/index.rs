@@ -195,43 +195,38 @@ pub(crate) fn envelope_members_indexing<'a>(
 /// key starts; `None` for any other layout.
 #[allow(clippy::type_complexity)]
 fn canonical_envelope_prefix(text: &str) -> Option<([(&str, JsonRef<'_>); 3], usize)> {
-    const TYPE: &str = "{\"type\":\"";
-    const SEQ: &str = ",\"seq\":";
-    const TIME: &str = ",\"time\":";
-    const DATA: &str = ",\"data\":";
+    const TYPE: &[u8] = b"{\"type\":\"";
+    const SEQ: &[u8] = b",\"seq\":";
+    const TIME: &[u8] = b",\"time\":";
+    const DATA: &[u8] = b",\"data\":";
     let bytes = text.as_bytes();
-    let digits_from = |at: usize| {
-        bytes
-            .get(at..)
-            .map(|rest| rest.iter().take_while(|b| b.is_ascii_digit()).count())
+    let digits_end = |from: usize| {
+        let mut at = from;
+        while bytes.get(at).is_some_and(u8::is_ascii_digit) {
+            at += 1;
+        }
+        at
     };
-    if !text.starts_with(TYPE) {
+    if !bytes.starts_with(TYPE) {
         return None;
     }
     let type_start = TYPE.len() - 1;
-    let type_end = type_start
-        + 1
-        + bytes
-            .get(type_start + 1..)?
-            .iter()
-            .position(|b| *b == b'"' || *b == b'\\')?;
-    if bytes.get(type_end) != Some(&b'"') || !text.get(type_end + 1..)?.starts_with(SEQ) {
+    let type_end = TYPE.len() + super::find_quote_or_escape(bytes.get(TYPE.len()..)?)?;
+    if bytes.get(type_end) != Some(&b'"') || !bytes.get(type_end + 1..)?.starts_with(SEQ) {
         return None;
     }
     let seq_start = type_end + 1 + SEQ.len();
-    let seq_end = seq_start + digits_from(seq_start)?;
-    if !text.get(seq_end..)?.starts_with(TIME) {
+    let seq_end = digits_end(seq_start);
+    if seq_end == seq_start || !bytes.get(seq_end..)?.starts_with(TIME) {
         return None;
     }
     let time_start = seq_end + TIME.len();
     let sign = usize::from(bytes.get(time_start) == Some(&b'-'));
-    let time_end = time_start + sign + digits_from(time_start + sign)?;
-    if !text.get(time_end..)?.starts_with(DATA)
-        || seq_end == seq_start
-        || time_end == time_start + sign
-    {
+    let time_end = digits_end(time_start + sign);
+    if time_end == time_start + sign || !bytes.get(time_end..)?.starts_with(DATA) {
         return None;
     }
+    // Every position above is at an ASCII byte, so each is a character boundary.
     let value = |a: usize, b: usize| text.get(a..b).map(|text| JsonRef { text });
     Some((
         [
@@ -333,6 +328,40 @@ pub(crate) fn indexed_fields<'a, const N: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// The members `walk` visits, as (key literal, value) texts, and the index it returns.
+    fn visited(
+        walk: impl FnOnce(&mut dyn FnMut(&str, JsonRef<'_>)) -> Option<MemberIndex>,
+    ) -> (Vec<(String, String)>, Option<Vec<MemberSpan>>) {
+        let mut seen = Vec::new();
+        let index = walk(&mut |key, value| seen.push((key.to_owned(), value.raw().to_owned())));
+        (seen, index.map(|i| i.as_slice().to_vec()))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+
+        /// The shortcut for the writers' layout visits what the general walk visits, on
+        /// envelopes at and around that layout (escaped types, numbers without digits, signs,
+        /// leading zeros, other keys, a missing or moved `data`).
+        #[test]
+        fn the_envelope_shortcut_visits_what_the_general_walk_visits(
+            type_text in prop::sample::select(vec!["x/y", "a\\/b", "", "q\\\"", "tool/result"]),
+            seq in prop::sample::select(vec!["7", "", "007", "-1", "12345678901234567890", "1.5"]),
+            time in prop::sample::select(vec!["12", "-3", "-", "", "0", "-0"]),
+            data_key in prop::sample::select(vec!["data", "dat", "data ", "time"]),
+            data in prop::sample::select(vec!["{}", "{\"turn\":1}", "{\"message\":{\"id\":\"m\"}}", "[1]", "1", "{"]),
+            tail in prop::sample::select(vec!["}", ",\"ignorable\":true}", ",\"seq\":3}", "", ",}"]),
+        ) {
+            let text = format!(
+                "{{\"type\":\"{type_text}\",\"seq\":{seq},\"time\":{time},\"{data_key}\":{data}{tail}"
+            );
+            let shortcut = visited(|visit| envelope_members_indexing(&text, visit));
+            let general = visited(|visit| members_indexing(&text, "data", visit));
+            prop_assert_eq!(shortcut, general, "{}", text);
+        }
+    }
 
     /// A whole session keeps every event, and with it every event's index, in memory: an
     /// index holds its members (in place when few, else in a boxed slice: no spare room

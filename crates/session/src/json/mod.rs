@@ -789,7 +789,7 @@ fn find_structural(bytes: &[u8], from: usize) -> Option<usize> {
 }
 
 /// The first quote or backslash of `bytes`, eight bytes at a time.
-fn find_quote_or_escape(bytes: &[u8]) -> Option<usize> {
+pub(super) fn find_quote_or_escape(bytes: &[u8]) -> Option<usize> {
     let mut words = bytes.chunks_exact(WORD);
     let mut at = 0;
     for chunk in words.by_ref() {
