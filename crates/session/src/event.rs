@@ -442,13 +442,34 @@ impl Event {
 }
 
 fn parse_sources(list: JsonRef<'_>, seq: u64) -> Result<Box<[Seq]>, String> {
+    parse_sources_reading(list, seq, true)
+}
+
+/// [`parse_sources`], reading a plain list in one pass when `plain_pass` is set (always,
+/// but for the test that compares both ways).
+fn parse_sources_reading(
+    list: JsonRef<'_>,
+    seq: u64,
+    plain_pass: bool,
+) -> Result<Box<[Seq]>, String> {
     if !list.is_array() {
         return Err("must be an array of seqs".to_owned());
     }
     // Room for a settlement's citations; the list kept is copied out at its exact size.
     let mut out: Vec<u64> = Vec::with_capacity(16);
     let mut ranged = false;
-    for item in list.elements() {
+    // A list of plain seqs (as every writer spells them) is read in one pass over its
+    // bytes; the entries get the check the loop below gives a plain entry, in order.
+    let plain = plain_pass && plain_seqs(list.raw(), &mut out);
+    if plain {
+        if let Some(s) = out.iter().find(|s| **s >= seq) {
+            return Err(format!("entry {s} is not before the event's own seq {seq}"));
+        }
+    } else {
+        out.clear();
+    }
+    let walked = if plain { 0 } else { usize::MAX };
+    for item in list.elements().take(walked) {
         // DSH V2's writer (and every reader) spells a run of three or more consecutive
         // seqs as a `[start, end]` pair.
         if item.is_array() {
@@ -497,6 +518,48 @@ fn parse_sources(list: JsonRef<'_>, seq: u64) -> Result<Box<[Seq]>, String> {
         }
     }
     Ok(out.iter().copied().map(Seq).collect())
+}
+
+/// Reads `text`, when it is an array of integers each spelled as `as_seq` reads exactly
+/// (1 to 15 digits, no leading zero) with JSON whitespace between, into `out`; false (with
+/// `out` holding anything) for any other text, which the caller then walks.
+fn plain_seqs(text: &str, out: &mut Vec<u64>) -> bool {
+    let bytes = text.as_bytes();
+    let skip_ws = |mut at: usize| {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = bytes.get(at) {
+            at += 1;
+        }
+        at
+    };
+    if bytes.first() != Some(&b'[') {
+        return false;
+    }
+    let mut at = skip_ws(1);
+    if bytes.get(at) == Some(&b']') {
+        return at + 1 == bytes.len();
+    }
+    loop {
+        let start = at;
+        let mut value = 0u64;
+        while let Some(digit) = bytes.get(at).filter(|b| b.is_ascii_digit()) {
+            value = value * 10 + u64::from(digit - b'0');
+            at += 1;
+            if at - start > 15 {
+                return false;
+            }
+        }
+        let digits = at - start;
+        if digits == 0 || (digits > 1 && bytes.get(start) == Some(&b'0')) {
+            return false;
+        }
+        out.push(value);
+        at = skip_ws(at);
+        match bytes.get(at) {
+            Some(b',') => at = skip_ws(at + 1),
+            Some(b']') => return at + 1 == bytes.len(),
+            _ => return false,
+        }
+    }
 }
 
 /// An event to append: everything but the seq, which the session assigns.
@@ -699,6 +762,31 @@ mod tests {
         }
         for other in ["\"Type\"", "\"datas\"", "\"\"", "\"ty\\\"pe\"", "\"seq \""] {
             assert_eq!(envelope_slot(other), None, "{other}");
+        }
+    }
+
+    proptest::proptest! {
+        /// A list of seqs read in one pass gives what walking its elements gives: the same
+        /// seqs or the same refusal, on plain lists and on lists that only look plain.
+        #[test]
+        fn a_plain_source_list_reads_as_its_walk_does(
+            entries in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "0", "1", "7", "12", "99", "007", "1e1", "-1", "1.0", "[1, 3]",
+                    "123456789012345", "1234567890123456", "\"2\"", "",
+                ]),
+                0..8,
+            ),
+            separator in proptest::sample::select(vec![",", ", ", " ,\n", ",,"]),
+            seq in 0u64..200,
+        ) {
+            let text = format!("[{}]", entries.join(separator));
+            let list = JsonRef::new(&text);
+            proptest::prop_assert_eq!(
+                parse_sources_reading(list, seq, true),
+                parse_sources_reading(list, seq, false),
+                "{}", text
+            );
         }
     }
 }
