@@ -105,8 +105,10 @@ impl TurnTracker {
                 let [step] = event.data_fields(["step"]);
                 let step = js_value(step).unwrap_or_else(|| "null".to_owned());
                 let [content] = event.message_fields(["content"]);
-                for block in content.iter().flat_map(|c| c.elements()) {
-                    let [block_type, id] = block.fields(["type", "id"]);
+                for (_, [block_type, id]) in content
+                    .iter()
+                    .flat_map(|c| c.element_fields(["type", "id"]))
+                {
                     if block_type.and_then(|t| t.as_str()).as_deref() != Some("tool-call") {
                         continue;
                     }

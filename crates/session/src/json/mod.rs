@@ -591,6 +591,20 @@ impl<'a> JsonRef<'a> {
         }
     }
 
+    /// The elements of an array in order, each with the values of `keys` in it (as
+    /// [`JsonRef::fields`] finds them; none for an element that is no object): the same as
+    /// [`JsonRef::elements`] then `fields` on each, with each object element walked once
+    /// instead of skipped and then walked again.
+    pub(crate) fn element_fields<'k, const N: usize>(
+        &self,
+        keys: [&'k str; N],
+    ) -> ElementFields<'a, 'k, N> {
+        ElementFields {
+            elements: self.elements(),
+            keys,
+        }
+    }
+
     /// The value of `key` in an object.
     pub fn get(&self, key: &str) -> Option<JsonRef<'a>> {
         let [value] = self.fields([key]);
@@ -931,6 +945,93 @@ impl<'a> Iterator for Members<'a> {
     }
 }
 
+/// Iterator over array elements with some of their fields; see
+/// [`JsonRef::element_fields`].
+pub(crate) struct ElementFields<'a, 'k, const N: usize> {
+    elements: Elements<'a>,
+    keys: [&'k str; N],
+}
+
+impl<'a, const N: usize> Iterator for ElementFields<'a, '_, N> {
+    type Item = (JsonRef<'a>, [Option<JsonRef<'a>>; N]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let text = self.elements.text;
+        let bytes = text.as_bytes();
+        let start = skip_ws(bytes, self.elements.pos);
+        if bytes.get(start) != Some(&b'{') {
+            let element = self.elements.next()?;
+            return Some((element, element.fields(self.keys)));
+        }
+        let Some((end, found)) = object_fields(text, start, self.keys) else {
+            // Anything but a plain object is read as `elements` and `fields` read it.
+            let element = self.elements.next()?;
+            return Some((element, element.fields(self.keys)));
+        };
+        let after = skip_ws(bytes, end);
+        self.elements.pos = if bytes.get(after) == Some(&b',') {
+            after + 1
+        } else {
+            bytes.len()
+        };
+        Some((
+            JsonRef {
+                text: text.get(start..end)?,
+            },
+            found,
+        ))
+    }
+}
+
+/// The end of the object at `text[start]` and the values of `keys` in it, from one walk
+/// over its members, when the object is plain: every member a string key, a colon and a
+/// value, separated by commas, closed by `}`, and no scalar value holding a quote or an
+/// opening bracket. `None` for anything else, which skipping (and then `fields`) may read
+/// otherwise. For a plain object the end is where skipping it ends, and the values are
+/// those `fields` finds in it.
+fn object_fields<'a, const N: usize>(
+    text: &'a str,
+    start: usize,
+    keys: [&str; N],
+) -> Option<(usize, [Option<JsonRef<'a>>; N])> {
+    let bytes = text.as_bytes();
+    let mut found = [None; N];
+    let mut pos = skip_ws(bytes, start + 1);
+    if bytes.get(pos) == Some(&b'}') {
+        return Some((pos + 1, found));
+    }
+    loop {
+        if bytes.get(pos) != Some(&b'"') {
+            return None;
+        }
+        let key_end = skip_string(bytes, pos)?;
+        let colon = skip_ws(bytes, key_end);
+        if bytes.get(colon) != Some(&b':') {
+            return None;
+        }
+        let value_start = skip_ws(bytes, colon + 1);
+        let value_end = skip_value(bytes, value_start)?;
+        let value = text.get(value_start..value_end)?;
+        if !matches!(bytes.get(value_start), Some(b'"' | b'{' | b'['))
+            && value.bytes().any(|b| matches!(b, b'"' | b'{' | b'['))
+        {
+            return None;
+        }
+        let mut literal = KeyLiteral::new(text.get(pos..key_end)?);
+        for (slot, key) in found.iter_mut().zip(keys) {
+            if slot.is_none() && literal.is(key) {
+                *slot = Some(JsonRef { text: value });
+            }
+        }
+        let after = skip_ws(bytes, value_end);
+        match bytes.get(after) {
+            Some(b',') => pos = skip_ws(bytes, after + 1),
+            Some(b'}') => return Some((after + 1, found)),
+            _ => return None,
+        }
+    }
+}
+
 /// Iterator over array elements; see [`JsonRef::elements`].
 #[derive(Debug)]
 pub struct Elements<'a> {
@@ -1053,6 +1154,55 @@ mod tests {
         ) {
             let trimmed = text.trim_matches(|c| matches!(c, ' ' | '\t' | '\n' | '\r'));
             prop_assert_eq!(JsonRef::new(&text).raw(), trimmed);
+        }
+    }
+
+    /// An element of an array: objects of keys the readers look up, with values of every
+    /// kind, and text that only looks like one (a missing colon, a scalar holding a quote or
+    /// a bracket, an unclosed object, separators out of place).
+    fn element() -> impl Strategy<Value = String> {
+        let key = prop::sample::select(vec![
+            "\"type\"",
+            "\"text\"",
+            "\"id\"",
+            "\"t\\u0065xt\"",
+            "\"x\"",
+        ]);
+        let value = prop::sample::select(vec![
+            "1",
+            "\"a\"",
+            "{\"type\":[1]}",
+            "[1,{}]",
+            "tr\"ue",
+            "1[2",
+            "{",
+            "\"}\"",
+            "null",
+            "",
+        ]);
+        let member = (key, prop::sample::select(vec![":", " : ", "", "::"]), value)
+            .prop_map(|(k, c, v)| format!("{k}{c}{v}"));
+        prop_oneof![
+            4 => (prop::collection::vec(member, 0..4), prop::sample::select(vec![",", " , ", ",,"]), prop::sample::select(vec!["}", " }", "", "]"]))
+                .prop_map(|(members, sep, close)| format!("{{{}{close}", members.join(sep))),
+            1 => prop::sample::select(vec!["1", "\"s\"", "[]", "[{}]", "", "}"]).prop_map(str::to_owned),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+
+        #[test]
+        fn element_fields_read_what_elements_then_fields_read(
+            elements in prop::collection::vec(element(), 0..4),
+            separator in prop::sample::select(vec![",", " , ", ""]),
+        ) {
+            let text = format!("[{}]", elements.join(separator));
+            let array = JsonRef::new(&text);
+            let keys = ["type", "text", "id"];
+            let combined: Vec<_> = array.element_fields(keys).collect();
+            let separate: Vec<_> = array.elements().map(|e| (e, e.fields(keys))).collect();
+            prop_assert_eq!(combined, separate, "{}", text);
         }
     }
 
