@@ -2,8 +2,10 @@
 //! after the checkpoint folded), cold (no checkpoint: every record streamed into the state),
 //! and the whole-`Session` load every writer did before (every event read and kept), against a
 //! serde_json line parse of the same session's DSH JSONL. Each measurement runs in a child
-//! process so its peak resident memory (VmHWM) is its own. Figures are reported with the
-//! probe and as ratios to baselines measured in the same run; the store is removed at the end.
+//! process so its peak resident memory (VmHWM) and its CPU time (user + sys of all its
+//! threads, which other work on the machine disturbs less than the wall-clock time) are its
+//! own. Figures are reported with the probe and as ratios to baselines measured in the same
+//! run; the store is removed at the end.
 
 use std::path::Path;
 use std::process::Command;
@@ -51,13 +53,30 @@ fn peak_rss_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
-/// One measurement, in this (child) process: prints `<ns> <peak rss bytes>`.
+/// CPU time (user + sys) this process has used so far, every thread's, ended ones too, in
+/// nanoseconds: fields 14 and 15 of /proc/self/stat, in clock ticks of 10 ms.
+fn cpu_ns() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The command name (field 2) may hold spaces; the fields after it follow its `)`.
+    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let ticks: u64 = after_name
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|t| t.parse::<u64>().ok())
+        .sum();
+    ticks * 10_000_000
+}
+
+/// One measurement, in this (child) process: prints `<ns> <peak rss bytes> <cpu ns>`.
 fn child(mode: &str, dir: &Path) {
-    let started;
+    // The CPU clock is read before the timed span starts and after it ends, so that reading
+    // it (a file read) is not timed.
+    let (cpu_before, started);
     match mode {
         "checkpoint" | "cold" => {
             let store = Store::open(dir, options(mode == "checkpoint")).expect("open");
-            started = Instant::now();
+            (cpu_before, started) = (cpu_ns(), Instant::now());
             let h = store.open_session_as_is("long").expect("resume");
             std::hint::black_box(h.pressure());
             let elapsed = started.elapsed();
@@ -65,18 +84,29 @@ fn child(mode: &str, dir: &Path) {
                 ("checkpoint", CacheUse::Hit { .. }) | ("cold", CacheUse::Disabled) => {}
                 (_, other) => panic!("{mode} resume built its state as {other:?}"),
             }
-            println!("{} {}", ns(elapsed), peak_rss_bytes());
+            println!(
+                "{} {} {}",
+                ns(elapsed),
+                peak_rss_bytes(),
+                cpu_ns() - cpu_before
+            );
         }
         "whole_session" => {
             let store = Store::open(dir, options(false)).expect("open");
-            started = Instant::now();
+            (cpu_before, started) = (cpu_ns(), Instant::now());
             let session = whole_session(&store, "long");
             std::hint::black_box(session.next_seq());
-            println!("{} {}", ns(started.elapsed()), peak_rss_bytes());
+            let elapsed = started.elapsed();
+            println!(
+                "{} {} {}",
+                ns(elapsed),
+                peak_rss_bytes(),
+                cpu_ns() - cpu_before
+            );
         }
         "serde_json" => {
             use std::io::BufRead;
-            started = Instant::now();
+            (cpu_before, started) = (cpu_ns(), Instant::now());
             let file = std::io::BufReader::new(
                 std::fs::File::open(dir.join("long.jsonl")).expect("jsonl"),
             );
@@ -87,14 +117,28 @@ fn child(mode: &str, dir: &Path) {
                 n += u64::from(v.is_object());
             }
             std::hint::black_box(n);
-            println!("{} {}", ns(started.elapsed()), peak_rss_bytes());
+            let elapsed = started.elapsed();
+            println!(
+                "{} {} {}",
+                ns(elapsed),
+                peak_rss_bytes(),
+                cpu_ns() - cpu_before
+            );
         }
         other => panic!("unknown mode {other}"),
     }
 }
 
 /// One measurement of `mode` in a child process: its time and peak RSS.
-fn measure_once(mode: &str, dir: &Path) -> (Duration, u64) {
+/// Wall-clock time, peak RSS and CPU time of one measurement.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    time: Duration,
+    rss: u64,
+    cpu: Duration,
+}
+
+fn measure_once(mode: &str, dir: &Path) -> Run {
     let exe = std::env::current_exe().expect("exe");
     let out = Command::new(&exe)
         .env(CHILD, mode)
@@ -110,23 +154,43 @@ fn measure_once(mode: &str, dir: &Path) -> (Duration, u64) {
     let mut fields = text
         .split_whitespace()
         .map(|f| f.parse::<u64>().expect("number"));
-    let (Some(time_ns), Some(rss)) = (fields.next(), fields.next()) else {
+    let (Some(time_ns), Some(rss), Some(cpu_ns)) = (fields.next(), fields.next(), fields.next())
+    else {
         panic!("{mode}: child printed {text:?}");
     };
-    (Duration::from_nanos(time_ns), rss)
+    Run {
+        time: Duration::from_nanos(time_ns),
+        rss,
+        cpu: Duration::from_nanos(cpu_ns),
+    }
 }
 
-/// Best time and the peak RSS of that best run of each of `modes`, over `RUNS` rounds that
-/// each run every mode once, in turn: on a machine whose load changes from minute to
-/// minute, every mode then meets the same spells of load.
-fn measure(modes: &[&str], dir: &Path) -> Vec<(Duration, u64)> {
-    let mut best = vec![(Duration::MAX, 0); modes.len()];
+/// The best run of one mode: its least wall-clock time with that run's peak RSS, and the
+/// least CPU time of its runs.
+#[derive(Debug, Clone, Copy)]
+struct Best {
+    time: Duration,
+    rss: u64,
+    cpu: Duration,
+}
+
+/// The best run of each of `modes`, over `RUNS` rounds that each run every mode once, in
+/// turn: on a machine whose load changes from minute to minute, every mode then meets the
+/// same spells of load.
+fn measure(modes: &[&str], dir: &Path) -> Vec<Best> {
+    let none = Best {
+        time: Duration::MAX,
+        rss: 0,
+        cpu: Duration::MAX,
+    };
+    let mut best = vec![none; modes.len()];
     for _ in 0..RUNS {
         for (mode, best) in modes.iter().zip(&mut best) {
             let run = measure_once(mode, dir);
-            if run.0 < best.0 {
-                *best = run;
+            if run.time < best.time {
+                (best.time, best.rss) = (run.time, run.rss);
             }
+            best.cpu = best.cpu.min(run.cpu);
         }
     }
     best
@@ -169,7 +233,7 @@ fn main() {
     println!(
         "resume for writing of a {events}-event session (best of {RUNS} interleaved rounds, one child process each):"
     );
-    for (name, (time, rss), note) in [
+    for (name, best, note) in [
         (
             "checkpoint",
             checkpoint,
@@ -192,15 +256,21 @@ fn main() {
         ),
     ] {
         println!(
-            "  {name:<13} {:>10}  peak RSS {:>7.1} MB  ({note})",
-            human_ns(ns(time)),
-            mb(rss)
+            "  {name:<13} {:>10}  CPU {:>10}  peak RSS {:>7.1} MB  ({note})",
+            human_ns(ns(best.time)),
+            human_ns(ns(best.cpu)),
+            mb(best.rss)
         );
     }
     println!(
         "  ratios: checkpoint / whole_session {:.4}x; cold / serde_json {:.2}x; cold / whole_session {:.2}x",
-        r(checkpoint.0, load.0),
-        r(cold.0, serde.0),
-        r(cold.0, load.0)
+        r(checkpoint.time, load.time),
+        r(cold.time, serde.time),
+        r(cold.time, load.time)
+    );
+    println!(
+        "  CPU time (user + sys, every thread; least of {RUNS}): cold / serde_json {:.2}x; cold / whole_session {:.2}x",
+        r(cold.cpu, serde.cpu),
+        r(cold.cpu, load.cpu)
     );
 }

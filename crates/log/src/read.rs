@@ -37,14 +37,29 @@ struct ActiveReader {
     /// Segment offset of the buffer's first byte, and a copy of the buffer.
     pending: Option<(u64, Bytes)>,
     /// The span of the file read around the walk's anchor: its segment offset and bytes.
-    /// A window's headers and records are served from it instead of two reads per record.
+    /// A window's headers and records are served from it instead of two reads per record;
+    /// an iteration hands it on to its next window, which reads the file again only when
+    /// its anchor lies outside it.
     around_anchor: Option<(u64, Bytes)>,
+    /// Whether `around_anchor` was read for this window (it is then not read again).
+    read_for_window: bool,
+    /// Segment offset up to which the file held written records when the window was
+    /// located: a span read keeps no byte after it, so that a span handed on to a later
+    /// window never shows it bytes that were written after the span was read.
+    written_end: u64,
+    /// Bytes read after the anchor: [`AROUND_ANCHOR`] for one record, more for an
+    /// iteration, whose next windows lie after this one.
+    read_ahead: u64,
 }
 
 /// Bytes of the active segment read on each side of the first header a window's walk
 /// needs (its anchor): the anchors of one stream are about 4 KiB of its records apart, so
 /// one read usually holds every record of the window.
 const AROUND_ANCHOR: u64 = 12 * 1024;
+
+/// Bytes of the active segment an iteration reads after a window's anchor: the span then
+/// holds the next dozen windows too.
+const ITERATION_READ_AHEAD: u64 = 64 * 1024;
 
 impl ActiveReader {
     /// The pending bytes from `offset` on, when `offset` lies in the copied buffer.
@@ -68,11 +83,13 @@ impl ActiveReader {
     }
 
     /// Reads the file's bytes around `offset` (as many as it has, up to [`AROUND_ANCHOR`]
-    /// each side). The bytes past the last written record are never used: the walk only
-    /// goes to records it found written, and the checksum of each is verified.
+    /// before it and `read_ahead` after it). The bytes past the last written record are
+    /// never used: the walk only goes to records it found written, and the checksum of
+    /// each is verified.
     fn read_around(&mut self, offset: u64) -> Result<()> {
+        self.read_for_window = true;
         let start = offset.saturating_sub(AROUND_ANCHOR);
-        let mut buf = vec![0u8; (offset + AROUND_ANCHOR - start) as usize];
+        let mut buf = vec![0u8; (offset + self.read_ahead - start) as usize];
         let mut filled = 0;
         while let Some(rest) = buf.get_mut(filled..).filter(|r| !r.is_empty()) {
             let n = self
@@ -84,7 +101,8 @@ impl ActiveReader {
             }
             filled += n;
         }
-        buf.truncate(filled);
+        let written = usize::try_from(self.written_end.saturating_sub(start)).unwrap_or(filled);
+        buf.truncate(filled.min(written));
         self.around_anchor = Some((start, Bytes::from(buf)));
         Ok(())
     }
@@ -94,7 +112,7 @@ impl ActiveReader {
             return decode_record_header(b)
                 .map_err(|e| corrupted(self.segment, offset, "bad record header", Some(e)));
         }
-        if self.around_anchor.is_none() {
+        if !self.read_for_window && self.around_anchor(offset, RECORD_HEADER_LEN).is_none() {
             self.read_around(offset)?;
         }
         match self.around_anchor(offset, RECORD_HEADER_LEN) {
@@ -170,12 +188,25 @@ impl Inner {
                 let anchor = a.anchor(anchor_seq.min(a.last_seq));
                 let pending = (!written && !st.buf.is_empty())
                     .then(|| (st.buf_offset, Bytes::copy_from_slice(&st.buf)));
+                // What the file holds: everything the writer has written, and everything
+                // before the buffer when no write is running.
+                let mut written_end = if st.written.segment() == st.active.id {
+                    st.written.offset()
+                } else {
+                    0
+                };
+                if !st.writing {
+                    written_end = written_end.max(st.buf_offset);
+                }
                 return Ok(Location::Active {
                     reader: ActiveReader {
                         file: st.active.file.clone(),
                         segment: st.active.id,
                         pending,
                         around_anchor: None,
+                        read_for_window: false,
+                        written_end,
+                        read_ahead: AROUND_ANCHOR,
                     },
                     anchor,
                 });
@@ -208,7 +239,8 @@ impl Inner {
 
     pub(crate) fn read(&self, stream: StreamId, seq: Seq) -> Result<Record> {
         let mut out = Vec::with_capacity(1);
-        self.read_window(stream, seq, seq.0, Some(seq.0), &mut out)?;
+        let mut scratch = WindowScratch::default();
+        self.read_window(stream, seq, seq.0, Some(seq.0), &mut out, &mut scratch)?;
         out.pop().ok_or(Error::NoSuchRecord { stream, seq })
     }
 
@@ -221,8 +253,10 @@ impl Inner {
         anchor_seq: u64,
         last: Option<u64>,
         out: &mut Vec<Record>,
+        scratch: &mut WindowScratch,
     ) -> Result<u64> {
-        let mut offsets: Vec<(u64, u64)> = Vec::new();
+        let offsets = &mut scratch.offsets;
+        offsets.clear();
         match self.locate(stream, seq, anchor_seq)? {
             Location::Sealed {
                 segment: seg,
@@ -246,8 +280,17 @@ impl Inner {
                 Ok(anchor.seq)
             }
             Location::Active { mut reader, anchor } => {
+                if let Some((segment, span)) = scratch.active_span.take() {
+                    if segment == reader.segment {
+                        reader.around_anchor = Some(span);
+                    }
+                }
+                if scratch.iterating {
+                    reader.read_ahead = ITERATION_READ_AHEAD;
+                }
                 // The walk reads each header; its payload length sizes the record's read.
-                let mut lengths: Vec<u32> = Vec::new();
+                let lengths = &mut scratch.lengths;
+                lengths.clear();
                 walk_back(
                     reader.segment,
                     stream.0,
@@ -260,16 +303,33 @@ impl Inner {
                     },
                     |s, o| offsets.push((s, o)),
                 )?;
-                for (&(s, o), &len) in offsets.iter().zip(&lengths).rev() {
+                for (&(s, o), &len) in offsets.iter().zip(lengths.iter()).rev() {
                     if last.is_some_and(|l| s > l) {
                         break;
                     }
                     out.push(reader.record(o, len)?);
                 }
+                if scratch.iterating {
+                    scratch.active_span = reader.around_anchor.map(|span| (reader.segment, span));
+                }
                 Ok(anchor.seq)
             }
         }
     }
+}
+
+/// What one window's read needs besides its records, kept by an iteration from window to
+/// window so that each does not allocate it again.
+#[derive(Debug, Default)]
+struct WindowScratch {
+    /// The seqs and offsets the walk back found.
+    offsets: Vec<(u64, u64)>,
+    /// The payload lengths of their headers (the active segment).
+    lengths: Vec<u32>,
+    /// Whether the windows are those of an iteration (reads then look ahead).
+    iterating: bool,
+    /// The span of the active segment the last window read, and its segment.
+    active_span: Option<(SegmentId, (u64, Bytes))>,
 }
 
 fn pread_header(file: &dyn StorageFile, segment: SegmentId, offset: u64) -> Result<RecordHeader> {
@@ -305,7 +365,9 @@ pub struct RecordIter {
     stream: StreamId,
     next: u64,
     to: u64,
-    ready: std::vec::IntoIter<Record>,
+    /// The records of the window read last, in reverse seq order (taken from the end).
+    ready: Vec<Record>,
+    scratch: WindowScratch,
     failed: bool,
 }
 
@@ -316,7 +378,11 @@ impl RecordIter {
             stream,
             next: from.0,
             to: to.0,
-            ready: Vec::new().into_iter(),
+            ready: Vec::new(),
+            scratch: WindowScratch {
+                iterating: true,
+                ..WindowScratch::default()
+            },
             failed: false,
         }
     }
@@ -326,31 +392,33 @@ impl Iterator for RecordIter {
     type Item = Result<Record>;
 
     fn next(&mut self) -> Option<Result<Record>> {
-        if let Some(r) = self.ready.next() {
+        if let Some(r) = self.ready.pop() {
             return Some(Ok(r));
         }
         if self.failed || self.next >= self.to {
             return None;
         }
-        let mut out = Vec::new();
         let last = self.to - 1;
         match self.inner.read_window(
             self.stream,
             Seq(self.next),
             self.next + 1,
             Some(last),
-            &mut out,
+            &mut self.ready,
+            &mut self.scratch,
         ) {
             Ok(_) => {
-                self.next += out.len() as u64;
-                if out.is_empty() {
-                    return None;
-                }
-                self.ready = out.into_iter();
-                self.ready.next().map(Ok)
+                self.next += self.ready.len() as u64;
+                self.ready.reverse();
+                self.ready.pop().map(Ok)
             }
-            Err(Error::NoSuchRecord { .. }) => None,
+            Err(Error::NoSuchRecord { .. }) => {
+                self.ready.clear();
+                None
+            }
             Err(e) => {
+                // Records read before the error are not handed out, as before.
+                self.ready.clear();
                 self.failed = true;
                 Some(Err(e))
             }

@@ -83,9 +83,16 @@ impl SealedSegment {
     }
 
     pub fn header_at(&self, offset: u64) -> Result<RecordHeader> {
-        let (bytes, at) = self.holding(offset)?;
-        decode_record_header(&bytes[at..])
-            .map_err(|e| corrupted(self.id, offset, "bad record header", Some(e)))
+        let decoded = match &self.blocks {
+            // The mapping is read in place: a walk over a window's headers takes no share
+            // of it per header.
+            None => decode_record_header(&self.bytes[self.offset_in_mapping(offset)?..]),
+            Some(_) => {
+                let (bytes, at) = self.holding(offset)?;
+                decode_record_header(&bytes[at..])
+            }
+        };
+        decoded.map_err(|e| corrupted(self.id, offset, "bad record header", Some(e)))
     }
 
     pub fn anchor(&self, summary: &StreamSummary, seq: u64) -> Anchor {
@@ -107,14 +114,32 @@ impl SealedSegment {
 
     /// The verified record at `offset`, its payload sharing the mapping (or the block).
     pub fn record_at(&self, offset: u64) -> Result<Record> {
-        let (bytes, at) = self.holding(offset)?;
-        let (h, _) = verify_record(&bytes[at..], self.id.0, offset)
-            .map_err(|e| corrupted(self.id, offset, "record fails verification", Some(e)))?;
-        let start = at + RECORD_HEADER_LEN;
-        Ok(Record::new(
-            h,
-            bytes.slice(start..start + h.payload_len as usize),
-        ))
+        let verified = |bytes: &Bytes, at: usize| {
+            let (h, _) = verify_record(&bytes[at..], self.id.0, offset)
+                .map_err(|e| corrupted(self.id, offset, "record fails verification", Some(e)))?;
+            let start = at + RECORD_HEADER_LEN;
+            Ok(Record::new(
+                h,
+                bytes.slice(start..start + h.payload_len as usize),
+            ))
+        };
+        match &self.blocks {
+            // The payload is sliced from the mapping itself (one share of it taken, not a
+            // share for the lookup and another for the slice).
+            None => verified(&self.bytes, self.offset_in_mapping(offset)?),
+            Some(_) => {
+                let (bytes, at) = self.holding(offset)?;
+                verified(&bytes, at)
+            }
+        }
+    }
+
+    /// Where logical `offset` is in the mapping of an uncompressed segment.
+    fn offset_in_mapping(&self, offset: u64) -> Result<usize> {
+        usize::try_from(offset)
+            .ok()
+            .filter(|&at| at < self.bytes.len())
+            .ok_or_else(|| corrupted(self.id, offset, "record offset lies past the segment", None))
     }
 }
 

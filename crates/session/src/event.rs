@@ -11,7 +11,7 @@ use std::fmt::{self, Write as _};
 use std::ops::Range;
 
 use crate::error::{Error, Rule};
-use crate::json::{self, decode_string, write_js_string, JsonKind, JsonRef, MemberSpan};
+use crate::json::{self, decode_string, write_js_string, JsonKind, JsonRef, MemberIndex};
 use crate::version::DshFormat;
 
 /// A per-session event sequence number: 0, 1, 2, … with no gaps.
@@ -149,7 +149,7 @@ pub struct Event {
     /// The members of the stored payload (and of its `message` object), found while the
     /// envelope was parsed, so the rules read payload fields without walking the payload
     /// again; `None` when the payload is not an object (navigation then walks the text).
-    payload: Option<Vec<MemberSpan>>,
+    payload: Option<MemberIndex>,
     pub(crate) upgrade: Option<Box<Upgrade>>,
 }
 
@@ -171,6 +171,29 @@ const ENVELOPE_KEYS: [&str; 7] = [
     "sourceEventSeqs",
     "ignorable",
 ];
+
+/// The slot of `data` in [`ENVELOPE_KEYS`].
+const DATA_SLOT: usize = 3;
+
+/// The slot in [`ENVELOPE_KEYS`] of the key whose literal (with its quotes) is `literal`,
+/// if it is an envelope key. A literal spelled without escapes, as every writer spells
+/// keys, is matched as written; only another spelling is decoded first.
+fn envelope_slot(literal: &str) -> Option<usize> {
+    let slot = match literal {
+        "\"type\"" => 0,
+        "\"seq\"" => 1,
+        "\"time\"" => 2,
+        "\"data\"" => DATA_SLOT,
+        "\"surfaceOp\"" => 4,
+        "\"sourceEventSeqs\"" => 5,
+        "\"ignorable\"" => 6,
+        _ => {
+            let key = decode_string(literal);
+            return ENVELOPE_KEYS.iter().position(|k| *k == key);
+        }
+    };
+    Some(slot)
+}
 
 impl Event {
     /// Parses and checks one envelope (lossless JSON plus the envelope rules of spec §3).
@@ -225,20 +248,18 @@ impl Event {
         let mut fields: [Option<JsonRef<'_>>; 7] = [None; 7];
         let mut unknown = None;
         let mut data_members = 0;
-        let payload = json::envelope_members_indexing(raw, |literal, value| {
-            let key = decode_string(literal);
-            match ENVELOPE_KEYS.iter().position(|k| *k == key) {
+        let payload =
+            json::envelope_members_indexing(raw, |literal, value| match envelope_slot(literal) {
                 Some(slot) => {
-                    data_members += usize::from(key == "data");
+                    data_members += usize::from(slot == DATA_SLOT);
                     if let Some(field) = fields.get_mut(slot) {
                         *field = Some(value);
                     }
                 }
                 None => {
-                    unknown.get_or_insert(key);
+                    unknown.get_or_insert_with(|| decode_string(literal));
                 }
-            }
-        });
+            });
         // Text with a repeated `data` (never validated text: it is refused) uses the last
         // one, which the index does not describe.
         let payload = payload.filter(|_| data_members == 1);
@@ -325,7 +346,7 @@ impl Event {
         keys: [&str; N],
     ) -> [Option<JsonRef<'_>>; N] {
         match &self.payload {
-            Some(index) => json::indexed_fields(&self.raw, index, 0, keys),
+            Some(index) => json::indexed_fields(&self.raw, index.as_slice(), 0, keys),
             None => self.stored_data().fields(keys),
         }
     }
@@ -334,7 +355,7 @@ impl Event {
     /// `data().get("message")` and then [`JsonRef::fields`] find them.
     pub fn message_fields<const N: usize>(&self, keys: [&str; N]) -> [Option<JsonRef<'_>>; N] {
         match (&self.upgrade, &self.payload) {
-            (None, Some(index)) => json::indexed_fields(&self.raw, index, 1, keys),
+            (None, Some(index)) => json::indexed_fields(&self.raw, index.as_slice(), 1, keys),
             _ => self
                 .data()
                 .get("message")
@@ -421,12 +442,34 @@ impl Event {
 }
 
 fn parse_sources(list: JsonRef<'_>, seq: u64) -> Result<Box<[Seq]>, String> {
+    parse_sources_reading(list, seq, true)
+}
+
+/// [`parse_sources`], reading a plain list in one pass when `plain_pass` is set (always,
+/// but for the test that compares both ways).
+fn parse_sources_reading(
+    list: JsonRef<'_>,
+    seq: u64,
+    plain_pass: bool,
+) -> Result<Box<[Seq]>, String> {
     if !list.is_array() {
         return Err("must be an array of seqs".to_owned());
     }
-    let mut out: Vec<u64> = Vec::new();
+    // Room for a settlement's citations; the list kept is copied out at its exact size.
+    let mut out: Vec<u64> = Vec::with_capacity(16);
     let mut ranged = false;
-    for item in list.elements() {
+    // A list of plain seqs (as every writer spells them) is read in one pass over its
+    // bytes; the entries get the check the loop below gives a plain entry, in order.
+    let plain = plain_pass && plain_seqs(list.raw(), &mut out);
+    if plain {
+        if let Some(s) = out.iter().find(|s| **s >= seq) {
+            return Err(format!("entry {s} is not before the event's own seq {seq}"));
+        }
+    } else {
+        out.clear();
+    }
+    let walked = if plain { 0 } else { usize::MAX };
+    for item in list.elements().take(walked) {
         // DSH V2's writer (and every reader) spells a run of three or more consecutive
         // seqs as a `[start, end]` pair.
         if item.is_array() {
@@ -461,15 +504,62 @@ fn parse_sources(list: JsonRef<'_>, seq: u64) -> Result<Box<[Seq]>, String> {
         }
         out.push(s);
     }
-    if ranged && out.windows(2).any(|w| w[1] <= w[0]) {
+    let increasing = out.windows(2).all(|w| w[0] < w[1]);
+    if ranged && !increasing {
         return Err("with ranges, entries must be strictly increasing".to_owned());
     }
-    let mut sorted = out.clone();
-    sorted.sort_unstable();
-    if sorted.windows(2).any(|w| w[0] == w[1]) {
-        return Err("entries must not repeat".to_owned());
+    // Writers cite sources in seq order, and a strictly increasing list repeats nothing:
+    // only another order needs the sorted copy.
+    if !increasing {
+        let mut sorted = out.clone();
+        sorted.sort_unstable();
+        if sorted.windows(2).any(|w| w[0] == w[1]) {
+            return Err("entries must not repeat".to_owned());
+        }
     }
-    Ok(out.into_iter().map(Seq).collect())
+    Ok(out.iter().copied().map(Seq).collect())
+}
+
+/// Reads `text`, when it is an array of integers each spelled as `as_seq` reads exactly
+/// (1 to 15 digits, no leading zero) with JSON whitespace between, into `out`; false (with
+/// `out` holding anything) for any other text, which the caller then walks.
+fn plain_seqs(text: &str, out: &mut Vec<u64>) -> bool {
+    let bytes = text.as_bytes();
+    let skip_ws = |mut at: usize| {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = bytes.get(at) {
+            at += 1;
+        }
+        at
+    };
+    if bytes.first() != Some(&b'[') {
+        return false;
+    }
+    let mut at = skip_ws(1);
+    if bytes.get(at) == Some(&b']') {
+        return at + 1 == bytes.len();
+    }
+    loop {
+        let start = at;
+        let mut value = 0u64;
+        while let Some(digit) = bytes.get(at).filter(|b| b.is_ascii_digit()) {
+            value = value * 10 + u64::from(digit - b'0');
+            at += 1;
+            if at - start > 15 {
+                return false;
+            }
+        }
+        let digits = at - start;
+        if digits == 0 || (digits > 1 && bytes.get(start) == Some(&b'0')) {
+            return false;
+        }
+        out.push(value);
+        at = skip_ws(at);
+        match bytes.get(at) {
+            Some(b',') => at = skip_ws(at + 1),
+            Some(b']') => return at + 1 == bytes.len(),
+            _ => return false,
+        }
+    }
 }
 
 /// An event to append: everything but the seq, which the session assigns.
@@ -654,4 +744,49 @@ impl EventInput {
 /// Whether `value` is a JSON number (used by typed views and validation).
 pub(crate) fn is_number(value: Option<JsonRef<'_>>) -> bool {
     value.is_some_and(|v| v.kind() == JsonKind::Number)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Matching a key literal as written finds the slot decoding it would find, for every
+    /// envelope key, escaped spellings and other keys.
+    #[test]
+    fn an_envelope_key_is_found_in_its_slot_however_it_is_spelled() {
+        assert_eq!(ENVELOPE_KEYS[DATA_SLOT], "data");
+        for (slot, key) in ENVELOPE_KEYS.iter().enumerate() {
+            assert_eq!(envelope_slot(&format!("\"{key}\"")), Some(slot), "{key}");
+            let escaped = format!("\"\\u{:04x}{}\"", u32::from(key.as_bytes()[0]), &key[1..]);
+            assert_eq!(envelope_slot(&escaped), Some(slot), "{escaped}");
+        }
+        for other in ["\"Type\"", "\"datas\"", "\"\"", "\"ty\\\"pe\"", "\"seq \""] {
+            assert_eq!(envelope_slot(other), None, "{other}");
+        }
+    }
+
+    proptest::proptest! {
+        /// A list of seqs read in one pass gives what walking its elements gives: the same
+        /// seqs or the same refusal, on plain lists and on lists that only look plain.
+        #[test]
+        fn a_plain_source_list_reads_as_its_walk_does(
+            entries in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "0", "1", "7", "12", "99", "007", "1e1", "-1", "1.0", "[1, 3]",
+                    "123456789012345", "1234567890123456", "\"2\"", "",
+                ]),
+                0..8,
+            ),
+            separator in proptest::sample::select(vec![",", ", ", " ,\n", ",,"]),
+            seq in 0u64..200,
+        ) {
+            let text = format!("[{}]", entries.join(separator));
+            let list = JsonRef::new(&text);
+            proptest::prop_assert_eq!(
+                parse_sources_reading(list, seq, true),
+                parse_sources_reading(list, seq, false),
+                "{}", text
+            );
+        }
+    }
 }

@@ -143,22 +143,39 @@ impl SessionState {
 
     /// [`SessionState::load`] of an event whose stateless half a preparer of this state
     /// ([`SessionState::load_preparer`]) has done: the same state, the same refusals.
+    ///
+    /// The event stays in `prepared`, as stored (so that a caller folding on another thread
+    /// than the one that prepared it can hand it back to be dropped there), with its
+    /// preparation spent: loading it again is the whole [`SessionState::load`] of it.
     pub fn load_prepared(
         &mut self,
-        prepared: PreparedEvent,
+        prepared: &mut PreparedEvent,
         past: &dyn LookBack,
     ) -> Result<(), Error> {
-        let PreparedEvent { mut event, outcome } = prepared;
-        match outcome {
-            Outcome::Deferred => self.load(&mut event, past),
+        let PreparedEvent { event, outcome } = prepared;
+        let folded = match std::mem::replace(outcome, Outcome::Deferred) {
+            Outcome::Deferred => self.load(event, past),
             Outcome::Refused(e) => Err(e),
-            Outcome::Checked { payload, node } => {
-                self.check_seq(&event)?;
-                payload?;
-                let plan = self.check_surface(&event, past)?;
-                self.apply_with(&event, plan, node);
-                Ok(())
-            }
-        }
+            Outcome::Checked { payload, node } => self.fold_checked(event, payload, node, past),
+        };
+        // The event is left as stored, as a deferred preparation leaves it.
+        event.upgrade = None;
+        folded
+    }
+
+    /// The fold of an event the preparation checked: `payload` is the payload rules'
+    /// verdict, `node` what a surface event's node keeps.
+    fn fold_checked(
+        &mut self,
+        event: &Event,
+        payload: Result<(), Error>,
+        node: Option<NodeFacts>,
+        past: &dyn LookBack,
+    ) -> Result<(), Error> {
+        self.check_seq(event)?;
+        payload?;
+        let plan = self.check_surface(event, past)?;
+        self.apply_with(event, plan, node);
+        Ok(())
     }
 }

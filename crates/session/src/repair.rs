@@ -74,14 +74,16 @@ impl TurnTracker {
     }
 
     pub(crate) fn apply(&mut self, event: &Event) {
-        let data = event.data();
+        // Most events (chunks above all) change nothing here: the payload is looked at
+        // only by the types that read it.
+        let data = || event.data();
         match event.event_type() {
             "turn/start" => {
-                self.open_turn = js_value(data.get("turn"));
+                self.open_turn = js_value(data().get("turn"));
                 self.open_step = None;
                 self.last_step = None;
                 self.clear_pending();
-                let turn = data.get("turn").and_then(|t| t.as_seq());
+                let turn = data().get("turn").and_then(|t| t.as_seq());
                 self.last_turn = self.last_turn.max(turn);
             }
             "turn/end" => {
@@ -90,9 +92,9 @@ impl TurnTracker {
                 self.clear_pending();
             }
             "step/start" => {
-                self.open_step = js_value(data.get("step"));
+                self.open_step = js_value(data().get("step"));
                 self.stepped = true;
-                let step = data.get("step").and_then(|s| s.as_seq());
+                let step = data().get("step").and_then(|s| s.as_seq());
                 self.last_step = self.last_step.max(step);
             }
             "step/end" => {
@@ -103,8 +105,10 @@ impl TurnTracker {
                 let [step] = event.data_fields(["step"]);
                 let step = js_value(step).unwrap_or_else(|| "null".to_owned());
                 let [content] = event.message_fields(["content"]);
-                for block in content.iter().flat_map(|c| c.elements()) {
-                    let [block_type, id] = block.fields(["type", "id"]);
+                for (_, [block_type, id]) in content
+                    .iter()
+                    .flat_map(|c| c.element_fields(["type", "id"]))
+                {
                     if block_type.and_then(|t| t.as_str()).as_deref() != Some("tool-call") {
                         continue;
                     }
@@ -130,7 +134,7 @@ impl TurnTracker {
                 }
             }
             "tool/call" => {
-                if let Some(id) = data.get("callId").and_then(|c| c.as_str()) {
+                if let Some(id) = data().get("callId").and_then(|c| c.as_str()) {
                     if let Some(&slot) = self.index.get(id.as_ref()) {
                         if let Some(Some(call)) = self.pending.get_mut(slot) {
                             call.call_seq = Some(event.seq().get());

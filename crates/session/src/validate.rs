@@ -261,22 +261,23 @@ pub(crate) fn check_native(version: &FormatVersion, event: &Event) -> Result<(),
             detail,
         ))
     };
-    let data = event.data();
+    // Only the types with native rules have their payload looked into.
+    let data = || event.data();
     match event.event_type() {
         "assistant/message" if version.settlement_stream_record => {
-            if let Some(record) = data.get("stream") {
+            if let Some(record) = data().get("stream") {
                 check_stream_record(record).or_else(fail)?;
             }
         }
         "assistant/attempt" if version.attempts => {
-            if !is_number(data.get("turn")) || !is_number(data.get("step")) {
+            if !is_number(data().get("turn")) || !is_number(data().get("step")) {
                 return fail("an attempt needs numeric turn and step");
             }
-            let outcome = data.get("outcome").and_then(|o| o.as_str());
+            let outcome = data().get("outcome").and_then(|o| o.as_str());
             if !matches!(outcome.as_deref(), Some("error" | "cancelled")) {
                 return fail("attempt.outcome must be \"error\" or \"cancelled\"");
             }
-            if let Some(record) = data.get("stream") {
+            if let Some(record) = data().get("stream") {
                 check_stream_record(record).or_else(fail)?;
             }
         }

@@ -5,7 +5,8 @@
 //! without a random damage (an event dropped, retyped, or with a payload key renamed or
 //! the surface operation removed), with and without token measurement. A damage that every
 //! load must refuse (an event missing before the end, a surface event without its surface
-//! operation) must be refused by both.
+//! operation) must be refused by both. A preparation once loaded is spent: loading the
+//! event left in it again (a third state, fed only such events) is a plain load too.
 
 mod common;
 
@@ -50,6 +51,7 @@ fn load_both_ways(
 ) -> Result<Outcome, String> {
     let mut plain = empty_state(header, version, counter);
     let mut halves = empty_state(header, version, counter);
+    let mut spent = empty_state(header, version, counter);
     let mut preparer = halves.load_preparer();
     // The upgraded events the loads look back at, as a store reads them back.
     let mut past: Vec<Event> = Vec::new();
@@ -57,11 +59,24 @@ fn load_both_ways(
     for event in events {
         let mut one = event.clone();
         let a = plain.load(&mut one, &past.as_slice());
-        let prepared = preparer.prepare(event.clone());
-        let b = halves.load_prepared(prepared, &past.as_slice());
+        let mut prepared = preparer.prepare(event.clone());
+        let b = halves.load_prepared(&mut prepared, &past.as_slice());
+        let c = spent.load_prepared(&mut prepared, &past.as_slice());
+        if prepared.event() != event {
+            return Err(format!(
+                "seq {}: the event was not left as stored",
+                event.seq()
+            ));
+        }
+        if format!("{b:?}") != format!("{c:?}") {
+            return Err(format!(
+                "seq {}: prepared load {b:?}, its spent preparation loaded {c:?}",
+                event.seq()
+            ));
+        }
         match (a, b) {
             (Ok(()), Ok(())) => {
-                if plain != halves {
+                if plain != halves || plain != spent {
                     return Err(format!("states differ after seq {}", event.seq()));
                 }
                 if plain.token_view() != halves.token_view() {

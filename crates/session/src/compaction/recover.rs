@@ -42,27 +42,28 @@ impl CompactionLocks {
 
     /// Folds in the next event of the session.
     pub fn observe(&mut self, event: &Event) {
-        let data = event.data();
+        // Only compaction events and summaries are looked into.
+        let data = || event.data();
         match event.event_type() {
             "compaction/start" => {
-                if let Some(id) = data.get("compactionId").and_then(|c| c.as_str()) {
+                if let Some(id) = data().get("compactionId").and_then(|c| c.as_str()) {
                     self.open.push(Open {
                         id: id.into_owned(),
-                        turn: data.get("turn").map_or("null", |t| t.raw()).to_owned(),
+                        turn: data().get("turn").map_or("null", |t| t.raw()).to_owned(),
                         replaced: false,
                     });
                 }
             }
             "compaction/end" => {
-                if let Some(id) = data.get("compactionId").and_then(|c| c.as_str()) {
+                if let Some(id) = data().get("compactionId").and_then(|c| c.as_str()) {
                     self.open.retain(|o| o.id != id);
                 }
             }
             "user/message"
                 if matches!(event.surface_op(), Some(SurfaceOp::Replace { .. }))
-                    && super::is_summary_message(data) =>
+                    && super::is_summary_message(data()) =>
             {
-                if let Some(id) = super::summary_compaction_id(data) {
+                if let Some(id) = super::summary_compaction_id(data()) {
                     self.open
                         .iter_mut()
                         .filter(|o| o.id == id)

@@ -3,7 +3,9 @@
 //! without walking the payload again. Lookups through the index answer exactly what
 //! [`JsonRef::fields`] answers on the text (first occurrence of a key wins).
 
-use super::{key_is, skip_string, skip_value, skip_ws, JsonRef, RawMembers};
+use std::cell::RefCell;
+
+use super::{key_is, skip_string, skip_value, skip_ws, JsonRef, KeyLiteral, RawMembers};
 
 /// One member of an object indexed by [`index_payload`]: byte ranges of its key literal
 /// (with quotes) and of its value in the indexed text, and whether it belongs to the
@@ -20,15 +22,86 @@ pub(crate) struct MemberSpan {
 /// not skipped and then walked again). Returns the end of the value and the members in
 /// text order, or `None` when the value is not an object, is malformed, or its offsets do
 /// not fit in `u32`; callers then navigate with [`JsonRef`], which gives the same answers.
-pub(crate) fn index_payload(text: &str, start: usize) -> Option<(usize, Vec<MemberSpan>)> {
+pub(crate) fn index_payload(text: &str, start: usize) -> Option<(usize, MemberIndex)> {
     u32::try_from(text.len()).ok()?;
-    // Room for the members of a typical payload and its message, so indexing one
-    // allocates once; the room left over is given back, since the index lives as long as
-    // its event and a whole session keeps every event in memory.
-    let mut members = Vec::with_capacity(16);
-    let end = index_object(text, start, 0, &mut members)?;
-    members.shrink_to_fit();
-    Some((end, members))
+    // The members are gathered in this thread's scratch list and then copied out at their
+    // exact size: the index lives as long as its event (a whole session keeps every event
+    // in memory), and a list grown for it would cost an allocation, its growth and a
+    // shrink for every event.
+    SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+        Ok(mut members) => {
+            members.clear();
+            let end = index_object(text, start, 0, &mut members)?;
+            Some((end, MemberIndex::from_slice(&members)))
+        }
+        Err(_) => {
+            let mut members = Vec::new();
+            let end = index_object(text, start, 0, &mut members)?;
+            Some((end, MemberIndex::from_slice(&members)))
+        }
+    })
+}
+
+/// Members an index holds in place, without an allocation of its own: a structural
+/// event's payload (`turn`, `step` and one more, as a chunk has) fits, and in place it
+/// costs less room than the allocation it saves.
+const IN_PLACE: usize = 3;
+
+/// The members of an indexed payload: in place when they are few, else in an allocation
+/// of their exact size. Compares and prints as the list of members it holds.
+#[derive(Clone)]
+pub(crate) enum MemberIndex {
+    InPlace(u8, [MemberSpan; IN_PLACE]),
+    Allocated(Box<[MemberSpan]>),
+}
+
+impl MemberIndex {
+    fn from_slice(members: &[MemberSpan]) -> MemberIndex {
+        match members.len() {
+            len if len <= IN_PLACE => {
+                let mut in_place = [NO_MEMBER; IN_PLACE];
+                for (slot, member) in in_place.iter_mut().zip(members) {
+                    *slot = *member;
+                }
+                MemberIndex::InPlace(len as u8, in_place)
+            }
+            _ => MemberIndex::Allocated(Box::from(members)),
+        }
+    }
+
+    /// The members, in text order.
+    pub(crate) fn as_slice(&self) -> &[MemberSpan] {
+        match self {
+            MemberIndex::InPlace(len, members) => members.get(..usize::from(*len)).unwrap_or(&[]),
+            MemberIndex::Allocated(members) => members,
+        }
+    }
+}
+
+/// What the unused places of an index hold.
+const NO_MEMBER: MemberSpan = MemberSpan {
+    depth: 0,
+    key: (0, 0),
+    value: (0, 0),
+};
+
+impl PartialEq for MemberIndex {
+    fn eq(&self, other: &MemberIndex) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for MemberIndex {}
+
+impl std::fmt::Debug for MemberIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_slice().fmt(f)
+    }
+}
+
+thread_local! {
+    /// The list [`index_payload`] gathers members in, reused from event to event.
+    static SCRATCH: RefCell<Vec<MemberSpan>> = const { RefCell::new(Vec::new()) };
 }
 
 fn index_object(text: &str, start: usize, depth: u8, out: &mut Vec<MemberSpan>) -> Option<usize> {
@@ -88,7 +161,7 @@ pub(super) fn members_indexing<'a>(
     text: &'a str,
     indexed: &str,
     visit: impl FnMut(&'a str, JsonRef<'a>),
-) -> Option<Vec<MemberSpan>> {
+) -> Option<MemberIndex> {
     let start = if text.as_bytes().first() == Some(&b'{') {
         1
     } else {
@@ -105,7 +178,7 @@ pub(super) fn members_indexing<'a>(
 pub(crate) fn envelope_members_indexing<'a>(
     text: &'a str,
     mut visit: impl FnMut(&'a str, JsonRef<'a>),
-) -> Option<Vec<MemberSpan>> {
+) -> Option<MemberIndex> {
     match canonical_envelope_prefix(text) {
         Some((prefix, data_key)) => {
             for (key, value) in prefix {
@@ -122,43 +195,38 @@ pub(crate) fn envelope_members_indexing<'a>(
 /// key starts; `None` for any other layout.
 #[allow(clippy::type_complexity)]
 fn canonical_envelope_prefix(text: &str) -> Option<([(&str, JsonRef<'_>); 3], usize)> {
-    const TYPE: &str = "{\"type\":\"";
-    const SEQ: &str = ",\"seq\":";
-    const TIME: &str = ",\"time\":";
-    const DATA: &str = ",\"data\":";
+    const TYPE: &[u8] = b"{\"type\":\"";
+    const SEQ: &[u8] = b",\"seq\":";
+    const TIME: &[u8] = b",\"time\":";
+    const DATA: &[u8] = b",\"data\":";
     let bytes = text.as_bytes();
-    let digits_from = |at: usize| {
-        bytes
-            .get(at..)
-            .map(|rest| rest.iter().take_while(|b| b.is_ascii_digit()).count())
+    let digits_end = |from: usize| {
+        let mut at = from;
+        while bytes.get(at).is_some_and(u8::is_ascii_digit) {
+            at += 1;
+        }
+        at
     };
-    if !text.starts_with(TYPE) {
+    if !bytes.starts_with(TYPE) {
         return None;
     }
     let type_start = TYPE.len() - 1;
-    let type_end = type_start
-        + 1
-        + bytes
-            .get(type_start + 1..)?
-            .iter()
-            .position(|b| *b == b'"' || *b == b'\\')?;
-    if bytes.get(type_end) != Some(&b'"') || !text.get(type_end + 1..)?.starts_with(SEQ) {
+    let type_end = TYPE.len() + super::find_quote_or_escape(bytes.get(TYPE.len()..)?)?;
+    if bytes.get(type_end) != Some(&b'"') || !bytes.get(type_end + 1..)?.starts_with(SEQ) {
         return None;
     }
     let seq_start = type_end + 1 + SEQ.len();
-    let seq_end = seq_start + digits_from(seq_start)?;
-    if !text.get(seq_end..)?.starts_with(TIME) {
+    let seq_end = digits_end(seq_start);
+    if seq_end == seq_start || !bytes.get(seq_end..)?.starts_with(TIME) {
         return None;
     }
     let time_start = seq_end + TIME.len();
     let sign = usize::from(bytes.get(time_start) == Some(&b'-'));
-    let time_end = time_start + sign + digits_from(time_start + sign)?;
-    if !text.get(time_end..)?.starts_with(DATA)
-        || seq_end == seq_start
-        || time_end == time_start + sign
-    {
+    let time_end = digits_end(time_start + sign);
+    if time_end == time_start + sign || !bytes.get(time_end..)?.starts_with(DATA) {
         return None;
     }
+    // Every position above is at an ASCII byte, so each is a character boundary.
     let value = |a: usize, b: usize| text.get(a..b).map(|text| JsonRef { text });
     Some((
         [
@@ -183,7 +251,7 @@ fn members_indexing_from<'a>(
     start: usize,
     indexed: &str,
     mut visit: impl FnMut(&'a str, JsonRef<'a>),
-) -> Option<Vec<MemberSpan>> {
+) -> Option<MemberIndex> {
     let bytes = text.as_bytes();
     let mut index = None;
     let mut indexed_seen = false;
@@ -237,14 +305,20 @@ pub(crate) fn indexed_fields<'a, const N: usize>(
     keys: [&str; N],
 ) -> [Option<JsonRef<'a>>; N] {
     let mut found = [None; N];
+    let mut missing = N;
     let slice = |(a, b): (u32, u32)| text.get(a as usize..b as usize);
     for member in members.iter().filter(|m| m.depth == depth) {
+        if missing == 0 {
+            break;
+        }
         let Some(literal) = slice(member.key) else {
             continue;
         };
+        let mut literal = KeyLiteral::new(literal);
         for (slot, key) in found.iter_mut().zip(keys) {
-            if slot.is_none() && key_is(literal, key) {
+            if slot.is_none() && literal.is(key) {
                 *slot = slice(member.value).map(|text| JsonRef { text });
+                missing -= usize::from(slot.is_some());
             }
         }
     }
@@ -254,9 +328,45 @@ pub(crate) fn indexed_fields<'a, const N: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// The members `walk` visits, as (key literal, value) texts, and the index it returns.
+    fn visited(
+        walk: impl FnOnce(&mut dyn FnMut(&str, JsonRef<'_>)) -> Option<MemberIndex>,
+    ) -> (Vec<(String, String)>, Option<Vec<MemberSpan>>) {
+        let mut seen = Vec::new();
+        let index = walk(&mut |key, value| seen.push((key.to_owned(), value.raw().to_owned())));
+        (seen, index.map(|i| i.as_slice().to_vec()))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+
+        /// The shortcut for the writers' layout visits what the general walk visits, on
+        /// envelopes at and around that layout (escaped types, numbers without digits, signs,
+        /// leading zeros, other keys, a missing or moved `data`).
+        #[test]
+        fn the_envelope_shortcut_visits_what_the_general_walk_visits(
+            type_text in prop::sample::select(vec!["x/y", "a\\/b", "", "q\\\"", "tool/result"]),
+            seq in prop::sample::select(vec!["7", "", "007", "-1", "12345678901234567890", "1.5"]),
+            time in prop::sample::select(vec!["12", "-3", "-", "", "0", "-0"]),
+            data_key in prop::sample::select(vec!["data", "dat", "data ", "time"]),
+            data in prop::sample::select(vec!["{}", "{\"turn\":1}", "{\"message\":{\"id\":\"m\"}}", "[1]", "1", "{"]),
+            tail in prop::sample::select(vec!["}", ",\"ignorable\":true}", ",\"seq\":3}", "", ",}"]),
+        ) {
+            let text = format!(
+                "{{\"type\":\"{type_text}\",\"seq\":{seq},\"time\":{time},\"{data_key}\":{data}{tail}"
+            );
+            let shortcut = visited(|visit| envelope_members_indexing(&text, visit));
+            let general = visited(|visit| members_indexing(&text, "data", visit));
+            prop_assert_eq!(shortcut, general, "{}", text);
+        }
+    }
 
     /// A whole session keeps every event, and with it every event's index, in memory: an
-    /// index holds its members and no spare room for more.
+    /// index holds its members (in place when few, else in a boxed slice: no spare room
+    /// for more), and the scratch list it is gathered in does not leak members from one
+    /// event into the next.
     #[test]
     fn an_event_index_keeps_no_spare_room() {
         for (text, indexed) in [
@@ -275,8 +385,12 @@ mod tests {
             (r#"{"type":"x/y","seq":3,"time":0,"data":{}}"#, 0),
         ] {
             let members = envelope_members_indexing(text, |_, _| {}).expect("an indexed payload");
-            assert_eq!(members.len(), indexed, "{text}");
-            assert_eq!(members.capacity(), members.len(), "{text}");
+            assert_eq!(members.as_slice().len(), indexed, "{text}");
+            assert_eq!(
+                matches!(members, MemberIndex::InPlace(..)),
+                indexed <= IN_PLACE,
+                "{text}"
+            );
         }
     }
 }

@@ -16,7 +16,7 @@ mod index;
 mod plain;
 mod write;
 
-pub(crate) use index::{envelope_members_indexing, indexed_fields, MemberSpan};
+pub(crate) use index::{envelope_members_indexing, indexed_fields, MemberIndex};
 use plain::plain_run;
 pub use write::{js_number, write_js_string, ObjectWriter};
 
@@ -374,7 +374,7 @@ pub fn decode_string(literal: &str) -> Cow<'_, str> {
         .strip_prefix('"')
         .and_then(|s| s.strip_suffix('"'))
         .unwrap_or(literal);
-    if !inner.contains('\\') {
+    if !has_escape(inner) {
         return Cow::Borrowed(inner);
     }
     let mut out = String::with_capacity(inner.len());
@@ -478,8 +478,16 @@ impl fmt::Debug for JsonRef<'_> {
 impl<'a> JsonRef<'a> {
     /// Wraps validated JSON text (surrounding whitespace is trimmed).
     pub fn new(text: &'a str) -> Self {
+        // JSON whitespace is ASCII, so it is trimmed byte by byte (no character decoded).
+        let is_ws = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
+        let bytes = text.as_bytes();
+        let start = bytes.iter().position(|b| !is_ws(b)).unwrap_or(bytes.len());
+        let end = bytes
+            .iter()
+            .rposition(|b| !is_ws(b))
+            .map_or(start, |last| last + 1);
         Self {
-            text: text.trim_matches(|c| matches!(c, ' ' | '\t' | '\n' | '\r')),
+            text: text.get(start..end).unwrap_or_default(),
         }
     }
 
@@ -582,19 +590,16 @@ impl<'a> JsonRef<'a> {
         }
     }
 
-    /// The elements of an array in order, each with the values of `keys` in it when it is an
-    /// object (none when it is not), as [`JsonRef::elements`] and then [`JsonRef::fields`]
-    /// find them, in one walk: an object element is walked once, for its members, where
-    /// those two walk it twice (once to find where it ends). Every member of an object
-    /// element is looked at, whether or not all the keys were found.
-    pub fn elements_with_fields<const N: usize>(
+    /// The elements of an array in order, each with the values of `keys` in it (as
+    /// [`JsonRef::fields`] finds them; none for an element that is no object): the same as
+    /// [`JsonRef::elements`] then `fields` on each, with each object element walked once
+    /// instead of skipped and then walked again.
+    pub fn element_fields<'k, const N: usize>(
         &self,
-        keys: [&'a str; N],
-    ) -> ElementsWithFields<'a, N> {
-        let pos = if self.is_array() { 1 } else { self.text.len() };
-        ElementsWithFields {
-            text: self.text,
-            pos,
+        keys: [&'k str; N],
+    ) -> ElementFields<'a, 'k, N> {
+        ElementFields {
+            elements: self.elements(),
             keys,
         }
     }
@@ -619,8 +624,9 @@ impl<'a> JsonRef<'a> {
             let Some((literal, value)) = members.next() else {
                 break;
             };
+            let mut literal = KeyLiteral::new(literal);
             for (slot, key) in found.iter_mut().zip(keys) {
-                if slot.is_none() && key_is(literal, key) {
+                if slot.is_none() && literal.is(key) {
                     *slot = Some(value);
                     missing -= 1;
                 }
@@ -705,10 +711,7 @@ pub(super) fn skip_value(bytes: &[u8], pos: usize) -> Option<usize> {
             let mut depth = 0usize;
             let mut i = pos;
             loop {
-                i += bytes
-                    .get(i..)?
-                    .iter()
-                    .position(|b| STRUCTURAL[usize::from(*b)])?;
+                i = find_structural(bytes, i)?;
                 match bytes.get(i)? {
                     b'"' => {
                         i = skip_string(bytes, i)?;
@@ -740,10 +743,10 @@ pub(super) fn skip_string(bytes: &[u8], pos: usize) -> Option<usize> {
     let mut i = pos + 1;
     loop {
         let rest = bytes.get(i..)?;
-        // Keys and most values are short: a plain search of their first bytes beats setting
-        // up a vector search for each; long strings go to `memchr2`.
+        // Keys and most values are short: a search of their first bytes a word at a time
+        // beats setting up a vector search for each; long strings go to `memchr2`.
         let head = rest.get(..SHORT_STRING).unwrap_or(rest);
-        let found = match head.iter().position(|b| *b == b'"' || *b == b'\\') {
+        let found = match find_quote_or_escape(head) {
             Some(at) => at,
             None if head.len() < rest.len() => {
                 head.len() + memchr::memchr2(b'"', b'\\', rest.get(head.len()..)?)?
@@ -758,23 +761,126 @@ pub(super) fn skip_string(bytes: &[u8], pos: usize) -> Option<usize> {
     }
 }
 
-/// Bytes of a string scanned one by one before [`skip_string`] switches to `memchr2`.
-const SHORT_STRING: usize = 24;
+/// Bytes the word-at-a-time searches below read at once.
+const WORD: usize = 8;
+
+/// A word with every byte 0x01.
+const ONES: u64 = u64::from_le_bytes([1; WORD]);
+
+/// A word with the high bit of every byte set.
+const HIGHS: u64 = u64::from_le_bytes([0x80; WORD]);
+
+/// The high bit of each byte of `word` that equals `byte`, and maybe of bytes after the
+/// first such one (a borrow of the subtraction carries into them): the lowest bit set
+/// always marks the first equal byte, which is all the searches use.
+fn equal_bytes(word: u64, byte: u8) -> u64 {
+    let x = word ^ (ONES * u64::from(byte));
+    x.wrapping_sub(ONES) & !x & HIGHS
+}
+
+/// The first byte of `bytes[from..]` that is a quote or a bracket (its index in
+/// `bytes`): what skipping a container looks for, eight bytes at a time. Setting bit 0x20
+/// maps `[` and `]` onto `{` and `}` and no other byte onto either, so three comparisons
+/// find all five.
+fn find_structural(bytes: &[u8], from: usize) -> Option<usize> {
+    let rest = bytes.get(from..)?;
+    let mut words = rest.chunks_exact(WORD);
+    let mut at = from;
+    for chunk in words.by_ref() {
+        let word = u64::from_le_bytes(chunk.try_into().ok()?);
+        let folded = word | (ONES * 0x20);
+        let found = equal_bytes(folded, b'{') | equal_bytes(folded, b'}') | equal_bytes(word, b'"');
+        if found != 0 {
+            return Some(at + (found.trailing_zeros() / 8) as usize);
+        }
+        at += WORD;
+    }
+    let tail = words.remainder();
+    tail.iter()
+        .position(|b| STRUCTURAL[usize::from(*b)])
+        .map(|p| at + p)
+}
+
+/// The first quote or backslash of `bytes`, eight bytes at a time.
+pub(super) fn find_quote_or_escape(bytes: &[u8]) -> Option<usize> {
+    let mut words = bytes.chunks_exact(WORD);
+    let mut at = 0;
+    for chunk in words.by_ref() {
+        let word = u64::from_le_bytes(chunk.try_into().ok()?);
+        let found = equal_bytes(word, b'"') | equal_bytes(word, b'\\');
+        if found != 0 {
+            return Some(at + (found.trailing_zeros() / 8) as usize);
+        }
+        at += WORD;
+    }
+    words
+        .remainder()
+        .iter()
+        .position(|b| *b == b'"' || *b == b'\\')
+        .map(|p| at + p)
+}
+
+/// Bytes of a string searched a word at a time before [`skip_string`] switches to
+/// `memchr2`.
+const SHORT_STRING: usize = 64;
 
 /// Whether the key literal `literal` (with its quotes) names `key`. A literal without
 /// escapes is compared as it is, without decoding.
 pub(super) fn key_is(literal: &str, key: &str) -> bool {
-    let inner = literal
-        .strip_prefix('"')
-        .and_then(|s| s.strip_suffix('"'))
-        .unwrap_or(literal);
-    // An escape always decodes to fewer bytes than it is spelled with, so a literal as long
-    // as the key names it only when it is the key's bytes without any escape; a longer one
-    // only when it has escapes and decodes to the key.
-    match inner.len().cmp(&key.len()) {
-        std::cmp::Ordering::Equal => inner == key && !inner.contains('\\'),
-        std::cmp::Ordering::Greater => inner.contains('\\') && decode_string(literal) == key,
-        std::cmp::Ordering::Less => false,
+    KeyLiteral::new(literal).is(key)
+}
+
+/// A key literal (with its quotes) to compare with one key or several: its quotes are
+/// stripped once, and whether it holds an escape is found once, when first needed.
+pub(super) struct KeyLiteral<'a> {
+    literal: &'a str,
+    inner: &'a str,
+    escaped: Option<bool>,
+}
+
+impl<'a> KeyLiteral<'a> {
+    pub(super) fn new(literal: &'a str) -> Self {
+        let inner = literal
+            .strip_prefix('"')
+            .and_then(|s| s.strip_suffix('"'))
+            .unwrap_or(literal);
+        KeyLiteral {
+            literal,
+            inner,
+            escaped: None,
+        }
+    }
+
+    /// Whether the literal names `key` (see [`key_is`]).
+    pub(super) fn is(&mut self, key: &str) -> bool {
+        // An escape always decodes to fewer bytes than it is spelled with, so a literal as
+        // long as the key names it only when it is the key's bytes without any escape; a
+        // longer one only when it has escapes and decodes to the key.
+        match self.inner.len().cmp(&key.len()) {
+            std::cmp::Ordering::Equal => self.inner == key && !self.escaped(),
+            std::cmp::Ordering::Greater => self.escaped() && decode_string(self.literal) == key,
+            std::cmp::Ordering::Less => false,
+        }
+    }
+
+    fn escaped(&mut self) -> bool {
+        let inner = self.inner;
+        *self.escaped.get_or_insert_with(|| has_escape(inner))
+    }
+}
+
+/// Whether `text` holds a backslash: a plain loop for the short text of keys and small
+/// values, `memchr` for long text.
+fn has_escape(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    if bytes.len() <= SHORT_STRING {
+        #[expect(
+            clippy::manual_contains,
+            reason = "`contains` on bytes calls memchr, whose set-up costs more than the loop on short text"
+        )]
+        bytes.iter().any(|b| *b == b'\\')
+    } else {
+        memchr::memchr(b'\\', bytes).is_some()
     }
 }
 
@@ -838,93 +944,91 @@ impl<'a> Iterator for Members<'a> {
     }
 }
 
-/// Iterator over array elements with some of their members; see
-/// [`JsonRef::elements_with_fields`].
+/// Iterator over array elements with some of their fields; see
+/// [`JsonRef::element_fields`].
 #[derive(Debug)]
-pub struct ElementsWithFields<'a, const N: usize> {
-    text: &'a str,
-    pos: usize,
-    keys: [&'a str; N],
+pub struct ElementFields<'a, 'k, const N: usize> {
+    elements: Elements<'a>,
+    keys: [&'k str; N],
 }
 
-impl<'a, const N: usize> ElementsWithFields<'a, N> {
-    /// The object at `start` (its `{`): where it ends and the values of the keys, or
-    /// `None` when it is malformed.
-    fn object(&self, start: usize) -> Option<(usize, [Option<JsonRef<'a>>; N])> {
-        let bytes = self.text.as_bytes();
-        let mut found = [None; N];
-        let mut pos = skip_ws(bytes, start + 1);
-        if bytes.get(pos) == Some(&b'}') {
-            return Some((pos + 1, found));
-        }
-        loop {
-            if bytes.get(pos) != Some(&b'"') {
-                return None;
-            }
-            let key_end = skip_string(bytes, pos)?;
-            let colon = skip_ws(bytes, key_end);
-            if bytes.get(colon) != Some(&b':') {
-                return None;
-            }
-            let value_start = skip_ws(bytes, colon + 1);
-            let value_end = skip_value(bytes, value_start)?;
-            let literal = self.text.get(pos..key_end)?;
-            // A key spelled without escapes names a key only when it is its bytes.
-            let plain = literal
-                .get(1..literal.len().saturating_sub(1))
-                .filter(|inner| !inner.as_bytes().contains(&b'\\'));
-            let names = |key: &str| match plain {
-                Some(inner) => inner == key,
-                None => key_is(literal, key),
-            };
-            for (slot, key) in found.iter_mut().zip(self.keys) {
-                if slot.is_none() && names(key) {
-                    *slot = Some(JsonRef {
-                        text: self.text.get(value_start..value_end)?,
-                    });
-                }
-            }
-            let after = skip_ws(bytes, value_end);
-            match bytes.get(after) {
-                Some(b',') => pos = skip_ws(bytes, after + 1),
-                Some(b'}') => return Some((after + 1, found)),
-                _ => return None,
-            }
-        }
-    }
-}
-
-impl<'a, const N: usize> Iterator for ElementsWithFields<'a, N> {
+impl<'a, const N: usize> Iterator for ElementFields<'a, '_, N> {
     type Item = (JsonRef<'a>, [Option<JsonRef<'a>>; N]);
 
     fn next(&mut self) -> Option<Self::Item> {
-        let bytes = self.text.as_bytes();
-        let start = skip_ws(bytes, self.pos);
-        if matches!(bytes.get(start), None | Some(b']')) {
-            self.pos = bytes.len();
-            return None;
+        let text = self.elements.text;
+        let bytes = text.as_bytes();
+        let start = skip_ws(bytes, self.elements.pos);
+        if bytes.get(start) != Some(&b'{') {
+            let element = self.elements.next()?;
+            return Some((element, element.fields(self.keys)));
         }
-        let walked = if bytes.get(start) == Some(&b'{') {
-            self.object(start)
-        } else {
-            skip_value(bytes, start).map(|end| (end, [None; N]))
-        };
-        let Some((end, found)) = walked else {
-            self.pos = bytes.len();
-            return None;
+        let Some((end, found)) = object_fields(text, start, self.keys) else {
+            // Anything but a plain object is read as `elements` and `fields` read it.
+            let element = self.elements.next()?;
+            return Some((element, element.fields(self.keys)));
         };
         let after = skip_ws(bytes, end);
-        self.pos = if bytes.get(after) == Some(&b',') {
+        self.elements.pos = if bytes.get(after) == Some(&b',') {
             after + 1
         } else {
             bytes.len()
         };
         Some((
             JsonRef {
-                text: self.text.get(start..end)?,
+                text: text.get(start..end)?,
             },
             found,
         ))
+    }
+}
+
+/// The end of the object at `text[start]` and the values of `keys` in it, from one walk
+/// over its members, when the object is plain: every member a string key, a colon and a
+/// value, separated by commas, closed by `}`, and no scalar value holding a quote or an
+/// opening bracket. `None` for anything else, which skipping (and then `fields`) may read
+/// otherwise. For a plain object the end is where skipping it ends, and the values are
+/// those `fields` finds in it.
+fn object_fields<'a, const N: usize>(
+    text: &'a str,
+    start: usize,
+    keys: [&str; N],
+) -> Option<(usize, [Option<JsonRef<'a>>; N])> {
+    let bytes = text.as_bytes();
+    let mut found = [None; N];
+    let mut pos = skip_ws(bytes, start + 1);
+    if bytes.get(pos) == Some(&b'}') {
+        return Some((pos + 1, found));
+    }
+    loop {
+        if bytes.get(pos) != Some(&b'"') {
+            return None;
+        }
+        let key_end = skip_string(bytes, pos)?;
+        let colon = skip_ws(bytes, key_end);
+        if bytes.get(colon) != Some(&b':') {
+            return None;
+        }
+        let value_start = skip_ws(bytes, colon + 1);
+        let value_end = skip_value(bytes, value_start)?;
+        let value = text.get(value_start..value_end)?;
+        if !matches!(bytes.get(value_start), Some(b'"' | b'{' | b'['))
+            && value.bytes().any(|b| matches!(b, b'"' | b'{' | b'['))
+        {
+            return None;
+        }
+        let mut literal = KeyLiteral::new(text.get(pos..key_end)?);
+        for (slot, key) in found.iter_mut().zip(keys) {
+            if slot.is_none() && literal.is(key) {
+                *slot = Some(JsonRef { text: value });
+            }
+        }
+        let after = skip_ws(bytes, value_end);
+        match bytes.get(after) {
+            Some(b',') => pos = skip_ws(bytes, after + 1),
+            Some(b'}') => return Some((after + 1, found)),
+            _ => return None,
+        }
     }
 }
 
@@ -955,5 +1059,168 @@ impl<'a> Iterator for Elements<'a> {
         Some(JsonRef {
             text: self.text.get(start..end)?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// [`skip_value`] as it was written first, a byte at a time: the reference the
+    /// word-at-a-time searches must agree with.
+    fn skip_value_bytewise(bytes: &[u8], pos: usize) -> Option<usize> {
+        let pos = skip_ws(bytes, pos);
+        match bytes.get(pos)? {
+            b'"' => skip_string_bytewise(bytes, pos),
+            b'{' | b'[' => {
+                let mut depth = 0usize;
+                let mut i = pos;
+                loop {
+                    i += bytes
+                        .get(i..)?
+                        .iter()
+                        .position(|b| STRUCTURAL[usize::from(*b)])?;
+                    match bytes.get(i)? {
+                        b'"' => {
+                            i = skip_string_bytewise(bytes, i)?;
+                            continue;
+                        }
+                        b'{' | b'[' => depth += 1,
+                        _ => {
+                            depth = depth.checked_sub(1)?;
+                            if depth == 0 {
+                                return Some(i + 1);
+                            }
+                        }
+                    }
+                    i += 1;
+                }
+            }
+            _ => skip_value(bytes, pos),
+        }
+    }
+
+    fn skip_string_bytewise(bytes: &[u8], pos: usize) -> Option<usize> {
+        let mut i = pos + 1;
+        loop {
+            i += bytes
+                .get(i..)?
+                .iter()
+                .position(|b| *b == b'"' || *b == b'\\')?;
+            match bytes.get(i)? {
+                b'"' => return Some(i + 1),
+                _ => i += 2,
+            }
+        }
+    }
+
+    /// Bytes that are mostly JSON punctuation, quotes, escapes and the bytes the searches'
+    /// bit tricks could mistake for them (0x02, 0x5B, 0x5D, 0x7B, 0x7D and their
+    /// neighbours, high bytes).
+    fn jsonish() -> impl Strategy<Value = Vec<u8>> {
+        let byte = prop_oneof![
+            4 => prop::sample::select(b"{}[]\"\\:,ab 0".to_vec()),
+            1 => prop::sample::select(vec![0x00u8, 0x01, 0x02, 0x03, 0x21, 0x23, 0x5A, 0x5C, 0x5E, 0x7A, 0x7C, 0x7E, 0x80, 0xA2, 0xDB, 0xFB, 0xFF]),
+            1 => any::<u8>(),
+        ];
+        prop::collection::vec(byte, 0..200)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+
+        #[test]
+        fn skipping_a_word_at_a_time_ends_where_skipping_bytewise_does(
+            body in jsonish(),
+            open in prop::sample::select(vec![b'{', b'[', b'"']),
+            from in 0usize..4,
+        ) {
+            let mut text = vec![open];
+            text.extend_from_slice(&body);
+            for pos in 0..from.min(text.len()) + 1 {
+                prop_assert_eq!(skip_value(&text, pos), skip_value_bytewise(&text, pos));
+                if text.get(pos) == Some(&b'"') {
+                    prop_assert_eq!(skip_string(&text, pos), skip_string_bytewise(&text, pos));
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn a_value_is_trimmed_of_json_whitespace_only(
+            text in "[ \t\n\r\u{a0}\u{2028}a\"{}é]{0,12}",
+        ) {
+            let trimmed = text.trim_matches(|c| matches!(c, ' ' | '\t' | '\n' | '\r'));
+            prop_assert_eq!(JsonRef::new(&text).raw(), trimmed);
+        }
+    }
+
+    /// An element of an array: objects of keys the readers look up, with values of every
+    /// kind, and text that only looks like one (a missing colon, a scalar holding a quote or
+    /// a bracket, an unclosed object, separators out of place).
+    fn element() -> impl Strategy<Value = String> {
+        let key = prop::sample::select(vec![
+            "\"type\"",
+            "\"text\"",
+            "\"id\"",
+            "\"t\\u0065xt\"",
+            "\"x\"",
+        ]);
+        let value = prop::sample::select(vec![
+            "1",
+            "\"a\"",
+            "{\"type\":[1]}",
+            "[1,{}]",
+            "tr\"ue",
+            "1[2",
+            "{",
+            "\"}\"",
+            "null",
+            "",
+        ]);
+        let member = (key, prop::sample::select(vec![":", " : ", "", "::"]), value)
+            .prop_map(|(k, c, v)| format!("{k}{c}{v}"));
+        prop_oneof![
+            4 => (prop::collection::vec(member, 0..4), prop::sample::select(vec![",", " , ", ",,"]), prop::sample::select(vec!["}", " }", "", "]"]))
+                .prop_map(|(members, sep, close)| format!("{{{}{close}", members.join(sep))),
+            1 => prop::sample::select(vec!["1", "\"s\"", "[]", "[{}]", "", "}"]).prop_map(str::to_owned),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+
+        #[test]
+        fn element_fields_read_what_elements_then_fields_read(
+            elements in prop::collection::vec(element(), 0..4),
+            separator in prop::sample::select(vec![",", " , ", ""]),
+        ) {
+            let text = format!("[{}]", elements.join(separator));
+            let array = JsonRef::new(&text);
+            let keys = ["type", "text", "id"];
+            let combined: Vec<_> = array.element_fields(keys).collect();
+            let separate: Vec<_> = array.elements().map(|e| (e, e.fields(keys))).collect();
+            prop_assert_eq!(combined, separate, "{}", text);
+        }
+    }
+
+    #[test]
+    fn long_values_end_where_skipping_bytewise_does() {
+        let long = format!(
+            r#"{{"a":[{{"b":"{}\"x"}}, [1, 2, {{"c": "]"}}]], "d": "{}"}}"#,
+            "q".repeat(100),
+            "\\\"".repeat(40)
+        );
+        let bytes = long.as_bytes();
+        assert_eq!(skip_value(bytes, 0), Some(bytes.len()));
+        for pos in 0..bytes.len() {
+            assert_eq!(
+                skip_value(bytes, pos),
+                skip_value_bytewise(bytes, pos),
+                "at {pos}"
+            );
+        }
     }
 }

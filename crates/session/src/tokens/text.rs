@@ -63,10 +63,10 @@ fn write_blocks(blocks: JsonRef<'_>, out: &mut String) {
         push_piece(out, &text);
         return;
     }
-    for block in blocks.elements() {
-        // Every key any block type reads, found in one pass over the block.
-        let [kind, text, name, arguments, inner] =
-            block.fields(["type", "text", "name", "arguments", "content"]);
+    // Every key any block type reads, found in the one pass over each block.
+    for (block, [kind, text, name, arguments, inner]) in
+        blocks.element_fields(["type", "text", "name", "arguments", "content"])
+    {
         match kind.and_then(|t| t.as_str()).as_deref() {
             Some("text" | "reasoning") => {
                 if let Some(text) = text.and_then(|t| t.as_str()) {

@@ -100,21 +100,30 @@ impl Usage {
         if !usage.is_object() {
             return None;
         }
-        let has = |key: &str| usage.get(key).is_some();
-        let b = |key: &str| bucket(usage, key, None);
-        let nested = |key: &str, inner: &str| bucket(usage, key, Some(inner));
-        if has("inputTokens") || has("outputTokens") {
+        // DSH's own shape, the one its sessions hold, is read in one pass over the members.
+        let [input, output, cache_read, cache_write, reasoning] = usage.fields([
+            "inputTokens",
+            "outputTokens",
+            "cacheReadTokens",
+            "cacheWriteTokens",
+            "reasoningTokens",
+        ]);
+        if input.is_some() || output.is_some() {
+            let count = |value: Option<JsonRef<'_>>| value.and_then(|v| v.as_seq()).unwrap_or(0);
             return Some((
                 Usage {
-                    input: b("inputTokens"),
-                    output: b("outputTokens"),
-                    cache_read: b("cacheReadTokens"),
-                    cache_write: b("cacheWriteTokens"),
-                    reasoning: b("reasoningTokens"),
+                    input: count(input),
+                    output: count(output),
+                    cache_read: count(cache_read),
+                    cache_write: count(cache_write),
+                    reasoning: count(reasoning),
                 },
                 UsageShape::Dsh,
             ));
         }
+        let has = |key: &str| usage.get(key).is_some();
+        let b = |key: &str| bucket(usage, key, None);
+        let nested = |key: &str, inner: &str| bucket(usage, key, Some(inner));
         if has("prompt_cache_hit_tokens") || has("prompt_cache_miss_tokens") {
             let hit = b("prompt_cache_hit_tokens");
             return Some((

@@ -918,7 +918,7 @@ fn message_lines(
     }
     let mut written = false;
     // The members of every kind of block, found in one walk of each.
-    let blocks = content.elements_with_fields([
+    let blocks = content.element_fields([
         "type",
         "text",
         "name",
@@ -998,7 +998,7 @@ fn tool_result(
     out.push_str(": ");
     let mut texts = content
         .into_iter()
-        .flat_map(|items| items.elements_with_fields(["text"]))
+        .flat_map(|items| items.element_fields(["text"]))
         .filter_map(|(_, [text])| text.filter(|t| t.kind() == JsonKind::String));
     let first = texts.next();
     // The texts are shown joined by spaces, abbreviated. When the first alone is longer

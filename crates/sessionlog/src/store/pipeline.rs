@@ -6,7 +6,7 @@
 //! 20%, 60% and 20% of the work, so each thread gets about half, and a cold resume takes
 //! about the time of one half instead of the sum.
 
-use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 
 use crate::error::Result;
 
@@ -18,8 +18,13 @@ const PIPELINE_MIN_RECORDS: u64 = 16_384;
 const BATCH: usize = 512;
 
 /// Batches in flight between the threads; bounds the items held in memory to
-/// `(IN_FLIGHT + 2) * BATCH` whatever the session's length.
+/// `(IN_FLIGHT + 2) * BATCH` whatever the session's length, plus the folded batches on
+/// their way back to the reading thread (at most [`GIVEN_BACK`]).
 const IN_FLIGHT: usize = 4;
+
+/// Folded batches of the reading thread's items waiting to be dropped there; more are
+/// dropped where they were folded.
+const GIVEN_BACK: usize = IN_FLIGHT + 2;
 
 /// One batch handed from the reading thread to the folding one.
 enum Handed<R, T> {
@@ -35,6 +40,10 @@ enum Handed<R, T> {
 /// the one that failed; on a long run the reading goes on in a second thread (which
 /// prepares half of the items with its own clone of `prepare`), and an error of the fold
 /// stops it (the reader sees the hand-over closed and ends).
+///
+/// `fold` takes each item by reference: the items the reading thread prepared are handed
+/// back to it once folded and dropped there, because memory freed on another thread than
+/// the one that allocated it makes both threads contend for the allocator's lock.
 pub(super) fn fold_events<R, T, I, P, F>(
     records: u64,
     items: I,
@@ -46,12 +55,12 @@ where
     T: Send,
     I: Iterator<Item = Result<R>> + Send,
     P: FnMut(R) -> Result<T> + Clone + Send,
-    F: FnMut(T) -> Result<()>,
+    F: FnMut(&mut T) -> Result<()>,
 {
     let mut count = 0u64;
     if records < PIPELINE_MIN_RECORDS {
         for item in items {
-            fold(prepare(item?)?)?;
+            fold(&mut prepare(item?)?)?;
             count += 1;
         }
         return Ok(count);
@@ -59,6 +68,7 @@ where
     let mut reader_prepare = prepare.clone();
     std::thread::scope(|scope| {
         let (send, receive) = sync_channel::<Result<Handed<R, T>>>(IN_FLIGHT);
+        let (give_back, given_back) = sync_channel::<Vec<T>>(GIVEN_BACK);
         scope.spawn(move || {
             let mut batch = Vec::with_capacity(BATCH);
             let mut batches = 0usize;
@@ -69,7 +79,16 @@ where
                 if batches % 2 == 1 {
                     return send.send(Ok(Handed::Read(batch))).is_ok();
                 }
-                let mut ready = Vec::with_capacity(batch.len());
+                // The batches folded since are dropped here, where their items were made;
+                // the room of one holds the next.
+                let mut ready = Vec::new();
+                while let Ok(mut spent) = given_back.try_recv() {
+                    spent.clear();
+                    if ready.capacity() == 0 {
+                        ready = spent;
+                    }
+                }
+                ready.reserve(batch.len());
                 for item in batch {
                     match reader_prepare(item) {
                         Ok(item) => ready.push(item),
@@ -103,36 +122,40 @@ where
             }
             hand_over(batch);
         });
-        drain(&receive, &mut prepare, &mut fold, &mut count)
+        drain(&receive, &give_back, &mut prepare, &mut fold, &mut count)
         // Returning drops `receive`, so a reader still sending sees the hand-over closed
         // and stops; the scope then joins it.
     })?;
     Ok(count)
 }
 
-/// Folds every batch `receive` hands over, preparing those handed over as read, until the
-/// reader is done or something fails.
+/// Folds every batch `receive` hands over, preparing those handed over as read and giving
+/// the others back once folded, until the reader is done or something fails.
 fn drain<R, T, P, F>(
     receive: &Receiver<Result<Handed<R, T>>>,
+    give_back: &SyncSender<Vec<T>>,
     prepare: &mut P,
     fold: &mut F,
     count: &mut u64,
 ) -> Result<()>
 where
     P: FnMut(R) -> Result<T>,
-    F: FnMut(T) -> Result<()>,
+    F: FnMut(&mut T) -> Result<()>,
 {
     for batch in receive {
         match batch? {
-            Handed::Prepared(items) => {
-                for item in items {
+            Handed::Prepared(mut items) => {
+                for item in &mut items {
                     fold(item)?;
                     *count += 1;
                 }
+                // A reader that is done, or behind in dropping, leaves the batch to be
+                // dropped here.
+                let _ = give_back.try_send(items);
             }
             Handed::Read(items) => {
                 for item in items {
-                    fold(prepare(item)?)?;
+                    fold(&mut prepare(item)?)?;
                     *count += 1;
                 }
             }
@@ -250,6 +273,60 @@ mod tests {
         assert!(
             a > n / 4 && b > n / 4,
             "prepared {a} on the folding thread, {b} on the reader"
+        );
+    }
+
+    /// An item that counts being dropped on another thread than the one that made it.
+    struct Made {
+        on: std::thread::ThreadId,
+        dropped_elsewhere: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    }
+
+    impl Drop for Made {
+        fn drop(&mut self) {
+            if std::thread::current().id() != self.on {
+                self.dropped_elsewhere
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    }
+
+    #[test]
+    fn items_the_reader_prepared_are_dropped_on_the_reader_but_for_the_last_batches() {
+        let n = PIPELINE_MIN_RECORDS * 4;
+        let dropped_elsewhere = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let caller = std::thread::current().id();
+        let on_reader = std::sync::atomic::AtomicU64::new(0);
+        let prepare = |e: Event| {
+            if std::thread::current().id() != caller {
+                on_reader.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            Ok((
+                e,
+                Made {
+                    on: std::thread::current().id(),
+                    dropped_elsewhere: dropped_elsewhere.clone(),
+                },
+            ))
+        };
+        let mut next = 0;
+        let folded = fold_events(n, events(n), prepare, |(e, _)| {
+            assert_eq!(e.seq().get(), next, "folded in seq order");
+            next += 1;
+            Ok(())
+        })
+        .expect("fold");
+        let (on_reader, elsewhere) = (
+            on_reader.into_inner(),
+            dropped_elsewhere.load(std::sync::atomic::Ordering::Relaxed),
+        );
+        assert_eq!(folded, n);
+        assert!(on_reader > n / 4, "the reader prepared {on_reader} items");
+        // Only the batches folded after the reader is done (or while its way back is
+        // full) are dropped on the folding thread.
+        assert!(
+            elsewhere <= ((GIVEN_BACK + IN_FLIGHT + 2) * BATCH) as u64,
+            "{elsewhere} of the {on_reader} items the reader prepared were dropped elsewhere"
         );
     }
 

@@ -1,4 +1,4 @@
-//! `JsonRef::elements_with_fields` walks each object element of an array once, and hands
+//! `JsonRef::element_fields` walks each object element of an array once, and hands
 //! back exactly the elements `JsonRef::elements` yields with exactly the values
 //! `JsonRef::fields` finds in each (the first of a key written twice, a key spelled with
 //! escapes), whatever the array holds.
@@ -61,7 +61,7 @@ proptest! {
         let text = format!("[{}]", items.join(sep));
         let array = JsonRef::new(&text);
         let walked: Vec<(&str, [Option<&str>; 4])> = array
-            .elements_with_fields(KEYS)
+            .element_fields(KEYS)
             .map(|(e, f)| (e.raw(), f.map(|v| v.map(|v| v.raw()))))
             .collect();
         let twice: Vec<(&str, [Option<&str>; 4])> = array
@@ -75,6 +75,6 @@ proptest! {
 #[test]
 fn what_is_not_an_array_has_no_elements() {
     for text in ["{\"type\":\"text\"}", "\"[1]\"", "3", "null"] {
-        assert_eq!(JsonRef::new(text).elements_with_fields(KEYS).count(), 0);
+        assert_eq!(JsonRef::new(text).element_fields(KEYS).count(), 0);
     }
 }
