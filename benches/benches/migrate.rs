@@ -17,7 +17,8 @@
 //!   timed). DSH's file must be sessionlog's plus the `session/end-seed` a resume appends,
 //!   checked in every round.
 //!
-//! `cargo bench -p sessionlog-benches --bench migrate`; `SESSIONLOG_MIGRATE_BENCH_EVENTS`
+//! `cargo bench -p sessionlog-benches --bench migrate` runs sessionlog's paths with the system
+//! allocator, `--features jemalloc` with the allocator the CLI ships. `SESSIONLOG_MIGRATE_BENCH_EVENTS`
 //! sets a smaller session for a quick look, `SESSIONLOG_MIGRATE_BENCH_ROUNDS` more rounds.
 //! Every file is removed at the end.
 //!
@@ -27,6 +28,18 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+// With `--features jemalloc`, the allocator the CLI ships; without, the system's.
+#[cfg(feature = "jemalloc")]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// The allocator sessionlog's paths run with in this build of the bench.
+const ALLOCATOR_NAME: &str = if cfg!(feature = "jemalloc") {
+    "jemalloc (--features jemalloc, as the CLI ships)"
+} else {
+    "the system's (--features jemalloc runs them with the CLI's jemalloc)"
+};
 use std::time::{Duration, Instant};
 
 use sessionlog::session::SessionHeader;
@@ -293,6 +306,7 @@ fn main() {
 
     println!("{}", probe.summary());
     println!("V0 -> V4 migration of a {stored}-event session ({v0_bytes} bytes of V0 JSONL), {rounds_asked} interleaved rounds:");
+    println!("  allocator of sessionlog's paths: {ALLOCATOR_NAME}");
     println!("  sessionlog file to file: read, import, migrate, write + fdatasync (import_and_export_to)");
     println!("  sessionlog from its store: open, read the log, migrate, write + fdatasync (write_dsh_as)");
     println!("  sessionlog migration alone: export_dsh at V4 of the imported session");
