@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use sessionlog_format::{
-    decode_record_header, encode_footer, segment_file_name, verify_batch, verify_record,
-    CatalogEntry, CatalogOp, FooterView, IndexEntry, RecordHeader, StreamSummary, CATALOG_STREAM,
-    KIND_CATALOG_CHECKPOINT, KIND_CATALOG_CREATE, KIND_CATALOG_DELETE, KIND_CATALOG_RENAME,
-    RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
+    decode_record_header, encode_footer, segment_file_name, verify_batch_in, verify_record,
+    CatalogEntry, CatalogOp, FooterView, IndexEntry, RecordHeader, SegmentCrc, StreamSummary,
+    CATALOG_STREAM, KIND_CATALOG_CHECKPOINT, KIND_CATALOG_CREATE, KIND_CATALOG_DELETE,
+    KIND_CATALOG_RENAME, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
 
 use crate::compress::Blocks;
@@ -198,9 +198,12 @@ pub(crate) fn scan_segment(
 ) -> Result<ScanOutcome> {
     let mut out = ScanOutcome::default();
     let mut at = SEGMENT_HEADER_LEN;
+    // Every checksum of the segment starts from its id: hashed once here, copied per batch
+    // and per record.
+    let seeded = SegmentCrc::new(id.0);
     loop {
-        let (here, batch_error) = match verify_batch(seg.get(at..).unwrap_or(&[]), id.0, at as u64)
-        {
+        let rest = seg.get(at..).unwrap_or(&[]);
+        let (here, batch_error) = match verify_batch_in(rest, &seeded, at as u64) {
             Ok(batch) => match check_sequence(&batch, book) {
                 Ok(()) => {
                     for r in batch.records() {
