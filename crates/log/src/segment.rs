@@ -201,10 +201,13 @@ pub(crate) fn scan_segment(
     // Every checksum of the segment starts from its id: hashed once here, copied per batch
     // and per record.
     let seeded = SegmentCrc::new(id.0);
+    // The running seqs of the batch being checked, kept between batches so that checking
+    // one does not allocate.
+    let mut pending = Vec::new();
     loop {
         let rest = seg.get(at..).unwrap_or(&[]);
         let (here, batch_error) = match verify_batch_in(rest, &seeded, at as u64) {
-            Ok(batch) => match check_sequence(&batch, book) {
+            Ok(batch) => match check_sequence(&batch, book, &mut pending) {
                 Ok(()) => {
                     for r in batch.records() {
                         let payload = batch.payload(&r);
@@ -250,9 +253,10 @@ pub(crate) fn scan_segment(
 fn check_sequence(
     batch: &sessionlog_format::BatchView<'_>,
     book: &dyn StreamBook,
+    pending: &mut Vec<(u64, u64)>,
 ) -> std::result::Result<(), String> {
     // Records of one stream may repeat within a batch; check them against a running copy.
-    let mut pending: Vec<(u64, u64)> = Vec::new();
+    pending.clear();
     for r in batch.records() {
         let h = r.header;
         let expected = match pending.iter().find(|(s, _)| *s == h.stream_id) {
