@@ -217,7 +217,11 @@ impl<'a> BatchEncoder<'a> {
 }
 
 fn header_crc(segment_id: u64, batch_offset: u64, header: &[u8]) -> u32 {
-    let mut crc = SegmentCrc::new(segment_id);
+    header_crc_in(&SegmentCrc::new(segment_id), batch_offset, header)
+}
+
+fn header_crc_in(segment: &SegmentCrc, batch_offset: u64, header: &[u8]) -> u32 {
+    let mut crc = segment.clone();
     crc.update(&batch_offset.to_le_bytes());
     crc.update(&header[B_LEN_AT..BATCH_HEADER_LEN]);
     crc.finish()
@@ -228,6 +232,16 @@ fn header_crc(segment_id: u64, batch_offset: u64, header: &[u8]) -> u32 {
 pub fn decode_batch_header(
     buf: &[u8],
     segment_id: u64,
+    batch_offset: u64,
+) -> Result<BatchHeader, FormatError> {
+    decode_batch_header_in(buf, &SegmentCrc::new(segment_id), batch_offset)
+}
+
+/// [`decode_batch_header`] with the checksum state of the batch's segment already seeded
+/// ([`SegmentCrc::new`]), so that a scan of many batches seeds it once.
+pub fn decode_batch_header_in(
+    buf: &[u8],
+    segment: &SegmentCrc,
     batch_offset: u64,
 ) -> Result<BatchHeader, FormatError> {
     const S: Structure = Structure::BatchHeader;
@@ -243,7 +257,7 @@ pub fn decode_batch_header(
         });
     }
     let stored = u32_at(head, B_HEADER_CRC_AT, S)?;
-    let computed = header_crc(segment_id, batch_offset, head);
+    let computed = header_crc_in(segment, batch_offset, head);
     if stored != computed {
         return Err(FormatError::ChecksumMismatch {
             structure: S,
@@ -365,7 +379,18 @@ pub fn verify_batch(
     segment_id: u64,
     batch_offset: u64,
 ) -> Result<BatchView<'_>, FormatError> {
-    let header = decode_batch_header(buf, segment_id, batch_offset)?;
+    verify_batch_in(buf, &SegmentCrc::new(segment_id), batch_offset)
+}
+
+/// [`verify_batch`] with the checksum state of the batch's segment already seeded
+/// ([`SegmentCrc::new`]): the header, the frame and every record are still checksummed,
+/// each from a copy of that state instead of hashing the segment id again.
+pub fn verify_batch_in<'a>(
+    buf: &'a [u8],
+    segment: &SegmentCrc,
+    batch_offset: u64,
+) -> Result<BatchView<'a>, FormatError> {
+    let header = decode_batch_header_in(buf, segment, batch_offset)?;
     let len = header.batch_len as usize;
     let frame = slice_at(buf, 0, len, Structure::Batch)?;
     let trailer = &frame[len - BATCH_TRAILER_LEN..];
@@ -377,7 +402,7 @@ pub fn verify_batch(
         });
     }
     let stored = u32_at(trailer, T_CRC_AT, Structure::Batch)?;
-    let mut crc = SegmentCrc::new(segment_id);
+    let mut crc = segment.clone();
     crc.update(&batch_offset.to_le_bytes());
     crc.update(&frame[..len - BATCH_TRAILER_LEN]);
     let computed = crc.finish();
@@ -392,7 +417,7 @@ pub fn verify_batch(
     let mut at = BATCH_HEADER_LEN;
     let mut count = 0u32;
     while at < end {
-        let (h, _) = verify_record(&frame[at..end], segment_id, batch_offset + at as u64)?;
+        let (h, _) = verify_record_in(&frame[at..end], segment, batch_offset + at as u64)?;
         let padded = padded_len(h.payload_len as usize);
         let pad = slice_at(
             frame,
@@ -451,6 +476,16 @@ pub fn verify_record(
     segment_id: u64,
     record_offset: u64,
 ) -> Result<(RecordHeader, &[u8]), FormatError> {
+    verify_record_in(buf, &SegmentCrc::new(segment_id), record_offset)
+}
+
+/// [`verify_record`] with the checksum state of the record's segment already seeded
+/// ([`SegmentCrc::new`]).
+pub fn verify_record_in<'a>(
+    buf: &'a [u8],
+    segment: &SegmentCrc,
+    record_offset: u64,
+) -> Result<(RecordHeader, &'a [u8]), FormatError> {
     const S: Structure = Structure::Record;
     let header = decode_record_header(buf)?;
     let covered = slice_at(
@@ -460,7 +495,7 @@ pub fn verify_record(
         S,
     )?;
     let stored = u32_at(buf, R_CRC_AT, S)?;
-    let mut crc = SegmentCrc::new(segment_id);
+    let mut crc = segment.clone();
     crc.update(&record_offset.to_le_bytes());
     crc.update(covered);
     let computed = crc.finish();
@@ -520,6 +555,30 @@ mod tests {
         let got: Vec<&[u8]> = view.records().map(|r| view.payload(&r)).collect();
         assert_eq!(got, payloads);
         assert_eq!(view.end_offset(), 64 + buf.len() as u64);
+    }
+
+    #[test]
+    fn a_seeded_segment_checksum_verifies_as_the_segment_id_does() {
+        let payloads: [&[u8]; 2] = [b"one", b"two!"];
+        let buf = encode(5, 64, &payloads);
+        let seeded = SegmentCrc::new(5);
+        let view = verify_batch_in(&buf, &seeded, 64).expect("valid");
+        assert_eq!(
+            view.bytes(),
+            verify_batch(&buf, 5, 64).expect("valid").bytes()
+        );
+        // The seed is copied, not consumed: it verifies the batch again, and no other.
+        assert!(verify_batch_in(&buf, &seeded, 64).is_ok());
+        assert!(verify_batch_in(&buf, &SegmentCrc::new(6), 64).is_err());
+        assert!(verify_batch_in(&buf, &seeded, 72).is_err());
+        let mut flipped = buf.clone();
+        let last = BATCH_HEADER_LEN + RECORD_HEADER_LEN;
+        flipped[last] ^= 1;
+        assert!(verify_batch_in(&flipped, &seeded, 64).is_err());
+        let first = view.records().next().expect("a record");
+        let at = (first.offset - 64) as usize;
+        assert!(verify_record_in(&buf[at..], &seeded, first.offset).is_ok());
+        assert!(verify_record_in(&buf[at..], &SegmentCrc::new(6), first.offset).is_err());
     }
 
     #[test]

@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use sessionlog_format::{
-    decode_record_header, encode_footer, segment_file_name, verify_batch, verify_record,
-    CatalogEntry, CatalogOp, FooterView, IndexEntry, RecordHeader, StreamSummary, CATALOG_STREAM,
-    KIND_CATALOG_CHECKPOINT, KIND_CATALOG_CREATE, KIND_CATALOG_DELETE, KIND_CATALOG_RENAME,
-    RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
+    decode_record_header, encode_footer, segment_file_name, verify_batch_in, verify_record,
+    CatalogEntry, CatalogOp, FooterView, IndexEntry, RecordHeader, SegmentCrc, StreamSummary,
+    CATALOG_STREAM, KIND_CATALOG_CHECKPOINT, KIND_CATALOG_CREATE, KIND_CATALOG_DELETE,
+    KIND_CATALOG_RENAME, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
 
 use crate::compress::Blocks;
@@ -223,10 +223,16 @@ pub(crate) fn scan_segment(
 ) -> Result<ScanOutcome> {
     let mut out = ScanOutcome::default();
     let mut at = SEGMENT_HEADER_LEN;
+    // Every checksum of the segment starts from its id: hashed once here, copied per batch
+    // and per record.
+    let seeded = SegmentCrc::new(id.0);
+    // The running seqs of the batch being checked, kept between batches so that checking
+    // one does not allocate.
+    let mut pending = Vec::new();
     loop {
-        let (here, batch_error) = match verify_batch(seg.get(at..).unwrap_or(&[]), id.0, at as u64)
-        {
-            Ok(batch) => match check_sequence(&batch, book) {
+        let rest = seg.get(at..).unwrap_or(&[]);
+        let (here, batch_error) = match verify_batch_in(rest, &seeded, at as u64) {
+            Ok(batch) => match check_sequence(&batch, book, &mut pending) {
                 Ok(()) => {
                     for r in batch.records() {
                         let payload = batch.payload(&r);
@@ -272,9 +278,10 @@ pub(crate) fn scan_segment(
 fn check_sequence(
     batch: &sessionlog_format::BatchView<'_>,
     book: &dyn StreamBook,
+    pending: &mut Vec<(u64, u64)>,
 ) -> std::result::Result<(), String> {
     // Records of one stream may repeat within a batch; check them against a running copy.
-    let mut pending: Vec<(u64, u64)> = Vec::new();
+    pending.clear();
     for r in batch.records() {
         let h = r.header;
         let expected = match pending.iter().find(|(s, _)| *s == h.stream_id) {
