@@ -366,6 +366,13 @@ impl<'s, 'a> Chain<'s, 'a> {
         }
     }
 
+    /// Whether no stage takes events any more: one refused, and none before it remains. A
+    /// chain without stages (a session already at the format they lead to) hands every
+    /// event on, so it never stops.
+    fn stopped(&self) -> bool {
+        self.refused.is_some() && self.live() == 0
+    }
+
     /// Runs `self.batch` through the stages from `first` on and appends what the last one
     /// emits to `out`.
     fn run(&mut self, first: usize, out: &mut Vec<Ev<'a>>) {
@@ -464,7 +471,7 @@ pub(crate) fn visit_as_v3(
         chain.push(Ev::from_event(event), &mut out);
         out.iter_mut().for_each(&mut *visit);
         out.clear();
-        if chain.live() == 0 {
+        if chain.stopped() {
             break;
         }
     }
@@ -509,7 +516,7 @@ fn migrate_into(
             let mut handing = true;
             for event in events {
                 chain.push(Ev::from_event(event), &mut batch);
-                if chain.live() == 0 {
+                if chain.stopped() {
                     break;
                 }
                 if batch.len() >= BATCH_EVENTS {
@@ -532,7 +539,7 @@ fn migrate_into(
             for ev in batch {
                 chain.push(ev, &mut written);
             }
-            if chain.live() == 0 {
+            if chain.stopped() {
                 break;
             }
             for ev in written.iter_mut() {
@@ -548,7 +555,7 @@ fn migrate_into(
             }
         }
         drop(take);
-        if chain.live() > 0 && failed.is_none() {
+        if !chain.stopped() && failed.is_none() {
             chain.finish(&mut written);
             for ev in written.iter_mut() {
                 ev.write_latest(out);

@@ -67,7 +67,7 @@ pub(super) struct Stage<'s> {
     next_seq: u64,
     /// The parent's children, whose catalog entries the end of the log gets.
     children: &'s [ChildFact],
-    /// With children: the `subagent/catalog` payloads after the inherited cut, and the time
+    /// The `subagent/catalog` payloads after the inherited cut, and (with children) the time
     /// of the last source event (the header's creation time before the first).
     catalogs: Vec<String>,
     time: String,
@@ -96,9 +96,7 @@ impl<'s> Stage<'s> {
 
 impl<'a> Step<'a> for Stage<'_> {
     fn push(&mut self, mut ev: Ev<'a>, out: &mut Vec<Ev<'a>>) -> Result<(), Refusal> {
-        if !self.children.is_empty() {
-            self.observe_catalog(&mut ev);
-        }
+        self.observe_catalog(&mut ev);
         if let Some(turn) = self.observe_restart(&mut ev) {
             out.push(interrupted_turn_end(
                 self.next_seq,
@@ -140,10 +138,10 @@ impl<'a> Step<'a> for Stage<'_> {
         Ok(())
     }
 
-    /// DSH's end of the stage: a catalog entry for each child the parent's catalog lacks,
-    /// at the time of the last source event.
+    /// DSH's end of the stage: the parent's own catalog checked, then a catalog entry for
+    /// each child it lacks, at the time of the last source event.
     fn finish(&mut self, out: &mut Vec<Ev<'a>>) -> Result<(), Refusal> {
-        if self.children.is_empty() {
+        if self.children.is_empty() && self.catalogs.is_empty() {
             return Ok(());
         }
         let added = catalog_additions(&self.catalogs, self.children).map_err(|r| match r {
@@ -164,12 +162,16 @@ impl<'a> Step<'a> for Stage<'_> {
 }
 
 impl Stage<'_> {
-    /// Keeps what the end of the stage needs of a source event: its time, and the parent's
-    /// own catalog payloads after the inherited cut (an inherited `session/end-seed` starts
-    /// them anew).
+    /// Keeps what the end of the stage needs of a source event: the parent's own catalog
+    /// payloads after the inherited cut (an inherited `session/end-seed` starts them anew),
+    /// and its time when children get entries.
     fn observe_catalog(&mut self, ev: &mut Ev<'_>) {
-        if let Some(time) = ev.val("time").map(Val::to_text) {
-            self.time = time;
+        // Only entries added for children take the time; a parent's own catalog is checked
+        // whether or not children are given, as DSH checks it.
+        if !self.children.is_empty() {
+            if let Some(time) = ev.val("time").map(Val::to_text) {
+                self.time = time;
+            }
         }
         match ev.ty.as_ref() {
             "session/end-seed" => {
