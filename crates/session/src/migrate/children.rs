@@ -158,7 +158,7 @@ enum CatalogEntry {
 #[derive(Debug, Clone)]
 pub(crate) struct ExistingCatalog {
     child_id: String,
-    child_created_at: f64,
+    child_created_at: u64,
     mode: Option<String>,
     label: Option<String>,
 }
@@ -174,7 +174,7 @@ impl ExistingCatalog {
         let text = |key: &str| {
             value
                 .get(key)
-                .and_then(|v| (v.kind() == JsonKind::String).then(|| v.as_str()).flatten())
+                .and_then(|v| v.as_str())
                 .map(|s| s.into_owned())
         };
         let version = value.get("version").and_then(|v| v.as_f64());
@@ -195,10 +195,11 @@ impl ExistingCatalog {
         {
             return Err(refused());
         }
-        let created = value.get("childCreatedAt").and_then(|v| v.as_f64());
-        let child_created_at = created
-            .filter(|c| *c >= 0.0 && c.fract() == 0.0 && *c <= 9_007_199_254_740_991.0)
-            .filter(|_| value.get("childCreatedAt").is_some_and(|v| v.raw() != "-0"))
+        // DSH's `sessionFormatCount`: a non-negative safe integer, and not `-0`.
+        let child_created_at = value
+            .get("childCreatedAt")
+            .filter(|v| v.raw() != "-0")
+            .and_then(|v| v.as_seq())
             .ok_or_else(|| {
                 "catalog child creation time must be a non-negative safe integer".to_owned()
             })?;
@@ -242,7 +243,7 @@ pub(crate) fn catalog_additions(
     for child in candidates {
         let entry = child.entry().map_err(CatalogRefusal::Unsupported)?;
         if let Some(existing) = known.iter().find(|k| k.child_id == child.child_id) {
-            let conflicts = existing.child_created_at != child.child_created_at as f64
+            let conflicts = existing.child_created_at != child.child_created_at
                 || matches!(&entry, Some(CatalogEntry::Described { mode, label })
                     if existing.mode.as_deref() != Some(mode.as_str()) || existing.label != *label);
             if conflicts {
@@ -260,7 +261,7 @@ pub(crate) fn catalog_additions(
         };
         known.push(ExistingCatalog {
             child_id: child.child_id.clone(),
-            child_created_at: child.child_created_at as f64,
+            child_created_at: child.child_created_at,
             mode: Some(mode),
             label,
         });
