@@ -19,8 +19,8 @@ use sessionlog_adapters::{
     decode_session_dir, encode_session_dir, newest_session_file, DshDirStore, SqliteStore,
 };
 use sessionlog_session::{
-    export_format, import_and_export_to, import_jsonl, zstd_file, ChildFact, DshFormat, Event,
-    ExportOptions, ImportOptions, NewEvent, SessionHeader, SessionStore, StoreError,
+    export_format, file_header, import_and_export_to, import_jsonl, ChildFact, DshFormat, Event,
+    ExportOptions, ImportOptions, NewEvent, SessionStore, StoreError,
 };
 
 use crate::{open_store, Failure};
@@ -422,22 +422,6 @@ fn rewrite_dsh_session(
     std::fs::File::open(&session_dir)
         .and_then(|d| d.sync_all())
         .map_err(err)
-}
-
-/// The header of a DSH session file, plain or zstd-compressed.
-fn file_header(bytes: &[u8]) -> Result<SessionHeader, sessionlog_session::Error> {
-    let plain;
-    let text = if zstd_file::is_zstd(bytes) {
-        plain = zstd_file::decode(bytes)?.plain;
-        &plain[..]
-    } else {
-        bytes
-    };
-    let line = text.split(|b| *b == b'\n').next().unwrap_or_default();
-    let line = std::str::from_utf8(line).map_err(|_| sessionlog_session::Error::Header {
-        detail: "the header line is not UTF-8".into(),
-    })?;
-    SessionHeader::parse(line.trim_end_matches('\r'))
 }
 
 /// The children of every parent among the sessions copied to `dir`, by parent id: each

@@ -104,15 +104,8 @@ fn line_text(bytes: &[u8]) -> &[u8] {
     bytes.strip_suffix(b"\r").unwrap_or(bytes)
 }
 
-/// The physical scan of spec §7.
-pub fn scan(file: &[u8]) -> Result<ScannedLog, Error> {
-    scan_checked(file).map(|(scanned, _)| scanned)
-}
-
-/// [`scan`], also telling for each retained envelope whether the scan found its whole text
-/// lossless JSON (a line kept as it was, or an envelope unpacked from a row that was), so
-/// parsing it need not check that again.
-fn scan_checked(file: &[u8]) -> Result<(ScannedLog, Vec<bool>), Error> {
+/// The header of a DSH session file's text, and where its first event line starts.
+fn header_line(file: &[u8]) -> Result<(SessionHeader, usize), Error> {
     let header_end = file.iter().position(|b| *b == b'\n');
     let header_bytes = line_text(&file[..header_end.unwrap_or(file.len())]);
     let header_text = std::str::from_utf8(header_bytes).map_err(|_| Error::Header {
@@ -129,8 +122,29 @@ fn scan_checked(file: &[u8]) -> Result<(ScannedLog, Vec<bool>), Error> {
         });
     }
     let header = SessionHeader::parse(header_text)?;
+    Ok((header, header_end.map_or(file.len(), |e| e + 1)))
+}
+
+/// The header of a DSH session file, plain or zstd-compressed (recognised by its magic
+/// number), read as an import reads it, without reading its events.
+pub fn file_header(file: &[u8]) -> Result<SessionHeader, Error> {
+    if zstd_file::is_zstd(file) {
+        return header_line(&zstd_file::decode(file)?.plain).map(|(header, _)| header);
+    }
+    header_line(file).map(|(header, _)| header)
+}
+
+/// The physical scan of spec §7.
+pub fn scan(file: &[u8]) -> Result<ScannedLog, Error> {
+    scan_checked(file).map(|(scanned, _)| scanned)
+}
+
+/// [`scan`], also telling for each retained envelope whether the scan found its whole text
+/// lossless JSON (a line kept as it was, or an envelope unpacked from a row that was), so
+/// parsing it need not check that again.
+fn scan_checked(file: &[u8]) -> Result<(ScannedLog, Vec<bool>), Error> {
+    let (header, start) = header_line(file)?;
     let packed_rows = header.format() <= DshFormat::V1;
-    let start = header_end.map_or(file.len(), |e| e + 1);
     // Each line is read on its own, half of them on each of two threads; what the lines
     // mean together (gaps, a torn tail, damage before a later turn end) is decided after,
     // in order. A final line without its line feed is not read: it is the torn tail.

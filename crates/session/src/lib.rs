@@ -42,7 +42,7 @@ pub use codec::{
     kind_tag,
 };
 pub use dsh::{
-    event_for_format, export_dsh, export_format, export_jsonl, header_for_format,
+    event_for_format, export_dsh, export_format, export_jsonl, file_header, header_for_format,
     import_and_export, import_and_export_to, import_jsonl, needs_migration, ChildFact, DshImport,
     ExportOptions, FormatChoice, ImportOptions, TailCut,
 };
