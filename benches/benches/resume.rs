@@ -68,6 +68,17 @@ fn cpu_ns() -> u64 {
     ticks * 10_000_000
 }
 
+/// Prints a measurement as the parent reads it: `<ns> <peak rss bytes> <cpu ns>`, the CPU
+/// time counted from `cpu_before`.
+fn report(elapsed: Duration, cpu_before: u64) {
+    println!(
+        "{} {} {}",
+        ns(elapsed),
+        peak_rss_bytes(),
+        cpu_ns() - cpu_before
+    );
+}
+
 /// One measurement, in this (child) process: prints `<ns> <peak rss bytes> <cpu ns>`.
 fn child(mode: &str, dir: &Path) {
     // The CPU clock is read before the timed span starts and after it ends, so that reading
@@ -84,12 +95,7 @@ fn child(mode: &str, dir: &Path) {
                 ("checkpoint", CacheUse::Hit { .. }) | ("cold", CacheUse::Disabled) => {}
                 (_, other) => panic!("{mode} resume built its state as {other:?}"),
             }
-            println!(
-                "{} {} {}",
-                ns(elapsed),
-                peak_rss_bytes(),
-                cpu_ns() - cpu_before
-            );
+            report(elapsed, cpu_before);
         }
         "whole_session" => {
             let store = Store::open(dir, options(false)).expect("open");
@@ -97,12 +103,7 @@ fn child(mode: &str, dir: &Path) {
             let session = whole_session(&store, "long");
             std::hint::black_box(session.next_seq());
             let elapsed = started.elapsed();
-            println!(
-                "{} {} {}",
-                ns(elapsed),
-                peak_rss_bytes(),
-                cpu_ns() - cpu_before
-            );
+            report(elapsed, cpu_before);
         }
         "serde_json" => {
             use std::io::BufRead;
@@ -118,12 +119,7 @@ fn child(mode: &str, dir: &Path) {
             }
             std::hint::black_box(n);
             let elapsed = started.elapsed();
-            println!(
-                "{} {} {}",
-                ns(elapsed),
-                peak_rss_bytes(),
-                cpu_ns() - cpu_before
-            );
+            report(elapsed, cpu_before);
         }
         other => panic!("unknown mode {other}"),
     }
