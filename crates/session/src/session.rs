@@ -334,7 +334,7 @@ pub(crate) fn derived_message_ref<'e>(
     let surface = version.surface_type(event.event_type())?;
     let message = validate::message_of(version, event)?;
     let [content] = validate::message_fields(surface.message, event, ["content"]);
-    let empty = content.is_some_and(|c| c.elements().next().is_none());
+    let empty = content.is_some_and(|c| !c.has_elements());
     if surface.skip_empty_content && empty {
         return None;
     }

@@ -136,9 +136,7 @@ pub fn history_view(session: &Session) -> Vec<HistoryEntry<'_>> {
             }
             None => continue,
         };
-        let empty = message
-            .get("content")
-            .is_some_and(|c| c.elements().next().is_none());
+        let empty = message.get("content").is_some_and(|c| !c.has_elements());
         if surface_type.skip_empty_content && empty {
             continue;
         }

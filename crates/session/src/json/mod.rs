@@ -581,6 +581,14 @@ impl<'a> JsonRef<'a> {
         }
     }
 
+    /// Whether this is an array with at least one element: what
+    /// `self.elements().next().is_some()` says of well-formed JSON, without reading the
+    /// first element (a message's first content block may be kilobytes of text).
+    pub fn has_elements(&self) -> bool {
+        let bytes = self.text.as_bytes();
+        self.is_array() && !matches!(bytes.get(skip_ws(bytes, 1)), None | Some(b']'))
+    }
+
     /// The elements of an array in order (empty for non-arrays).
     pub fn elements(&self) -> Elements<'a> {
         let pos = if self.is_array() { 1 } else { self.text.len() };
@@ -851,7 +859,9 @@ impl<'a> KeyLiteral<'a> {
         }
     }
 
-    /// Whether the literal names `key` (see [`key_is`]).
+    /// Whether the literal names `key` (see [`key_is`]). Inlined: it runs for every key
+    /// of every member a field lookup walks, and a call costs as much as most comparisons.
+    #[inline(always)]
     pub(super) fn is(&mut self, key: &str) -> bool {
         // An escape always decodes to fewer bytes than it is spelled with, so a literal as
         // long as the key names it only when it is the key's bytes without any escape; a
@@ -1203,6 +1213,36 @@ mod tests {
             let combined: Vec<_> = array.element_fields(keys).collect();
             let separate: Vec<_> = array.elements().map(|e| (e, e.fields(keys))).collect();
             prop_assert_eq!(combined, separate, "{}", text);
+        }
+    }
+
+    #[test]
+    fn has_elements_says_what_reading_the_first_element_says() {
+        let long = format!(r#"[{{"type":"text","text":"{}"}}]"#, "w ".repeat(500));
+        for text in [
+            "[]",
+            "[ ]",
+            "[\n\t ]",
+            "[0]",
+            "[ {} ]",
+            "[[]]",
+            "[\"\"]",
+            "[null]",
+            " []",
+            "{}",
+            "{\"a\":[1]}",
+            "\"[1]\"",
+            "\"\"",
+            "1",
+            "null",
+            long.as_str(),
+        ] {
+            let value = JsonRef::new(text);
+            assert_eq!(
+                value.has_elements(),
+                value.elements().next().is_some(),
+                "{text}"
+            );
         }
     }
 
