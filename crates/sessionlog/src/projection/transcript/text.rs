@@ -178,11 +178,11 @@ pub(super) fn push_u64(line: &mut String, v: u64, width: usize) {
         }
     }
     let start = start.min(ROOM - width);
-    // Spaces and ASCII digits, each byte its character.
+    // Spaces and ASCII digits: valid UTF-8, appended in one call (the check of a few ASCII
+    // bytes costs less than pushing them as characters one at a time).
     let column = buf.get(start..).unwrap_or_default();
-    line.reserve(column.len());
-    for &b in column {
-        line.push(char::from(b));
+    if let Ok(column) = std::str::from_utf8(column) {
+        line.push_str(column);
     }
 }
 
