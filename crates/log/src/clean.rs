@@ -3,6 +3,7 @@
 //! scanning the segment. The file is removed (durably) by that open before anything is
 //! appended, so it can never describe less than the segment holds. spec: recovery.md#clean-close
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -14,7 +15,7 @@ use crate::index::ActiveStreamIndex;
 use crate::recovery::is_zero;
 use crate::segment::ScanOutcome;
 use crate::state::{Catalog, State};
-use crate::storage::{OpenMode, Storage};
+use crate::storage::{OpenMode, Storage, StorageFile};
 
 /// Bytes past the described data that must be zero for a clean-close file to be used.
 pub(crate) const ZERO_CHECK_BYTES: usize = 1 << 16;
@@ -72,7 +73,49 @@ pub(crate) fn read(
     let mut bytes = vec![0u8; usize::try_from(len).unwrap_or(0)];
     file.read_exact_at(&mut bytes, 0)
         .map_err(io_err("reading", &path))?;
-    Ok(adopt(&bytes, id, segment, catalog))
+    Ok(adopt(&bytes, id, catalog, |data_end| {
+        segment
+            .get(usize::try_from(data_end).ok()?..)
+            .map(Cow::Borrowed)
+    }))
+}
+
+/// [`read`] for a read-only open that has not read the segment: the clean-close file of
+/// segment `id` (whose file is `segment`) and, when it verifies and matches the segment, the
+/// scan it stands for, applied to `catalog`. Only the bytes just past the described data
+/// are read from the segment, for the same zero check. `None` (catalog untouched) when
+/// there is no usable file. spec: recovery.md#read-only-open
+pub(crate) fn read_detached(
+    storage: &dyn Storage,
+    dir: &Path,
+    id: SegmentId,
+    segment: &dyn StorageFile,
+    catalog: &mut Catalog,
+) -> Result<Option<ScanOutcome>> {
+    let path = clean_path(dir, id);
+    let file = match storage.open_file(&path, OpenMode::ReadOnly) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err("opening", &path)(e)),
+    };
+    let bytes = crate::snapshot::read_copy(&*file).map_err(io_err("reading", &path))?;
+    let mut failed = None;
+    let adopted = adopt(
+        &bytes,
+        id,
+        catalog,
+        |data_end| match crate::snapshot::read_span(segment, data_end, ZERO_CHECK_BYTES) {
+            Ok(after) => Some(Cow::Owned(after)),
+            Err(e) => {
+                failed = Some(e);
+                None
+            }
+        },
+    );
+    match failed {
+        Some(e) => Err(io_err("reading", format!("segment {}", id.0))(e)),
+        None => Ok(adopted),
+    }
 }
 
 /// The end of the data a verifying clean-close file of segment `id` describes, if there is
@@ -85,17 +128,19 @@ pub(crate) fn data_end_hint(storage: &dyn Storage, dir: &Path, id: SegmentId) ->
     Some(FooterView::decode_detached(&bytes, id.0).ok()?.data_end)
 }
 
-fn adopt(
+/// The scan the clean-close file `bytes` of segment `id` stands for, applied to `catalog`,
+/// when it verifies and matches the segment, whose bytes from a given offset on (at least
+/// [`ZERO_CHECK_BYTES`] of them, or all there are) `after` reads.
+fn adopt<'s>(
     bytes: &[u8],
     id: SegmentId,
-    segment: &[u8],
     catalog: &mut Catalog,
+    after: impl FnOnce(u64) -> Option<Cow<'s, [u8]>>,
 ) -> Option<ScanOutcome> {
     let view = FooterView::decode_detached(bytes, id.0).ok()?;
-    let data_end = usize::try_from(view.data_end).ok()?;
     // Nothing may lie past the described data (the file is removed before any append, so
     // this holds unless the segment was changed behind the log's back).
-    let after = segment.get(data_end..)?;
+    let after = after(view.data_end)?;
     if !is_zero(&after[..after.len().min(ZERO_CHECK_BYTES)]) {
         return None;
     }

@@ -9,7 +9,8 @@ use std::time::Instant;
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 use sessionlog_format::{
-    parse_segment_file_name, FooterView, SegmentHeader, CATALOG_STREAM, SEGMENT_HEADER_LEN,
+    decode_batch_header_in, parse_segment_file_name, verify_batch_in, FooterView, SegmentCrc,
+    SegmentHeader, CATALOG_STREAM, SEGMENT_HEADER_LEN,
 };
 
 use crate::error::{corrupted, io_err, Error, Result};
@@ -22,7 +23,7 @@ use crate::recovery::{
     RoleFact, SegmentDecision,
 };
 use crate::segment::{scan_segment, segment_path, ScanOutcome, SealedSegment};
-use crate::snapshot::{read_copy, read_prefix, SnapshotFile};
+use crate::snapshot::{read_copy, read_prefix, PrefixFile, SnapshotFile};
 use crate::state::{ActiveSegment, Catalog, Counters, State};
 use crate::storage::{OpenMode, Storage, StorageFile};
 use crate::writer::create_segment;
@@ -149,10 +150,28 @@ pub(crate) fn open(
                 },
             )
             .map_err(io_err("opening", &path))?;
+        if last && read_only {
+            // After a clean close the last segment is read in place, neither copied nor
+            // scanned, as an open for writing trusts the same file.
+            if let Some((seg, outcome)) = clean_in_place(
+                &*storage,
+                dir,
+                id,
+                (&file, &path),
+                &mut store_id,
+                &mut catalog,
+            )? {
+                report.clean_close = true;
+                report.active_records = outcome.records;
+                active = Some((seg, outcome));
+                continue;
+            }
+        }
         // Mapped, not copied. The last segment may be cut below; its mapping is dropped at
         // the end of this iteration, before anything writes to or truncates the file. A
-        // read-only open copies the last segment instead: a live writer may still append to
-        // it, seal it or cut it, and a mapping must never see a file shrink.
+        // read-only open copies the last segment instead (when no clean close let it read
+        // the segment in place): a live writer may still append to it, seal it or cut it,
+        // and a mapping must never see a file shrink.
         let bytes = if last && read_only {
             Bytes::from(
                 read_last_segment(&*storage, dir, id, &*file).map_err(io_err("reading", &path))?,
@@ -423,6 +442,144 @@ fn read_last_segment(
         }
     }
     read_copy(file)
+}
+
+/// A read-only open's last segment after a clean close, read in place: when its header is
+/// valid and its clean-close file verifies and matches it (the check an open for writing
+/// makes before trusting that file), the scan the file stands for, applied to `catalog`, and
+/// the segment served by positional reads up to the end of its data. `None` (nothing
+/// changed) otherwise: the segment is then copied and scanned. spec: recovery.md#read-only-open
+fn clean_in_place(
+    storage: &dyn Storage,
+    dir: &Path,
+    id: SegmentId,
+    (file, path): (&Arc<dyn StorageFile>, &Path),
+    store_id: &mut Option<[u8; 16]>,
+    catalog: &mut Catalog,
+) -> Result<Option<(ActiveSegment, ScanOutcome)>> {
+    let head = crate::snapshot::read_span(&**file, 0, SEGMENT_HEADER_LEN)
+        .map_err(io_err("reading", path))?;
+    let mut header_store = *store_id;
+    if header_fact(&head, id, &mut header_store) != HeaderFact::Valid
+        || crate::compress::is_compressed(&head)
+    {
+        return Ok(None);
+    }
+    let mut trial = catalog.clone();
+    let Some(outcome) = crate::clean::read_detached(storage, dir, id, &**file, &mut trial)? else {
+        return Ok(None);
+    };
+    // Every batch is still checked, as the scan checks it, so that damage to acknowledged
+    // data is found at open here too; anything that does not verify is left to the copy and
+    // its scan, which decide what it is exactly as before.
+    if !batches_verify(&**file, id, outcome.data_end).map_err(io_err("reading", path))? {
+        return Ok(None);
+    }
+    *catalog = trial;
+    *store_id = header_store;
+    let seg = ActiveSegment {
+        id,
+        file: Arc::new(PrefixFile::new(file.clone(), outcome.data_end)),
+        path: path.to_owned(),
+        catalog: Vec::new(),
+        catalog_index: None,
+        allocated: outcome.data_end,
+        zeroed: 0,
+    };
+    Ok(Some((seg, outcome)))
+}
+
+/// Whether the data of segment `id` up to `data_end` is a run of batches that all verify
+/// (header, frame and every record checksummed), read from `file` a piece at a time into one
+/// buffer: the checks of a scan, without a copy of the segment.
+fn batches_verify(file: &dyn StorageFile, id: SegmentId, data_end: u64) -> std::io::Result<bool> {
+    /// Bytes read at a time (more when one batch is larger).
+    const PIECE: usize = 1 << 20;
+    let seeded = SegmentCrc::new(id.0);
+    let mut window = Window {
+        buf: Vec::with_capacity(PIECE),
+        base: SEGMENT_HEADER_LEN as u64,
+        at: 0,
+    };
+    loop {
+        let offset = window.base + window.at as u64;
+        if offset >= data_end {
+            return Ok(offset == data_end);
+        }
+        if !window.fill(file, sessionlog_format::BATCH_HEADER_LEN, PIECE, data_end)? {
+            return Ok(false);
+        }
+        let Ok(header) = decode_batch_header_in(window.rest(), &seeded, offset) else {
+            return Ok(false);
+        };
+        let len = header.batch_len as usize;
+        if !window.fill(file, len, PIECE, data_end)? {
+            return Ok(false);
+        }
+        let Some(batch) = window.rest().get(..len) else {
+            return Ok(false);
+        };
+        if verify_batch_in(batch, &seeded, offset).is_err() {
+            return Ok(false);
+        }
+        window.at += len;
+    }
+}
+
+/// A piece of a file read into a buffer: `buf` holds the file's bytes from `base`, and the
+/// reader is at `buf[at]`.
+struct Window {
+    buf: Vec<u8>,
+    base: u64,
+    at: usize,
+}
+
+impl Window {
+    fn rest(&self) -> &[u8] {
+        self.buf.get(self.at..).unwrap_or_default()
+    }
+
+    /// Makes the buffer hold at least `need` bytes from the reader on (reading `piece` or
+    /// more, never past `end`); whether it does (the file may end first).
+    fn fill(
+        &mut self,
+        file: &dyn StorageFile,
+        need: usize,
+        piece: usize,
+        end: u64,
+    ) -> std::io::Result<bool> {
+        if self.rest().len() >= need {
+            return Ok(true);
+        }
+        // What was read is kept from the reader on, at the buffer's start.
+        self.buf.drain(..self.at.min(self.buf.len()));
+        self.base += self.at as u64;
+        self.at = 0;
+        let have = self.buf.len();
+        let want = usize::try_from(end.saturating_sub(self.base))
+            .unwrap_or(usize::MAX)
+            .min(need.max(piece));
+        if want > have {
+            self.buf.resize(want, 0);
+            let got = read_full(file, &mut self.buf[have..], self.base + have as u64)?;
+            self.buf.truncate(have + got);
+        }
+        Ok(self.buf.len() >= need)
+    }
+}
+
+/// Reads into `buf` at `offset` until it is full or the file ends; the bytes read.
+fn read_full(file: &dyn StorageFile, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+    let mut got = 0;
+    while let Some(rest) = buf.get_mut(got..).filter(|r| !r.is_empty()) {
+        match file.read_at(rest, offset + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
 }
 
 /// The scan of the active segment, and whether a clean-close file stood in for it.

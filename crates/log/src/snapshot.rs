@@ -1,10 +1,13 @@
-//! In-memory copies of segment files for read-only opens.
+//! The last segment of a read-only open, which is never mapped.
 //!
 //! A read-only open never maps a file that a live writer may still change: the last segment
 //! (which a writer appends to, seals and truncates) is copied with positional reads, and
-//! reads are then served from that copy. spec: recovery.md#read-only-open
+//! reads are then served from that copy; after a clean close it is read in place instead, by
+//! positional reads up to the data the clean-close file describes. spec:
+//! recovery.md#read-only-open
 
 use std::io;
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -32,6 +35,81 @@ pub(crate) fn read_prefix(file: &dyn StorageFile, len: u64) -> io::Result<Vec<u8
     }
     out.truncate(got);
     Ok(out)
+}
+
+/// Reads up to `len` bytes at `offset` (fewer if the file ends first).
+pub(crate) fn read_span(file: &dyn StorageFile, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+    let mut out = vec![0u8; len];
+    let mut got = 0;
+    while got < len {
+        match file.read_at(&mut out[got..], offset + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    out.truncate(got);
+    Ok(out)
+}
+
+/// The last segment of a read-only log after a clean close, read in place: positional
+/// reads of the file, up to the end of the data its clean-close file describes. Those
+/// bytes were synced before that file was written, and a writer opening later only appends
+/// after them (it seals after them too, and cuts only a torn tail, which lies after them):
+/// so a reader may read them from the file instead of copying them at open, and a writer
+/// never makes such a reader fault, as a mapping of a shrinking file would. Every attempt to
+/// change it fails. spec: recovery.md#read-only-open
+#[derive(Debug)]
+pub(crate) struct PrefixFile {
+    file: Arc<dyn StorageFile>,
+    len: u64,
+}
+
+impl PrefixFile {
+    pub(crate) fn new(file: Arc<dyn StorageFile>, len: u64) -> Self {
+        PrefixFile { file, len }
+    }
+}
+
+impl StorageFile for PrefixFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let room = usize::try_from(self.len.saturating_sub(offset)).unwrap_or(usize::MAX);
+        let want = buf.len().min(room);
+        match buf.get_mut(..want) {
+            Some(buf) if !buf.is_empty() => self.file.read_at(buf, offset),
+            _ => Ok(0),
+        }
+    }
+
+    fn write_all_at(&self, _buf: &[u8], _offset: u64) -> io::Result<()> {
+        Err(read_only())
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        Err(read_only())
+    }
+
+    fn sync_all(&self) -> io::Result<()> {
+        Err(read_only())
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.len)
+    }
+
+    fn set_len(&self, _len: u64) -> io::Result<()> {
+        Err(read_only())
+    }
+
+    fn allocate(&self, _len: u64) -> io::Result<()> {
+        Err(read_only())
+    }
+
+    /// A copy of the prefix: a mapping could see the file shrink.
+    fn map_readonly(&self) -> io::Result<Bytes> {
+        read_prefix(self, self.len).map(Bytes::from)
+    }
 }
 
 /// A segment's bytes held in memory, standing in for the file in a read-only log. Every

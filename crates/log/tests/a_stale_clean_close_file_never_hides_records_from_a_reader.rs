@@ -1,6 +1,7 @@
-//! A read-only open copies only the described data of a cleanly closed active segment. A
-//! clean-close file that describes less than the segment holds (left behind from an earlier
-//! close) must not make it read less: it sees every record, exactly.
+//! A read-only open reads a cleanly closed active segment in place, up to the data its
+//! clean-close file describes. A clean-close file that describes less than the segment
+//! holds (left behind from an earlier close) must not make it read less: it sees every
+//! record, exactly.
 
 use sessionlog_log::{Append, Durability, Log, LogOptions, Seq};
 
@@ -29,7 +30,7 @@ fn a_stale_clean_close_file_never_hides_records_from_a_reader() {
     assert_eq!(clean.len(), 1, "a clean close writes its file");
     let stale = std::fs::read(&clean[0]).expect("read clean file");
 
-    // A clean close reads the described data only, and it is all there.
+    // After a clean close the described data is read in place, and it is all there.
     let reader = Log::open_read_only(dir.path(), options.clone()).expect("read-only");
     let id = reader.stream_id("s").expect("stream");
     assert_eq!(reader.stream_info(id).expect("info").next_seq, Seq(10));
