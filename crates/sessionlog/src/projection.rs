@@ -133,6 +133,16 @@ pub trait Projection: Send + Sync + 'static {
         true
     }
 
+    /// Tells the fold that the session now holds `events` events, the ones after the last
+    /// event it was handed having been skipped by [`Projection::wants`]. The store calls it
+    /// before the state is checkpointed or handed out, when events were skipped since the
+    /// last one folded, so that a fold keeping something of the events it skips (how many
+    /// there are, where a run of them ends) need not be handed each of them. Does nothing by
+    /// default.
+    fn skipped(&self, state: &mut Self::State, events: u64) {
+        let _ = (state, events);
+    }
+
     /// How many events a writer folds past this projection's checkpoint before it writes a
     /// new one (and how many a read may fold before it does), given the store's
     /// `cache_refresh_events` and the events the state covers. The default is the store's
@@ -202,6 +212,7 @@ pub(crate) trait Registered: Send + Sync {
     fn checkpoint_every(&self, refresh_events: u64, events: u64) -> u64;
     fn init(&self, header: &SessionHeader) -> Result<AnyState, ProjectionError>;
     fn apply(&self, state: &mut AnyState, event: &StoredEvent<'_>) -> Result<(), ProjectionError>;
+    fn skipped(&self, state: &mut AnyState, events: u64) -> Result<(), ProjectionError>;
     fn encode(&self, state: &AnyState) -> Result<Vec<u8>, ProjectionError> {
         let mut out = Vec::new();
         self.encode_into(state, &mut out)?;
@@ -282,6 +293,14 @@ impl<P: Projection> Registered for P {
     fn apply(&self, state: &mut AnyState, event: &StoredEvent<'_>) -> Result<(), ProjectionError> {
         let state = typed_mut::<P>(state)?;
         guarded("apply", || Projection::apply(self, state, event))
+    }
+
+    fn skipped(&self, state: &mut AnyState, events: u64) -> Result<(), ProjectionError> {
+        let state = typed_mut::<P>(state)?;
+        guarded("skipped", || {
+            Projection::skipped(self, state, events);
+            Ok(())
+        })
     }
 
     fn encode_into(&self, state: &AnyState, out: &mut Vec<u8>) -> Result<(), ProjectionError> {

@@ -373,12 +373,7 @@ impl Store {
             registered
                 .0
                 .iter()
-                .map(|p| projected::Slot {
-                    projection: p.clone(),
-                    state: p.init(header),
-                    events: 0,
-                    checkpointed: 0,
-                })
+                .map(|p| projected::Slot::new(p.clone(), p.init(header), 0, 0))
                 .collect()
         } else {
             match self.resume_projections(name, stream, state.header()) {
@@ -976,12 +971,13 @@ impl SessionHandle {
     /// The state of projection `name` (of type `P`) over every event appended so far,
     /// which the handle folds with each append: O(1). A projection whose fold failed on
     /// this session is [`Error::Projection`]; the handle and its other projections go on.
-    pub fn projection<P: Projection>(&self, name: &str) -> Result<&P::State> {
+    pub fn projection<P: Projection>(&mut self, name: &str) -> Result<&P::State> {
         let slot = self
             .views
-            .iter()
+            .iter_mut()
             .find(|s| s.projection.name() == name)
             .ok_or_else(|| Error::NoSuchProjection(name.to_owned()))?;
+        slot.catch_up();
         slot.state_as::<P>(&self.name)
     }
 

@@ -297,7 +297,7 @@ fn a_panicking_or_failing_fold_fails_only_its_own_projection() {
     let events = write_generated(&store, "p", 9, 6);
 
     // The writer went on; its other projections and its state are whole.
-    let h = store.open_session_as_is("p").expect("reopen");
+    let mut h = store.open_session_as_is("p").expect("reopen");
     assert_eq!(h.next_seq().get(), events);
     for name in ["panics", "refuses"] {
         match h.projection::<Count>(name) {

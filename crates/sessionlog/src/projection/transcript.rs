@@ -395,9 +395,23 @@ impl SessionTranscript {
         }
     }
 
+    /// Accounts for events `self.events..events`, which the fold was not handed: the
+    /// projection skips streamed chunks by kind, so they are chunks, and extend the run
+    /// being read or begin one.
+    fn skip_to(&mut self, events: u64) {
+        if events <= self.events {
+            return;
+        }
+        let first = self.run.map_or(self.events, |(first, _)| first);
+        self.run = Some((first, events - 1));
+        self.events = events;
+    }
+
     fn fold(&mut self, e: &StoredEvent<'_>) -> Result<(), ProjectionError> {
         let event = e.event;
         let seq = event.seq().get();
+        // Chunks skipped since the last event folded end just before this one.
+        self.skip_to(seq);
         self.events = seq + 1;
         let event_type = event.event_type();
         if event_type == "assistant/chunk" {
@@ -821,6 +835,17 @@ impl Projection for Transcript {
         super::growing_checkpoint_every(refresh_events, events)
     }
 
+    /// Streamed chunks are not handed to the fold: all it keeps of them is where each run
+    /// begins and ends, which the events around them tell ([`Projection::skipped`] tells of
+    /// a run still being read at the end).
+    fn wants(&self, kind: u8) -> bool {
+        kind != sessionlog_session::codec::kind::ASSISTANT_CHUNK
+    }
+
+    fn skipped(&self, state: &mut SessionTranscript, events: u64) {
+        state.skip_to(events);
+    }
+
     fn init(&self, _header: &SessionHeader) -> SessionTranscript {
         SessionTranscript::default()
     }
@@ -1174,6 +1199,58 @@ mod tests {
             );
             let joined = abbreviate(&format!("{text} {text}"), TEXT_CHARS);
             assert_eq!(line, format!("← ? [?] ok: {joined}"), "{items}");
+        }
+    }
+
+    #[test]
+    fn chunks_skipped_by_kind_fold_to_the_transcript_of_every_event() {
+        use crate::workload::{Workload, WorkloadConfig};
+        let version = FormatVersion::dsh_v0();
+        let mut w = Workload::new(9, WorkloadConfig::default());
+        let mut events = Vec::new();
+        for turn in 0..12 {
+            let next = events.len() as u64;
+            // Some turns stop mid-stream, so that runs of chunks end a session too.
+            let interrupt = (turn % 4 == 3).then_some(7);
+            for input in w.turn(next, 1, interrupt) {
+                let seq = events.len() as u64;
+                events.push(input.into_event(seq).expect("an event"));
+            }
+        }
+        fn stored<'a>(
+            event: &'a sessionlog_session::Event,
+            version: &'a FormatVersion,
+        ) -> StoredEvent<'a> {
+            StoredEvent {
+                kind: kind_tag(event),
+                record_bytes: 0,
+                event,
+                version,
+                message_estimate: None,
+                usage: None,
+            }
+        }
+        let chunks = events
+            .iter()
+            .filter(|e| !Transcript.wants(kind_tag(e)))
+            .count();
+        assert!(chunks > 0, "the session streams chunks");
+        // Every prefix: each event handed over, against the wanted ones and a catch-up.
+        let mut every = SessionTranscript::default();
+        let mut wanted = SessionTranscript::default();
+        for (i, event) in events.iter().enumerate() {
+            let e = stored(event, &version);
+            Transcript.apply(&mut every, &e).expect("folds");
+            if Transcript.wants(e.kind) {
+                Transcript.apply(&mut wanted, &e).expect("folds");
+            }
+            let mut caught_up = wanted.clone();
+            Transcript.skipped(&mut caught_up, i as u64 + 1);
+            assert!(caught_up == every, "after event {i}");
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            caught_up.write("s", &mut a).expect("writes");
+            every.write("s", &mut b).expect("writes");
+            assert_eq!(a, b, "after event {i}");
         }
     }
 

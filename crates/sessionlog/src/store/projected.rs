@@ -24,6 +24,9 @@ pub(crate) struct Slot {
     pub(crate) events: u64,
     /// Events the state covered when its checkpoint was last written or loaded.
     pub(crate) checkpointed: u64,
+    /// Events the state has been told of: those up to the last one handed to its fold, or
+    /// all of them once [`Slot::catch_up`] told it of those it skipped since.
+    pub(crate) told: u64,
 }
 
 impl std::fmt::Debug for Slot {
@@ -37,6 +40,37 @@ impl std::fmt::Debug for Slot {
 }
 
 impl Slot {
+    /// A slot whose state covers the first `events` events, as its checkpoint did when it
+    /// covered `checkpointed`.
+    pub(crate) fn new(
+        projection: Arc<dyn Registered>,
+        state: std::result::Result<AnyState, ProjectionError>,
+        events: u64,
+        checkpointed: u64,
+    ) -> Slot {
+        Slot {
+            projection,
+            state,
+            events,
+            checkpointed,
+            told: checkpointed,
+        }
+    }
+
+    /// Tells the state of the events after the last one it was handed, which its projection
+    /// skipped by kind ([`Projection::skipped`]); before it is checkpointed or handed out.
+    pub(crate) fn catch_up(&mut self) {
+        if self.told >= self.events {
+            return;
+        }
+        if let Ok(state) = &mut self.state {
+            if let Err(e) = self.projection.skipped(state, self.events) {
+                self.state = Err(e);
+            }
+        }
+        self.told = self.events;
+    }
+
     /// Whether enough events were folded past the checkpoint to write a new one.
     pub(crate) fn due(&self, refresh_events: u64) -> bool {
         let every = self
@@ -71,13 +105,19 @@ impl Slot {
 
     /// Folds one stored event in, unless the projection skips its kind or has failed.
     pub(crate) fn feed(&mut self, event: &StoredEvent<'_>) {
+        if self.projection.wants(event.kind) {
+            self.feed_wanted(event);
+        }
+    }
+
+    /// [`Slot::feed`] of an event whose kind the projection was found to want.
+    fn feed_wanted(&mut self, event: &StoredEvent<'_>) {
         if let Ok(state) = &mut self.state {
-            if self.projection.wants(event.kind) {
-                if let Err(e) = self.projection.apply(state, event) {
-                    self.state = Err(e);
-                }
+            if let Err(e) = self.projection.apply(state, event) {
+                self.state = Err(e);
             }
         }
+        self.told = event.event.seq().get() + 1;
     }
 }
 
@@ -213,12 +253,12 @@ impl Store {
             CacheUse::Disabled
         };
         Resumed {
-            slot: Slot {
-                state: projection.init(header),
-                projection,
-                events: next.saturating_sub(1),
-                checkpointed: 0,
-            },
+            slot: Slot::new(
+                projection.clone(),
+                projection.init(header),
+                next.saturating_sub(1),
+                0,
+            ),
             start: 1,
             cache,
         }
@@ -270,6 +310,9 @@ impl Store {
                 r.slot.feed(&stored);
             }
         }
+        for r in resumed.iter_mut() {
+            r.slot.catch_up();
+        }
         Ok(())
     }
 
@@ -320,6 +363,7 @@ impl Store {
     /// the rules of the session's own checkpoint (durable records only, never syncing,
     /// never failing the caller). A failed projection writes none.
     pub(super) fn write_projection(&self, stream: StreamId, slot: &mut Slot) {
+        slot.catch_up();
         let Ok(state) = &slot.state else {
             return;
         };
@@ -366,12 +410,12 @@ pub(super) fn resumed_at(
     next: u64,
 ) -> Resumed {
     Resumed {
-        slot: Slot {
+        slot: Slot::new(
             projection,
-            state: Ok(state),
-            events: next.saturating_sub(1),
-            checkpointed: watermark.saturating_sub(1),
-        },
+            Ok(state),
+            next.saturating_sub(1),
+            watermark.saturating_sub(1),
+        ),
         start: watermark,
         cache: CacheUse::Hit { folded: 0 },
     }
@@ -415,6 +459,24 @@ pub(super) fn feed_all(
     let version = state.version();
     for (event, &(kind, record_bytes)) in events.iter().zip(records) {
         let seq = event.seq().get();
+        // Which projections want the event's kind, asked once (of the first eight; any more
+        // are asked again as they are fed). An event none wants is only counted: nothing is
+        // made for it.
+        let mut wanted = [false; 8];
+        let mut any = false;
+        for (i, slot) in slots.iter().enumerate() {
+            let w = slot.projection.wants(kind);
+            if let Some(at) = wanted.get_mut(i) {
+                *at = w;
+            }
+            any |= w;
+        }
+        if !any {
+            for slot in slots.iter_mut() {
+                slot.events = seq + 1;
+            }
+            continue;
+        }
         // Only an event of a surface type can be a surface node with an estimate; the
         // lookup is not made for the others (most of a session: chunks, steps, calls), and
         // a streamed chunk, most of all, is told by its kind tag without looking its type
@@ -437,8 +499,14 @@ pub(super) fn feed_all(
             message_estimate,
             usage: recorded_usage(state, kind, event),
         };
-        for slot in slots.iter_mut() {
-            slot.feed(&stored);
+        for (i, slot) in slots.iter_mut().enumerate() {
+            let wants = match wanted.get(i) {
+                Some(&w) => w,
+                None => slot.projection.wants(kind),
+            };
+            if wants {
+                slot.feed_wanted(&stored);
+            }
             slot.events = seq + 1;
         }
     }
