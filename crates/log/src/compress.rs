@@ -179,6 +179,11 @@ impl Blocks {
         Ok((self.block(file, id, i)?, start))
     }
 
+    /// How many blocks the segment has.
+    pub fn count(&self) -> usize {
+        self.layout.blocks.len()
+    }
+
     /// The index of the block whose logical range holds `offset`.
     pub fn index_holding(&self, offset: u64) -> Option<usize> {
         self.layout.block_holding(offset)
@@ -201,6 +206,16 @@ impl Blocks {
         Ok(bytes)
     }
 
+    /// Block `i` decompressed, from the recent blocks when it is one, else decompressed
+    /// without being kept: for a reader that keeps what it reads itself and hands a block
+    /// on with [`Blocks::keep`] only once it is read.
+    pub fn block_unkept(&self, file: &[u8], id: SegmentId, i: usize) -> Result<Bytes> {
+        match self.recent_block(i) {
+            Some(bytes) => Ok(bytes),
+            None => self.decompress(file, id, i).map(Bytes::from),
+        }
+    }
+
     /// Block `i` when it is one of the recent blocks.
     fn recent_block(&self, i: usize) -> Option<Bytes> {
         let mut recent = self.recent.lock();
@@ -212,7 +227,7 @@ impl Blocks {
     }
 
     /// Makes decompressed block `i` the most recent block, unless it already is one.
-    fn keep(&self, i: usize, bytes: Bytes) {
+    pub fn keep(&self, i: usize, bytes: Bytes) {
         let mut recent = self.recent.lock();
         if recent.first().is_some_and(|(b, _)| *b == i) {
             return;

@@ -266,7 +266,7 @@ impl Inner {
                 // A compressed segment's records are read from the blocks the cursor holds.
                 let anchor = seg.anchor(&summary, anchor_seq.min(summary.last_seq));
                 let cursor = &mut scratch.blocks;
-                cursor.enter(&seg);
+                cursor.enter(&seg, summary, last.unwrap_or(u64::MAX));
                 walk_back(
                     seg.id,
                     stream.0,
@@ -408,6 +408,7 @@ impl RecordIter {
             ready: Vec::new(),
             scratch: WindowScratch {
                 iterating: true,
+                blocks: BlockCursor::for_iteration(),
                 ..WindowScratch::default()
             },
             failed: false,
