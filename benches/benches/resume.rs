@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use sessionlog::session::SessionHeader;
 use sessionlog::{CacheUse, Store, StoreOptions};
-use sessionlog_benches::{fill_long_session, fresh_dir, human_ns, ns, probe, whole_session};
+use sessionlog_benches::{
+    fill_long_session, fresh_dir, human_ns, ns, probe, process_cpu_ns, whole_session,
+};
 
 const EVENTS: u64 = 1_000_000;
 const RUNS: usize = 3;
@@ -53,21 +55,6 @@ fn peak_rss_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
-/// CPU time (user + sys) this process has used so far, every thread's, ended ones too, in
-/// nanoseconds: fields 14 and 15 of /proc/self/stat, in clock ticks of 10 ms.
-fn cpu_ns() -> u64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // The command name (field 2) may hold spaces; the fields after it follow its `)`.
-    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let ticks: u64 = after_name
-        .split_whitespace()
-        .skip(11)
-        .take(2)
-        .filter_map(|t| t.parse::<u64>().ok())
-        .sum();
-    ticks * 10_000_000
-}
-
 /// Prints a measurement as the parent reads it: `<ns> <peak rss bytes> <cpu ns>`, the CPU
 /// time counted from `cpu_before`.
 fn report(elapsed: Duration, cpu_before: u64) {
@@ -75,7 +62,7 @@ fn report(elapsed: Duration, cpu_before: u64) {
         "{} {} {}",
         ns(elapsed),
         peak_rss_bytes(),
-        cpu_ns() - cpu_before
+        process_cpu_ns() - cpu_before
     );
 }
 
@@ -87,7 +74,7 @@ fn child(mode: &str, dir: &Path) {
     match mode {
         "checkpoint" | "cold" => {
             let store = Store::open(dir, options(mode == "checkpoint")).expect("open");
-            (cpu_before, started) = (cpu_ns(), Instant::now());
+            (cpu_before, started) = (process_cpu_ns(), Instant::now());
             let h = store.open_session_as_is("long").expect("resume");
             std::hint::black_box(h.pressure());
             let elapsed = started.elapsed();
@@ -99,7 +86,7 @@ fn child(mode: &str, dir: &Path) {
         }
         "whole_session" => {
             let store = Store::open(dir, options(false)).expect("open");
-            (cpu_before, started) = (cpu_ns(), Instant::now());
+            (cpu_before, started) = (process_cpu_ns(), Instant::now());
             let session = whole_session(&store, "long");
             std::hint::black_box(session.next_seq());
             let elapsed = started.elapsed();
@@ -107,7 +94,7 @@ fn child(mode: &str, dir: &Path) {
         }
         "serde_json" => {
             use std::io::BufRead;
-            (cpu_before, started) = (cpu_ns(), Instant::now());
+            (cpu_before, started) = (process_cpu_ns(), Instant::now());
             let file = std::io::BufReader::new(
                 std::fs::File::open(dir.join("long.jsonl")).expect("jsonl"),
             );

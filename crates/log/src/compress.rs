@@ -173,21 +173,69 @@ impl Blocks {
     /// The decompressed block holding logical `offset`, and the logical offset it starts at.
     pub fn holding(&self, file: &[u8], id: SegmentId, offset: u64) -> Result<(Bytes, u64)> {
         let i = self
-            .layout
-            .block_holding(offset)
+            .index_holding(offset)
             .ok_or_else(|| corrupted(id, offset, "offset lies in no compressed block", None))?;
         let start = u64::from(self.layout.blocks[i].logical_offset);
-        {
-            let mut recent = self.recent.lock();
-            // A sequential read asks for the block it read last, record after record: that
-            // one is first and stays where it is.
-            if let Some(at) = recent.iter().position(|(b, _)| *b == i) {
-                recent[..=at].rotate_right(1);
-                return Ok((recent[0].1.clone(), start));
-            }
+        Ok((self.block(file, id, i)?, start))
+    }
+
+    /// How many blocks the segment has.
+    pub fn count(&self) -> usize {
+        self.layout.blocks.len()
+    }
+
+    /// The index of the block whose logical range holds `offset`.
+    pub fn index_holding(&self, offset: u64) -> Option<usize> {
+        self.layout.block_holding(offset)
+    }
+
+    /// The logical range block `i` covers, when there is such a block.
+    pub fn logical_range(&self, i: usize) -> Option<std::ops::Range<u64>> {
+        let entry = self.layout.blocks.get(i)?;
+        Some(u64::from(entry.logical_offset)..entry.logical_end())
+    }
+
+    /// Block `i` decompressed: one of the segment's recent blocks, or decompressed now and
+    /// kept among them.
+    pub fn block(&self, file: &[u8], id: SegmentId, i: usize) -> Result<Bytes> {
+        if let Some(bytes) = self.recent_block(i) {
+            return Ok(bytes);
         }
         let bytes = Bytes::from(self.decompress(file, id, i)?);
+        self.keep(i, bytes.clone());
+        Ok(bytes)
+    }
+
+    /// Block `i` decompressed, from the recent blocks when it is one, else decompressed
+    /// without being kept: for a reader that keeps what it reads itself and hands a block
+    /// on with [`Blocks::keep`] only once it is read.
+    pub fn block_unkept(&self, file: &[u8], id: SegmentId, i: usize) -> Result<Bytes> {
+        match self.recent_block(i) {
+            Some(bytes) => Ok(bytes),
+            None => self.decompress(file, id, i).map(Bytes::from),
+        }
+    }
+
+    /// Block `i` when it is one of the recent blocks.
+    fn recent_block(&self, i: usize) -> Option<Bytes> {
         let mut recent = self.recent.lock();
+        // A sequential read asks for the block it read last, record after record: that
+        // one is first and stays where it is.
+        let at = recent.iter().position(|(b, _)| *b == i)?;
+        recent[..=at].rotate_right(1);
+        Some(recent[0].1.clone())
+    }
+
+    /// Makes decompressed block `i` the most recent block, unless it already is one.
+    pub fn keep(&self, i: usize, bytes: Bytes) {
+        let mut recent = self.recent.lock();
+        if recent.first().is_some_and(|(b, _)| *b == i) {
+            return;
+        }
+        if let Some(at) = recent.iter().position(|(b, _)| *b == i) {
+            recent[..=at].rotate_right(1);
+            return;
+        }
         // Past the process-wide budget a segment keeps only the block it just read.
         let keep = if CACHED_BYTES.load(Ordering::Relaxed) > CACHE_BUDGET_BYTES {
             0
@@ -200,13 +248,16 @@ impl Blocks {
             }
         }
         CACHED_BYTES.fetch_add(bytes.len(), Ordering::Relaxed);
-        recent.insert(0, (i, bytes.clone()));
-        Ok((bytes, start))
+        recent.insert(0, (i, bytes));
     }
 
     /// Block `i` decompressed, after its stored bytes verified.
     fn decompress(&self, file: &[u8], id: SegmentId, i: usize) -> Result<Vec<u8>> {
-        let entry = self.layout.blocks[i];
+        let entry = *self
+            .layout
+            .blocks
+            .get(i)
+            .ok_or_else(|| corrupted(id, 0, format!("no compressed block {i}"), None))?;
         let at = u64::from(entry.stored_offset);
         let stored = self
             .layout

@@ -9,6 +9,7 @@
 //! specified in `format-spec/`.
 
 mod background;
+mod block_cursor;
 mod clean;
 mod compress;
 mod error;

@@ -219,6 +219,7 @@ pub(crate) fn open(
                     bytes,
                     footer: view,
                     blocks: None,
+                    crc: sessionlog_format::SegmentCrc::new(id.0),
                 });
                 load_sealed(&mut catalog, &seg)?;
                 sealed.insert(id, seg);

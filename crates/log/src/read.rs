@@ -10,6 +10,7 @@ use sessionlog_format::{
     decode_record_header, verify_record, RecordHeader, StreamSummary, RECORD_HEADER_LEN,
 };
 
+use crate::block_cursor::BlockCursor;
 use crate::error::{corrupted, io_err, Error, Result};
 use crate::ids::{SegmentId, Seq, StreamId};
 use crate::index::{walk_back, Anchor};
@@ -261,6 +262,30 @@ impl Inner {
             Location::Sealed {
                 segment: seg,
                 summary,
+            } if seg.blocks.is_some() => {
+                // A compressed segment's records are read from the blocks the cursor holds.
+                let anchor = seg.anchor(&summary, anchor_seq.min(summary.last_seq));
+                let cursor = &mut scratch.blocks;
+                cursor.enter(&seg, summary, last.unwrap_or(u64::MAX));
+                walk_back(
+                    seg.id,
+                    stream.0,
+                    anchor,
+                    seq.0,
+                    |o| cursor.header(&seg, o),
+                    |s, o| offsets.push((s, o)),
+                )?;
+                for &(s, o) in offsets.iter().rev() {
+                    if last.is_some_and(|l| s > l) {
+                        break;
+                    }
+                    out.push(cursor.record(&seg, o)?);
+                }
+                Ok(anchor.seq)
+            }
+            Location::Sealed {
+                segment: seg,
+                summary,
             } => {
                 let anchor = seg.anchor(&summary, anchor_seq.min(summary.last_seq));
                 walk_back(
@@ -330,6 +355,8 @@ struct WindowScratch {
     iterating: bool,
     /// The span of the active segment the last window read, and its segment.
     active_span: Option<(SegmentId, (u64, Bytes))>,
+    /// The blocks of the compressed segment the last window read.
+    blocks: BlockCursor,
 }
 
 fn pread_header(file: &dyn StorageFile, segment: SegmentId, offset: u64) -> Result<RecordHeader> {
@@ -381,6 +408,7 @@ impl RecordIter {
             ready: Vec::new(),
             scratch: WindowScratch {
                 iterating: true,
+                blocks: BlockCursor::for_iteration(),
                 ..WindowScratch::default()
             },
             failed: false,

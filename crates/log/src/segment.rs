@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use sessionlog_format::{
-    decode_record_header, encode_footer, segment_file_name, verify_batch_in, verify_record,
+    decode_record_header, encode_footer, segment_file_name, verify_batch_in, verify_record_in,
     CatalogEntry, CatalogOp, FooterView, IndexEntry, RecordHeader, SegmentCrc, StreamSummary,
     CATALOG_STREAM, KIND_CATALOG_CHECKPOINT, KIND_CATALOG_CREATE, KIND_CATALOG_DELETE,
     KIND_CATALOG_RENAME, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
@@ -33,6 +33,9 @@ pub(crate) struct SealedSegment {
     pub bytes: Bytes,
     pub footer: FooterView,
     pub blocks: Option<Blocks>,
+    /// The checksum state every record checksum of the segment starts from (its id hashed),
+    /// seeded once instead of for each record read.
+    pub crc: SegmentCrc,
 }
 
 impl SealedSegment {
@@ -46,6 +49,7 @@ impl SealedSegment {
                 footer: blocks.footer(),
                 bytes,
                 blocks: Some(blocks),
+                crc: SegmentCrc::new(id.0),
             });
         }
         let footer = FooterView::decode(&bytes, id.0)
@@ -55,6 +59,7 @@ impl SealedSegment {
             bytes,
             footer,
             blocks: None,
+            crc: SegmentCrc::new(id.0),
         })
     }
 
@@ -114,24 +119,27 @@ impl SealedSegment {
 
     /// The verified record at `offset`, its payload sharing the mapping (or the block).
     pub fn record_at(&self, offset: u64) -> Result<Record> {
-        let verified = |bytes: &Bytes, at: usize| {
-            let (h, _) = verify_record(&bytes[at..], self.id.0, offset)
-                .map_err(|e| corrupted(self.id, offset, "record fails verification", Some(e)))?;
-            let start = at + RECORD_HEADER_LEN;
-            Ok(Record::new(
-                h,
-                bytes.slice(start..start + h.payload_len as usize),
-            ))
-        };
         match &self.blocks {
             // The payload is sliced from the mapping itself (one share of it taken, not a
             // share for the lookup and another for the slice).
-            None => verified(&self.bytes, self.offset_in_mapping(offset)?),
+            None => self.record_in(&self.bytes, self.offset_in_mapping(offset)?, offset),
             Some(_) => {
                 let (bytes, at) = self.holding(offset)?;
-                verified(&bytes, at)
+                self.record_in(&bytes, at, offset)
             }
         }
+    }
+
+    /// The verified record at logical `offset`, found at `at` in `bytes` (the mapping or
+    /// the decompressed block holding it); its payload shares `bytes`.
+    pub fn record_in(&self, bytes: &Bytes, at: usize, offset: u64) -> Result<Record> {
+        let (h, _) = verify_record_in(bytes.get(at..).unwrap_or_default(), &self.crc, offset)
+            .map_err(|e| corrupted(self.id, offset, "record fails verification", Some(e)))?;
+        let start = at + RECORD_HEADER_LEN;
+        Ok(Record::new(
+            h,
+            bytes.slice(start..start + h.payload_len as usize),
+        ))
     }
 
     /// Where logical `offset` is in the mapping of an uncompressed segment.
