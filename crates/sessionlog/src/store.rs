@@ -1239,8 +1239,29 @@ impl SessionHandle {
     }
 }
 
+impl SessionHandle {
+    /// Checkpoints the projections whose checkpoints lag by
+    /// [`StoreOptions::cache_refresh_events`] or more, when every append of this session is
+    /// durable (it never syncs). A projection whose checkpoint grows with the session is
+    /// rewritten only after a growing share of new events
+    /// ([`Projection::checkpoint_every`](crate::Projection::checkpoint_every)), so a writer going away could leave it far
+    /// behind, and every later read would fold what it lags by.
+    fn checkpoint_lagging_projections(&mut self) {
+        if self.views.is_empty() || !self.store.inner.log.is_stream_durable(self.stream) {
+            return;
+        }
+        let refresh = self.store.inner.options.cache_refresh_events;
+        for slot in &mut self.views {
+            if slot.events.saturating_sub(slot.checkpointed) >= refresh {
+                self.store.write_projection(self.stream, slot);
+            }
+        }
+    }
+}
+
 impl Drop for SessionHandle {
     fn drop(&mut self) {
+        self.checkpoint_lagging_projections();
         self.store.inner.writers.lock().remove(&self.stream);
     }
 }

@@ -356,3 +356,47 @@ fn a_projection_registered_twice_or_badly_named_is_refused_at_open() {
     let bad = Store::open(dir.path(), opts().with_projection(Count::new("Not/A name")));
     assert!(matches!(bad, Err(Error::BadProjection(_))), "{bad:?}");
 }
+
+/// A growing projection (the transcript's checkpoint is rewritten after a sixteenth more
+/// events) left far behind by a writer is checkpointed when the writer goes away, so a
+/// reader after it folds fewer than the store's refresh interval past the checkpoint; and
+/// what it hands back equals a fold of the whole log.
+#[test]
+fn a_writer_going_away_checkpoints_a_projection_it_left_behind() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path(), opts()).expect("store");
+    let mut h = store
+        .create_session("w", SessionHeader::new("w", 1, None))
+        .expect("create");
+    let mut w = Workload::new(5, WorkloadConfig::default());
+    let folded_by_a_reader = || {
+        let reader = Store::open_read_only(dir.path(), opts()).expect("reader");
+        let t = reader
+            .projection::<Transcript>(Transcript::NAME, "w")
+            .expect("transcript");
+        match t.cache {
+            CacheUse::Hit { folded } => folded,
+            other => panic!("the transcript was built as {other:?}"),
+        }
+    };
+    // Turns until the transcript's checkpoint lags by several refresh intervals.
+    let mut lag = 0;
+    while lag < 4 * REFRESH || h.next_seq().get() < 2_000 {
+        let next = h.next_seq().get();
+        for e in w.turn(next, 1, None) {
+            h.append(e).expect("append");
+        }
+        h.commit().expect("commit");
+        lag = folded_by_a_reader();
+        assert!(h.next_seq().get() < 100_000, "the checkpoint never lagged");
+    }
+    drop(h);
+    let after = folded_by_a_reader();
+    assert!(
+        after < REFRESH,
+        "a reader after the writer folds {after} events (lagged by {lag} before)"
+    );
+    let full = fresh(dir.path());
+    let reader = Store::open_read_only(dir.path(), opts()).expect("reader");
+    assert_equal_to_a_full_fold(&reader, &full, "w");
+}
