@@ -175,10 +175,11 @@ pub(crate) fn result_is_error(content: Option<JsonRef<'_>>, error: Option<JsonRe
     if error.is_some_and(|e| e.kind() != sessionlog_session::json::JsonKind::Null) {
         return true;
     }
+    // Each block walked once for its `isError` (a tool's output in it may be long).
     content.is_some_and(|blocks| {
         blocks
-            .elements()
-            .any(|b| b.get("isError").and_then(|v| v.as_bool()) == Some(true))
+            .element_fields(["isError"])
+            .any(|(_, [is_error])| is_error.and_then(|v| v.as_bool()) == Some(true))
     })
 }
 

@@ -477,20 +477,19 @@ pub(super) fn feed_all(
             }
             continue;
         }
-        // Only an event of a surface type can be a surface node with an estimate; the
-        // lookup is not made for the others (most of a session: chunks, steps, calls), and
-        // a streamed chunk, most of all, is told by its kind tag without looking its type
-        // up (were one a surface node, its fold would make the estimate itself). A node a
-        // later event of the same batch replaced has no estimate kept: the fold makes its
-        // own.
-        let message_estimate = counter
-            .filter(|_| kind != sessionlog_session::codec::kind::ASSISTANT_CHUNK)
-            .filter(|_| version.surface_type(event.event_type()).is_some())
-            .and_then(|counter| {
-                state
-                    .node_estimate(event.seq())
-                    .map(|tokens| MessageEstimate { counter, tokens })
-            });
+        // An event of a type that is no surface type derives no message: its estimate is
+        // 0, said here so that no fold derives it again (a projection that wants every
+        // event is handed mostly chunks, steps and calls). A surface event's is the one the
+        // writer's state keeps for its node; a node a later event of the same batch
+        // replaced has none kept, and the fold makes its own.
+        let message_estimate = counter.and_then(|counter| {
+            if version.surface_type(event.event_type()).is_none() {
+                return Some(MessageEstimate { counter, tokens: 0 });
+            }
+            state
+                .node_estimate(event.seq())
+                .map(|tokens| MessageEstimate { counter, tokens })
+        });
         let stored = StoredEvent {
             kind,
             record_bytes,
