@@ -6,6 +6,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use sessionlog_format::{FooterView, IndexEntry, CATALOG_STREAM};
 
@@ -64,10 +65,8 @@ pub(crate) fn read(
     catalog: &mut Catalog,
 ) -> Result<Option<ScanOutcome>> {
     let path = clean_path(dir, id);
-    let file = match storage.open_file(&path, OpenMode::ReadOnly) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io_err("opening", &path)(e)),
+    let Some(file) = open_clean(storage, &path)? else {
+        return Ok(None);
     };
     let len = file.len().map_err(io_err("reading the size of", &path))?;
     let mut bytes = vec![0u8; usize::try_from(len).unwrap_or(0)];
@@ -93,10 +92,8 @@ pub(crate) fn read_detached(
     catalog: &mut Catalog,
 ) -> Result<Option<ScanOutcome>> {
     let path = clean_path(dir, id);
-    let file = match storage.open_file(&path, OpenMode::ReadOnly) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io_err("opening", &path)(e)),
+    let Some(file) = open_clean(storage, &path)? else {
+        return Ok(None);
     };
     let bytes = crate::snapshot::read_copy(&*file).map_err(io_err("reading", &path))?;
     let mut failed = None;
@@ -115,6 +112,15 @@ pub(crate) fn read_detached(
     match failed {
         Some(e) => Err(io_err("reading", format!("segment {}", id.0))(e)),
         None => Ok(adopted),
+    }
+}
+
+/// The clean-close file at `path`, if there is one.
+fn open_clean(storage: &dyn Storage, path: &Path) -> Result<Option<Arc<dyn StorageFile>>> {
+    match storage.open_file(path, OpenMode::ReadOnly) {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err("opening", path)(e)),
     }
 }
 

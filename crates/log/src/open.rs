@@ -562,25 +562,12 @@ impl Window {
             .min(need.max(piece));
         if want > have {
             self.buf.resize(want, 0);
-            let got = read_full(file, &mut self.buf[have..], self.base + have as u64)?;
+            let got =
+                crate::snapshot::read_full(file, &mut self.buf[have..], self.base + have as u64)?;
             self.buf.truncate(have + got);
         }
         Ok(self.buf.len() >= need)
     }
-}
-
-/// Reads into `buf` at `offset` until it is full or the file ends; the bytes read.
-fn read_full(file: &dyn StorageFile, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
-    let mut got = 0;
-    while let Some(rest) = buf.get_mut(got..).filter(|r| !r.is_empty()) {
-        match file.read_at(rest, offset + got as u64) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(got)
 }
 
 /// The scan of the active segment, and whether a clean-close file stood in for it.

@@ -23,34 +23,55 @@ pub(crate) fn read_copy(file: &dyn StorageFile) -> io::Result<Vec<u8>> {
 pub(crate) fn read_prefix(file: &dyn StorageFile, len: u64) -> io::Result<Vec<u8>> {
     let len = usize::try_from(len)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "file too large to read"))?;
-    let mut out = vec![0u8; len];
-    let mut got = 0;
-    while got < len {
-        match file.read_at(&mut out[got..], got as u64) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    out.truncate(got);
-    Ok(out)
+    read_span(file, 0, len)
 }
 
 /// Reads up to `len` bytes at `offset` (fewer if the file ends first).
 pub(crate) fn read_span(file: &dyn StorageFile, offset: u64, len: usize) -> io::Result<Vec<u8>> {
     let mut out = vec![0u8; len];
+    let got = read_full(file, &mut out, offset)?;
+    out.truncate(got);
+    Ok(out)
+}
+
+/// Reads into `buf` at `offset` until it is full or the file ends; the bytes read.
+pub(crate) fn read_full(file: &dyn StorageFile, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     let mut got = 0;
-    while got < len {
-        match file.read_at(&mut out[got..], offset + got as u64) {
+    while let Some(rest) = buf.get_mut(got..).filter(|r| !r.is_empty()) {
+        match file.read_at(rest, offset + got as u64) {
             Ok(0) => break,
             Ok(n) => got += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
     }
-    out.truncate(got);
-    Ok(out)
+    Ok(got)
+}
+
+/// Every write of a read-only stand-in for a segment file fails: a read-only log has
+/// nothing to write.
+macro_rules! refuse_writes {
+    () => {
+        fn write_all_at(&self, _buf: &[u8], _offset: u64) -> io::Result<()> {
+            Err(read_only())
+        }
+
+        fn sync_data(&self) -> io::Result<()> {
+            Err(read_only())
+        }
+
+        fn sync_all(&self) -> io::Result<()> {
+            Err(read_only())
+        }
+
+        fn set_len(&self, _len: u64) -> io::Result<()> {
+            Err(read_only())
+        }
+
+        fn allocate(&self, _len: u64) -> io::Result<()> {
+            Err(read_only())
+        }
+    };
 }
 
 /// The last segment of a read-only log after a clean close, read in place: positional
@@ -73,6 +94,8 @@ impl PrefixFile {
 }
 
 impl StorageFile for PrefixFile {
+    refuse_writes!();
+
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         let room = usize::try_from(self.len.saturating_sub(offset)).unwrap_or(usize::MAX);
         let want = buf.len().min(room);
@@ -82,28 +105,8 @@ impl StorageFile for PrefixFile {
         }
     }
 
-    fn write_all_at(&self, _buf: &[u8], _offset: u64) -> io::Result<()> {
-        Err(read_only())
-    }
-
-    fn sync_data(&self) -> io::Result<()> {
-        Err(read_only())
-    }
-
-    fn sync_all(&self) -> io::Result<()> {
-        Err(read_only())
-    }
-
     fn len(&self) -> io::Result<u64> {
         Ok(self.len)
-    }
-
-    fn set_len(&self, _len: u64) -> io::Result<()> {
-        Err(read_only())
-    }
-
-    fn allocate(&self, _len: u64) -> io::Result<()> {
-        Err(read_only())
     }
 
     /// A copy of the prefix: a mapping could see the file shrink.
@@ -133,6 +136,8 @@ fn read_only() -> io::Error {
 }
 
 impl StorageFile for SnapshotFile {
+    refuse_writes!();
+
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         let Some(rest) = usize::try_from(offset)
             .ok()
@@ -145,28 +150,8 @@ impl StorageFile for SnapshotFile {
         Ok(n)
     }
 
-    fn write_all_at(&self, _buf: &[u8], _offset: u64) -> io::Result<()> {
-        Err(read_only())
-    }
-
-    fn sync_data(&self) -> io::Result<()> {
-        Err(read_only())
-    }
-
-    fn sync_all(&self) -> io::Result<()> {
-        Err(read_only())
-    }
-
     fn len(&self) -> io::Result<u64> {
         Ok(self.bytes.len() as u64)
-    }
-
-    fn set_len(&self, _len: u64) -> io::Result<()> {
-        Err(read_only())
-    }
-
-    fn allocate(&self, _len: u64) -> io::Result<()> {
-        Err(read_only())
     }
 
     fn map_readonly(&self) -> io::Result<Bytes> {

@@ -14,6 +14,29 @@ fn payload(stream: u64, i: u64) -> Vec<u8> {
     .into_bytes()
 }
 
+/// Flips `bits` in byte `at` of the record payload `needle` in the store's only segment
+/// file; the file's path.
+fn flip_in_payload(
+    dir: &std::path::Path,
+    needle: &[u8],
+    at: usize,
+    bits: u8,
+) -> std::path::PathBuf {
+    let segment = std::fs::read_dir(dir)
+        .expect("list")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.extension().is_some_and(|x| x == "seg"))
+        .expect("a segment");
+    let mut bytes = std::fs::read(&segment).expect("read segment");
+    let found = bytes
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .expect("the record's payload is in the segment");
+    bytes[found + at] ^= bits;
+    std::fs::write(&segment, &bytes).expect("write segment");
+    segment
+}
+
 #[test]
 fn a_read_only_open_after_a_clean_close_reads_the_segment_in_place() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -123,19 +146,7 @@ fn a_record_changed_behind_a_reader_reading_in_place_is_damage() {
     let id = reader.stream_id("s").expect("stream");
 
     // One byte of record 150's payload, changed in the segment file after the open.
-    let segment = std::fs::read_dir(dir.path())
-        .expect("list")
-        .map(|e| e.expect("entry").path())
-        .find(|p| p.extension().is_some_and(|x| x == "seg"))
-        .expect("a segment");
-    let mut bytes = std::fs::read(&segment).expect("read segment");
-    let needle = payload(0, 150);
-    let at = bytes
-        .windows(needle.len())
-        .position(|w| w == &needle[..])
-        .expect("the record's payload is in the segment");
-    bytes[at + 3] ^= 0x20;
-    std::fs::write(&segment, &bytes).expect("write segment");
+    flip_in_payload(dir.path(), &payload(0, 150), 3, 0x20);
 
     match reader.read(id, Seq(150)) {
         Err(Error::Corrupted { .. }) => {}
@@ -172,19 +183,7 @@ fn damage_under_a_clean_close_is_refused_at_open_as_a_scan_refuses_it() {
             .expect("commit");
     }
     log.close().expect("close");
-    let segment = std::fs::read_dir(dir.path())
-        .expect("list")
-        .map(|e| e.expect("entry").path())
-        .find(|p| p.extension().is_some_and(|x| x == "seg"))
-        .expect("a segment");
-    let mut bytes = std::fs::read(&segment).expect("read segment");
-    let needle = payload(0, 120);
-    let at = bytes
-        .windows(needle.len())
-        .position(|w| w == &needle[..])
-        .expect("the record's payload is in the segment");
-    bytes[at + 5] ^= 0x01;
-    std::fs::write(&segment, &bytes).expect("write segment");
+    let segment = flip_in_payload(dir.path(), &payload(0, 120), 5, 0x01);
     let before = std::fs::read(&segment).expect("read segment");
 
     // Later batches vouch for the damaged one: damage to acknowledged data, not a tail.
