@@ -46,9 +46,17 @@ impl BackgroundReport {
 
 #[derive(Debug, Default)]
 struct Shared {
-    stop: Mutex<bool>,
+    control: Mutex<Control>,
     wake: Condvar,
     report: Mutex<BackgroundReport>,
+}
+
+/// What the thread is asked to do, set under the lock it waits on, so that a nudge or a stop
+/// that comes before it waits (while it finishes a run) is not lost.
+#[derive(Debug, Default)]
+struct Control {
+    stop: bool,
+    nudged: bool,
 }
 
 /// A running background reclaim. Dropping it stops the thread (waiting for a run in progress
@@ -81,6 +89,7 @@ impl BackgroundReclaim {
 
     /// Runs reclaim again now instead of at the end of the interval.
     pub fn nudge(&self) {
+        self.shared.control.lock().nudged = true;
         self.shared.wake.notify_one();
     }
 
@@ -91,7 +100,7 @@ impl BackgroundReclaim {
     }
 
     fn halt(&mut self) {
-        *self.shared.stop.lock() = true;
+        self.shared.control.lock().stop = true;
         self.shared.wake.notify_one();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -107,8 +116,13 @@ impl Drop for BackgroundReclaim {
 
 fn run(log: &Log, interval: Duration, shared: &Shared) {
     loop {
-        if *shared.stop.lock() {
-            return;
+        {
+            let mut control = shared.control.lock();
+            if control.stop {
+                return;
+            }
+            // A nudge before this run is answered by it.
+            control.nudged = false;
         }
         match log.reclaim() {
             Ok(r) => shared.report.lock().add(&r),
@@ -118,9 +132,19 @@ fn run(log: &Log, interval: Duration, shared: &Shared) {
                 return;
             }
         }
-        let mut stop = shared.stop.lock();
-        if !*stop {
-            shared.wake.wait_for(&mut stop, interval);
+        // Until the interval is up (or for ever, past what a clock can count), a nudge or
+        // a stop.
+        let deadline = std::time::Instant::now().checked_add(interval);
+        let mut control = shared.control.lock();
+        while !control.stop && !control.nudged {
+            match deadline {
+                Some(deadline) => {
+                    if shared.wake.wait_until(&mut control, deadline).timed_out() {
+                        break;
+                    }
+                }
+                None => shared.wake.wait(&mut control),
+            }
         }
     }
 }

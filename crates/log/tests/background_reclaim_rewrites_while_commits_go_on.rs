@@ -106,3 +106,30 @@ fn a_background_reclaim_ends_by_itself_when_the_log_is_closed() {
         .start_background_reclaim(Duration::from_secs(1))
         .is_err());
 }
+
+/// A nudge that comes while a run is finishing (after its report, before the thread waits
+/// again) is answered by another run, not lost until the interval is up.
+#[test]
+fn every_nudge_is_answered_by_a_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(dir.path(), options()).expect("open");
+    let reclaim = log
+        .start_background_reclaim(Duration::from_secs(3600))
+        .expect("start");
+    for want in 1..=200u64 {
+        // Polled without sleeping, so the nudge often lands just as a run ends.
+        let start = Instant::now();
+        while reclaim.report().runs < want {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "run {want} never came: a nudge was lost"
+            );
+            std::thread::yield_now();
+        }
+        reclaim.nudge();
+    }
+    let report = reclaim.stop();
+    assert!(report.error.is_none(), "{report:?}");
+    assert!(report.runs >= 200, "{report:?}");
+    log.close().expect("close");
+}
