@@ -3,7 +3,6 @@
 //! scanning the segment. The file is removed (durably) by that open before anything is
 //! appended, so it can never describe less than the segment holds. spec: recovery.md#clean-close
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -64,6 +63,22 @@ pub(crate) fn read(
     segment: &[u8],
     catalog: &mut Catalog,
 ) -> Result<Option<ScanOutcome>> {
+    read_with(storage, dir, id, catalog, |data_end| {
+        let after = segment.get(usize::try_from(data_end).unwrap_or(usize::MAX)..);
+        Ok(after.is_some_and(zeros_after))
+    })
+}
+
+/// [`read`] for a caller that has not read the segment: `matches(data_end)` says whether the
+/// segment matches the file past the data it describes (the bytes after it zero, see
+/// [`zeros_after`], and whatever else the caller checks). A failed read there is an error.
+pub(crate) fn read_with(
+    storage: &dyn Storage,
+    dir: &Path,
+    id: SegmentId,
+    catalog: &mut Catalog,
+    matches: impl FnOnce(u64) -> std::io::Result<bool>,
+) -> Result<Option<ScanOutcome>> {
     let path = clean_path(dir, id);
     let Some(file) = open_clean(storage, &path)? else {
         return Ok(None);
@@ -72,47 +87,21 @@ pub(crate) fn read(
     let mut bytes = vec![0u8; usize::try_from(len).unwrap_or(0)];
     file.read_exact_at(&mut bytes, 0)
         .map_err(io_err("reading", &path))?;
-    Ok(adopt(&bytes, id, catalog, |data_end| {
-        segment
-            .get(usize::try_from(data_end).ok()?..)
-            .map(Cow::Borrowed)
-    }))
-}
-
-/// [`read`] for a read-only open that has not read the segment: the clean-close file of
-/// segment `id` (whose file is `segment`) and, when it verifies and matches the segment, the
-/// scan it stands for, applied to `catalog`. Only the bytes just past the described data
-/// are read from the segment, for the same zero check. `None` (catalog untouched) when
-/// there is no usable file. spec: recovery.md#read-only-open
-pub(crate) fn read_detached(
-    storage: &dyn Storage,
-    dir: &Path,
-    id: SegmentId,
-    segment: &dyn StorageFile,
-    catalog: &mut Catalog,
-) -> Result<Option<ScanOutcome>> {
-    let path = clean_path(dir, id);
-    let Some(file) = open_clean(storage, &path)? else {
+    let Ok(view) = FooterView::decode_detached(&bytes, id.0) else {
         return Ok(None);
     };
-    let bytes = crate::snapshot::read_copy(&*file).map_err(io_err("reading", &path))?;
-    let mut failed = None;
-    let adopted = adopt(
-        &bytes,
-        id,
-        catalog,
-        |data_end| match crate::snapshot::read_span(segment, data_end, ZERO_CHECK_BYTES) {
-            Ok(after) => Some(Cow::Owned(after)),
-            Err(e) => {
-                failed = Some(e);
-                None
-            }
-        },
-    );
-    match failed {
-        Some(e) => Err(io_err("reading", format!("segment {}", id.0))(e)),
-        None => Ok(adopted),
+    // Nothing may lie past the described data (the file is removed before any append, so
+    // this holds unless the segment was changed behind the log's back).
+    if !matches(view.data_end).map_err(io_err("reading", format!("segment {}", id.0)))? {
+        return Ok(None);
     }
+    Ok(adopt(&view, &bytes, catalog))
+}
+
+/// Whether the segment's bytes just past a clean-close file's data (`after`, from there to
+/// the end of the file) are zero, as far as the check reaches ([`ZERO_CHECK_BYTES`]).
+pub(crate) fn zeros_after(after: &[u8]) -> bool {
+    is_zero(after.get(..ZERO_CHECK_BYTES).unwrap_or(after))
 }
 
 /// The clean-close file at `path`, if there is one.
@@ -134,22 +123,9 @@ pub(crate) fn data_end_hint(storage: &dyn Storage, dir: &Path, id: SegmentId) ->
     Some(FooterView::decode_detached(&bytes, id.0).ok()?.data_end)
 }
 
-/// The scan the clean-close file `bytes` of segment `id` stands for, applied to `catalog`,
-/// when it verifies and matches the segment, whose bytes from a given offset on (at least
-/// [`ZERO_CHECK_BYTES`] of them, or all there are) `after` reads.
-fn adopt<'s>(
-    bytes: &[u8],
-    id: SegmentId,
-    catalog: &mut Catalog,
-    after: impl FnOnce(u64) -> Option<Cow<'s, [u8]>>,
-) -> Option<ScanOutcome> {
-    let view = FooterView::decode_detached(bytes, id.0).ok()?;
-    // Nothing may lie past the described data (the file is removed before any append, so
-    // this holds unless the segment was changed behind the log's back).
-    let after = after(view.data_end)?;
-    if !is_zero(&after[..after.len().min(ZERO_CHECK_BYTES)]) {
-        return None;
-    }
+/// The scan the verified clean-close file `bytes` (whose view is `view`) stands for,
+/// applied to `catalog`, when its catalog and stream summaries continue the streams.
+fn adopt(view: &FooterView, bytes: &[u8], catalog: &mut Catalog) -> Option<ScanOutcome> {
     let mut trial = catalog.clone();
     let mut out = ScanOutcome {
         data_end: view.data_end,

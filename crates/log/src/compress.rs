@@ -229,9 +229,6 @@ impl Blocks {
     /// Makes decompressed block `i` the most recent block, unless it already is one.
     pub fn keep(&self, i: usize, bytes: Bytes) {
         let mut recent = self.recent.lock();
-        if recent.first().is_some_and(|(b, _)| *b == i) {
-            return;
-        }
         if let Some(at) = recent.iter().position(|(b, _)| *b == i) {
             recent[..=at].rotate_right(1);
             return;

@@ -214,13 +214,7 @@ pub(crate) fn open(
                     // make it durable before a next segment exists (spec: recovery.md#ordering).
                     file.sync_all().map_err(io_err("syncing", &path))?;
                 }
-                let seg = Arc::new(SealedSegment {
-                    id,
-                    bytes,
-                    footer: view,
-                    blocks: None,
-                    crc: sessionlog_format::SegmentCrc::new(id.0),
-                });
+                let seg = Arc::new(SealedSegment::new(id, bytes, view, None));
                 load_sealed(&mut catalog, &seg)?;
                 sealed.insert(id, seg);
             }
@@ -466,17 +460,17 @@ fn clean_in_place(
     {
         return Ok(None);
     }
-    let mut trial = catalog.clone();
-    let Some(outcome) = crate::clean::read_detached(storage, dir, id, &**file, &mut trial)? else {
+    // Only the bytes just past the data are read for the zero check. Every batch is still
+    // checked, as the scan checks it, so that damage to acknowledged data is found at open
+    // here too; anything that does not verify is left to the copy and its scan, which decide
+    // what it is exactly as before.
+    let matches = |data_end| {
+        let after = crate::snapshot::read_span(&**file, data_end, crate::clean::ZERO_CHECK_BYTES)?;
+        Ok(crate::clean::zeros_after(&after) && batches_verify(&**file, id, data_end)?)
+    };
+    let Some(outcome) = crate::clean::read_with(storage, dir, id, catalog, matches)? else {
         return Ok(None);
     };
-    // Every batch is still checked, as the scan checks it, so that damage to acknowledged
-    // data is found at open here too; anything that does not verify is left to the copy and
-    // its scan, which decide what it is exactly as before.
-    if !batches_verify(&**file, id, outcome.data_end).map_err(io_err("reading", path))? {
-        return Ok(None);
-    }
-    *catalog = trial;
     *store_id = header_store;
     let seg = ActiveSegment {
         id,

@@ -262,45 +262,33 @@ impl Inner {
             Location::Sealed {
                 segment: seg,
                 summary,
-            } if seg.blocks.is_some() => {
-                // A compressed segment's records are read from the blocks the cursor holds.
-                let anchor = seg.anchor(&summary, anchor_seq.min(summary.last_seq));
-                let cursor = &mut scratch.blocks;
-                cursor.enter(&seg, summary, last.unwrap_or(u64::MAX));
-                walk_back(
-                    seg.id,
-                    stream.0,
-                    anchor,
-                    seq.0,
-                    |o| cursor.header(&seg, o),
-                    |s, o| offsets.push((s, o)),
-                )?;
-                for &(s, o) in offsets.iter().rev() {
-                    if last.is_some_and(|l| s > l) {
-                        break;
-                    }
-                    out.push(cursor.record(&seg, o)?);
-                }
-                Ok(anchor.seq)
-            }
-            Location::Sealed {
-                segment: seg,
-                summary,
             } => {
                 let anchor = seg.anchor(&summary, anchor_seq.min(summary.last_seq));
+                // A compressed segment's records are read from the blocks the cursor holds.
+                let compressed = seg.blocks.is_some();
+                let cursor = &mut scratch.blocks;
+                if compressed {
+                    cursor.enter(&seg, summary, last.unwrap_or(u64::MAX));
+                }
                 walk_back(
                     seg.id,
                     stream.0,
                     anchor,
                     seq.0,
-                    |o| seg.header_at(o),
+                    |o| match compressed {
+                        true => cursor.header(&seg, o),
+                        false => seg.header_at(o),
+                    },
                     |s, o| offsets.push((s, o)),
                 )?;
                 for &(s, o) in offsets.iter().rev() {
                     if last.is_some_and(|l| s > l) {
                         break;
                     }
-                    out.push(seg.record_at(o)?);
+                    out.push(match compressed {
+                        true => cursor.record(&seg, o)?,
+                        false => seg.record_at(o)?,
+                    });
                 }
                 Ok(anchor.seq)
             }

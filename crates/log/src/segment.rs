@@ -39,28 +39,28 @@ pub(crate) struct SealedSegment {
 }
 
 impl SealedSegment {
+    /// A sealed segment over `bytes` with its verified footer (and block directory, when
+    /// compressed); its record checksum state is seeded here, once.
+    pub fn new(id: SegmentId, bytes: Bytes, footer: FooterView, blocks: Option<Blocks>) -> Self {
+        SealedSegment {
+            id,
+            bytes,
+            footer,
+            blocks,
+            crc: SegmentCrc::new(id.0),
+        }
+    }
+
     /// A sealed segment over the whole file `bytes`, compressed or not, whose footer (and
     /// block directory) must verify.
     pub fn decode(id: SegmentId, bytes: Bytes) -> Result<SealedSegment> {
         if crate::compress::is_compressed(&bytes) {
             let blocks = Blocks::decode(&bytes, id)?;
-            return Ok(SealedSegment {
-                id,
-                footer: blocks.footer(),
-                bytes,
-                blocks: Some(blocks),
-                crc: SegmentCrc::new(id.0),
-            });
+            return Ok(SealedSegment::new(id, bytes, blocks.footer(), Some(blocks)));
         }
         let footer = FooterView::decode(&bytes, id.0)
             .map_err(|e| corrupted(id, 0, "footer of a sealed segment", Some(e)))?;
-        Ok(SealedSegment {
-            id,
-            bytes,
-            footer,
-            blocks: None,
-            crc: SegmentCrc::new(id.0),
-        })
+        Ok(SealedSegment::new(id, bytes, footer, None))
     }
 
     /// The bytes holding logical `offset`, and where `offset` is in them: the mapping of an
