@@ -1237,15 +1237,14 @@ impl SessionHandle {
             }
         }
     }
-}
 
-impl SessionHandle {
     /// Checkpoints the projections whose checkpoints lag by
     /// [`StoreOptions::cache_refresh_events`] or more, when every append of this session is
     /// durable (it never syncs). A projection whose checkpoint grows with the session is
     /// rewritten only after a growing share of new events
-    /// ([`Projection::checkpoint_every`](crate::Projection::checkpoint_every)), so a writer going away could leave it far
-    /// behind, and every later read would fold what it lags by.
+    /// ([`Projection::checkpoint_every`](crate::Projection::checkpoint_every)), so a writer
+    /// going away could leave it far behind, and every later read would fold what it lags
+    /// by.
     fn checkpoint_lagging_projections(&mut self) {
         if self.views.is_empty() || !self.store.inner.log.is_stream_durable(self.stream) {
             return;

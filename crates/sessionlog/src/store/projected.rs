@@ -105,13 +105,9 @@ impl Slot {
 
     /// Folds one stored event in, unless the projection skips its kind or has failed.
     pub(crate) fn feed(&mut self, event: &StoredEvent<'_>) {
-        if self.projection.wants(event.kind) {
-            self.feed_wanted(event);
+        if !self.projection.wants(event.kind) {
+            return;
         }
-    }
-
-    /// [`Slot::feed`] of an event whose kind the projection was found to want.
-    fn feed_wanted(&mut self, event: &StoredEvent<'_>) {
         if let Ok(state) = &mut self.state {
             if let Err(e) = self.projection.apply(state, event) {
                 self.state = Err(e);
@@ -459,19 +455,8 @@ pub(super) fn feed_all(
     let version = state.version();
     for (event, &(kind, record_bytes)) in events.iter().zip(records) {
         let seq = event.seq().get();
-        // Which projections want the event's kind, asked once (of the first eight; any more
-        // are asked again as they are fed). An event none wants is only counted: nothing is
-        // made for it.
-        let mut wanted = [false; 8];
-        let mut any = false;
-        for (i, slot) in slots.iter().enumerate() {
-            let w = slot.projection.wants(kind);
-            if let Some(at) = wanted.get_mut(i) {
-                *at = w;
-            }
-            any |= w;
-        }
-        if !any {
+        // An event no projection wants is only counted: nothing is made for it.
+        if !slots.iter().any(|slot| slot.projection.wants(kind)) {
             for slot in slots.iter_mut() {
                 slot.events = seq + 1;
             }
@@ -498,14 +483,8 @@ pub(super) fn feed_all(
             message_estimate,
             usage: recorded_usage(state, kind, event),
         };
-        for (i, slot) in slots.iter_mut().enumerate() {
-            let wants = match wanted.get(i) {
-                Some(&w) => w,
-                None => slot.projection.wants(kind),
-            };
-            if wants {
-                slot.feed_wanted(&stored);
-            }
+        for slot in slots.iter_mut() {
+            slot.feed(&stored);
             slot.events = seq + 1;
         }
     }
