@@ -14,6 +14,21 @@ fn payload(stream: u64, i: u64) -> Vec<u8> {
     .into_bytes()
 }
 
+/// A store of one stream `s` of 200 records (`payload(0, i)`), committed with
+/// `durability` and closed cleanly.
+fn closed_store(durability: Durability) -> (tempfile::TempDir, LogOptions) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = LogOptions::default().with_segment_size_bytes(1 << 20);
+    let log = Log::open(dir.path(), options.clone()).expect("open");
+    let s = log.create_stream("s").expect("stream");
+    for i in 0..200 {
+        log.commit(&[Append::new(s, 1, &payload(0, i))], durability)
+            .expect("commit");
+    }
+    log.close().expect("close");
+    (dir, options)
+}
+
 /// Flips `bits` in byte `at` of the record payload `needle` in the store's only segment
 /// file; the file's path.
 fn flip_in_payload(
@@ -131,15 +146,7 @@ fn a_read_only_open_after_a_clean_close_reads_the_segment_in_place() {
 
 #[test]
 fn a_record_changed_behind_a_reader_reading_in_place_is_damage() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let options = LogOptions::default().with_segment_size_bytes(1 << 20);
-    let log = Log::open(dir.path(), options.clone()).expect("open");
-    let s = log.create_stream("s").expect("stream");
-    for i in 0..200 {
-        log.commit(&[Append::new(s, 1, &payload(0, i))], Durability::Buffered)
-            .expect("commit");
-    }
-    log.close().expect("close");
+    let (dir, options) = closed_store(Durability::Buffered);
 
     let reader = Log::open_read_only(dir.path(), options).expect("read-only");
     assert!(reader.recovery_report().clean_close);
@@ -174,15 +181,7 @@ fn a_record_changed_behind_a_reader_reading_in_place_is_damage() {
 
 #[test]
 fn damage_under_a_clean_close_is_refused_at_open_as_a_scan_refuses_it() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let options = LogOptions::default().with_segment_size_bytes(1 << 20);
-    let log = Log::open(dir.path(), options.clone()).expect("open");
-    let s = log.create_stream("s").expect("stream");
-    for i in 0..200 {
-        log.commit(&[Append::new(s, 1, &payload(0, i))], Durability::Sync)
-            .expect("commit");
-    }
-    log.close().expect("close");
+    let (dir, options) = closed_store(Durability::Sync);
     let segment = flip_in_payload(dir.path(), &payload(0, 120), 5, 0x01);
     let before = std::fs::read(&segment).expect("read segment");
 
