@@ -612,6 +612,42 @@ impl<'a> JsonRef<'a> {
         }
     }
 
+    /// For an array whose first element is an object with a `key` member (the first one,
+    /// as [`JsonRef::fields`] finds it): the text from the start of that member's value to
+    /// the end of the array. The value's end is not looked for, so a caller that needs only
+    /// the start of a long string reads it without the string being scanned. `None` for
+    /// anything else.
+    pub fn first_element_value_onward(&self, key: &str) -> Option<&'a str> {
+        let bytes = self.text.as_bytes();
+        if !self.is_array() {
+            return None;
+        }
+        let start = skip_ws(bytes, 1);
+        if bytes.get(start) != Some(&b'{') {
+            return None;
+        }
+        let mut pos = skip_ws(bytes, start + 1);
+        loop {
+            if bytes.get(pos) != Some(&b'"') {
+                return None;
+            }
+            let key_end = skip_string(bytes, pos)?;
+            let colon = skip_ws(bytes, key_end);
+            if bytes.get(colon) != Some(&b':') {
+                return None;
+            }
+            let value_start = skip_ws(bytes, colon + 1);
+            if KeyLiteral::new(self.text.get(pos..key_end)?).is(key) {
+                return self.text.get(value_start..);
+            }
+            let after = skip_ws(bytes, skip_value(bytes, value_start)?);
+            if bytes.get(after) != Some(&b',') {
+                return None;
+            }
+            pos = skip_ws(bytes, after + 1);
+        }
+    }
+
     /// The value of `key` in an object.
     pub fn get(&self, key: &str) -> Option<JsonRef<'a>> {
         let [value] = self.fields([key]);
@@ -1213,6 +1249,49 @@ mod tests {
             let combined: Vec<_> = array.element_fields(keys).collect();
             let separate: Vec<_> = array.elements().map(|e| (e, e.fields(keys))).collect();
             prop_assert_eq!(combined, separate, "{}", text);
+        }
+
+        /// On valid JSON, the text from the first element's member onward begins with the
+        /// value `fields` finds there, and is found whenever that value is.
+        #[test]
+        fn the_first_elements_member_starts_where_fields_finds_it(
+            members in prop::collection::vec(
+                (
+                    prop::sample::select(vec!["\"type\"", "\"text\"", "\"t\\u0065xt\"", "\"texts\"", "\"x\""]),
+                    prop::sample::select(vec!["1", "\"a\"", "\"a \\\" b\"", "{\"text\":\"in\"}", "[1,{\"text\":2}]", "null", "\"\""]),
+                    prop::sample::select(vec![":", " : "]),
+                ),
+                0..4,
+            ),
+            separator in prop::sample::select(vec![",", " , "]),
+            space in prop::sample::select(vec!["", " ", "\n "]),
+            first in prop::sample::select(vec!["object", "scalar", "array"]),
+            rest in prop::sample::select(vec!["", ",{\"text\":\"later\"}", ", 1"]),
+        ) {
+            let object = members
+                .iter()
+                .map(|(k, v, c)| format!("{k}{c}{v}"))
+                .collect::<Vec<_>>()
+                .join(separator);
+            let element = match first {
+                "object" => format!("{{{space}{object}{space}}}"),
+                "scalar" => "\"text\"".to_owned(),
+                _ => format!("[{{{object}}}]"),
+            };
+            let text = format!("[{space}{element}{rest}]");
+            prop_assert!(serde_json::from_str::<serde_json::Value>(&text).is_ok(), "{}", text);
+            let array = JsonRef::new(&text);
+            let found = array
+                .elements()
+                .next()
+                .filter(|e| e.is_object())
+                .and_then(|e| e.get("text"));
+            let onward = array.first_element_value_onward("text");
+            prop_assert_eq!(onward.is_some(), found.is_some(), "{}", text);
+            if let (Some(onward), Some(found)) = (onward, found) {
+                prop_assert!(onward.starts_with(found.raw()), "{} from {}", text, onward);
+                prop_assert!(text.ends_with(onward), "{}", text);
+            }
         }
     }
 

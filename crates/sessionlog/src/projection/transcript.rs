@@ -217,6 +217,65 @@ impl AddedSurface {
     }
 }
 
+/// Shadowed seqs with the replacement that shadowed each, by seq. A replacement's sources
+/// are mostly above every seq shadowed before (a summary cites the surface, which holds
+/// nothing older than what earlier summaries shadowed), so most are appended to a sorted
+/// list, costing a comparison where a tree costs a walk and a node; a seq below the list's
+/// last that is not in it goes to a tree beside it, so no order of sources makes inserts
+/// shift the list. Each seq is in one of the two.
+#[derive(Clone, Default)]
+struct ShadowedBy {
+    appended: Vec<(u64, u64)>,
+    others: BTreeMap<u64, u64>,
+}
+
+impl ShadowedBy {
+    fn appended_at(&self, seq: u64) -> Option<usize> {
+        match self.appended.last() {
+            Some(&(last, _)) if last >= seq => {
+                self.appended.binary_search_by_key(&seq, |&(s, _)| s).ok()
+            }
+            _ => None,
+        }
+    }
+
+    fn get(&self, seq: u64) -> Option<u64> {
+        match self.appended_at(seq) {
+            Some(i) => self.appended.get(i).map(|&(_, by)| by),
+            None => self.others.get(&seq).copied(),
+        }
+    }
+
+    /// Sets `seq`'s replacement; whether `seq` was not listed before.
+    fn insert(&mut self, seq: u64, by: u64) -> bool {
+        if let Some(pair) = self.appended_at(seq).and_then(|i| self.appended.get_mut(i)) {
+            pair.1 = by;
+            return false;
+        }
+        // Every seq in the tree is below the list's last.
+        if self.appended.last().is_none_or(|&(last, _)| last < seq) {
+            self.appended.push((seq, by));
+            return true;
+        }
+        self.others.insert(seq, by).is_none()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.appended.is_empty() && self.others.is_empty()
+    }
+
+    /// Every pair, by seq.
+    fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let mut a = self.appended.iter().copied().peekable();
+        let mut b = self.others.iter().map(|(&s, &by)| (s, by)).peekable();
+        std::iter::from_fn(move || match (a.peek(), b.peek()) {
+            (Some(&(x, _)), Some(&(y, _))) if y < x => b.next(),
+            (Some(_), _) => a.next(),
+            (None, _) => b.next(),
+        })
+    }
+}
+
 /// The transcript of one session.
 ///
 /// A transcript handed back from a checkpoint keeps the checkpoint's bytes and reads its
@@ -243,7 +302,7 @@ pub struct SessionTranscript {
     surface_removed: SeqSet,
     /// Shadowed events set since the checkpoint, each with the latest replacement citing
     /// it (over the stored ones).
-    shadowed_by: BTreeMap<u64, u64>,
+    shadowed_by: ShadowedBy,
     /// Shadowed events in all.
     shadowed: u64,
     /// Tool names by call id, from `tool/call` events; `None` until the stored ones are
@@ -325,14 +384,13 @@ impl SessionTranscript {
 
     fn shadowed_by(&self, seq: u64) -> Option<u64> {
         self.shadowed_by
-            .get(&seq)
-            .copied()
+            .get(seq)
             .or_else(|| self.stored.shadowed_by(seq))
     }
 
     fn shadow(&mut self, seq: u64, by: u64) {
         let stored = self.stored.shadowed_by(seq).is_some();
-        if self.shadowed_by.insert(seq, by).is_none() && !stored {
+        if self.shadowed_by.insert(seq, by) && !stored {
             self.shadowed += 1;
         }
     }
@@ -582,8 +640,7 @@ impl SessionTranscript {
                 let by = match row.kind {
                     RowKind::Message => self
                         .shadowed_by
-                        .get(&seq)
-                        .copied()
+                        .get(seq)
                         .or_else(|| shadowed.find(seq).map(|i| shadowed.value(i))),
                     _ => None,
                 };
@@ -745,7 +802,7 @@ impl SessionTranscript {
         if self.shadowed_by.is_empty() {
             out.extend_from_slice(self.stored.shadowed_bytes());
         } else {
-            let changed = self.shadowed_by.iter().map(|(&a, &b)| (a, b));
+            let changed = self.shadowed_by.iter();
             for (seq, by) in merge_shadowed(self.stored.shadowed(), changed) {
                 put_u64(out, seq);
                 put_u64(out, by);
@@ -1021,14 +1078,29 @@ fn tool_result(
     out.push_str("] ");
     out.push_str(status);
     out.push_str(": ");
+    // The texts are shown joined by spaces, abbreviated. When the first alone is longer
+    // than a line (a tool's output usually is), the line is its start: read from where the
+    // first item's text begins, neither its end nor the other texts are looked for.
+    let head = content
+        .and_then(|items| items.first_element_value_onward("text"))
+        .and_then(|onward| onward.strip_prefix('"'))
+        .and_then(|inner| inner.get(..=TEXT_CHARS))
+        .filter(|head| !head.contains('"'));
+    if let Some(prefix) = head.and_then(|head| plain_prefix(head, TEXT_CHARS)) {
+        // More than `TEXT_CHARS` bytes, none a quote or a backslash: the string goes on.
+        if prefix.cut {
+            out.push_str(prefix.text);
+            out.push('…');
+            return;
+        }
+    }
     let mut texts = content
         .into_iter()
         .flat_map(|items| items.element_fields(["text"]))
         .filter_map(|(_, [text])| text.filter(|t| t.kind() == JsonKind::String));
     let first = texts.next();
-    // The texts are shown joined by spaces, abbreviated. When the first alone is longer
-    // than a line (a tool's output usually is), the line is its start: the others are
-    // neither found nor decoded.
+    // The first text found may still be longer than a line (it was not the first item's,
+    // or its start holds an escape): then the others are neither found nor decoded.
     if let Some(prefix) = first.and_then(|t| plain_prefix(literal_inner(t), TEXT_CHARS)) {
         if prefix.cut {
             out.push_str(prefix.text);
@@ -1149,8 +1221,8 @@ mod tests {
     use sessionlog_session::{kind_tag, EventInput, FormatVersion};
 
     use super::{
-        abbreviate, abbreviate_value, tool_result, SessionTranscript, StoredEvent, Transcript,
-        TEXT_CHARS,
+        abbreviate, abbreviate_value, tool_result, SessionTranscript, ShadowedBy, StoredEvent,
+        Transcript, TEXT_CHARS,
     };
     use crate::projection::Projection;
 
@@ -1199,6 +1271,71 @@ mod tests {
             );
             let joined = abbreviate(&format!("{text} {text}"), TEXT_CHARS);
             assert_eq!(line, format!("← ? [?] ok: {joined}"), "{items}");
+        }
+        // Plain texts around a line's length, first in items of several shapes: the line
+        // read from the first item's start is the line of the texts found and joined.
+        for (len, pattern) in (90..130).flat_map(|len| {
+            ["tool output ", "abcdefghij", "a b c ", r"ls -la /tmp\n"].map(|p| (len, p))
+        }) {
+            let text: String = pattern.chars().cycle().take(len).collect();
+            let text = text.trim_end_matches([' ', '\\']);
+            for items in [
+                format!(r#"[{{"type":"text","text":"{text}"}},{{"text":"more"}}]"#),
+                format!(r#"[ {{ "text" : "{text}" , "type" : "text" }} ]"#),
+                format!(r#"[{{"type":"image"}},{{"text":"{text}"}}]"#),
+                format!(r#"[{{"text":1,"type":"text"}},{{"text":"{text}"}}]"#),
+                format!(r#"[{{"type":"text","text":"{text}\"q"}}]"#),
+                format!(r#"[{{"type":"text","text":"{text}"}}]"#).replace("tool o", "tool é"),
+            ] {
+                let mut line = String::new();
+                tool_result(
+                    &mut line,
+                    [None, None, Some(JsonRef::new(&items))],
+                    &BTreeMap::new(),
+                );
+                let value: serde_json::Value = serde_json::from_str(&items).expect("JSON");
+                let texts: Vec<&str> = value
+                    .as_array()
+                    .expect("an array")
+                    .iter()
+                    .filter_map(|item| item.get("text").and_then(|t| t.as_str()))
+                    .collect();
+                let joined = abbreviate(&texts.join(" "), TEXT_CHARS);
+                assert_eq!(line, format!("← ? [?] ok: {joined}"), "{items}");
+            }
+        }
+    }
+
+    #[test]
+    fn shadowed_pairs_are_kept_as_a_map_by_seq_keeps_them() {
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        for case in 0..200u64 {
+            let mut kept = ShadowedBy::default();
+            let mut model = BTreeMap::new();
+            let mut next = 0u64;
+            for by in 0..300u64 {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                // Mostly above every seq so far, as summaries shadow; sometimes an older
+                // one again, or one below that was never shadowed (in a case of its own,
+                // always).
+                let seq = match rng % 8 {
+                    _ if case % 5 == 4 => rng % 600,
+                    0 | 1 => rng % (next + 1),
+                    _ => {
+                        next += 1 + rng % 3;
+                        next
+                    }
+                };
+                assert_eq!(kept.insert(seq, by), model.insert(seq, by).is_none());
+                assert_eq!(kept.get(seq), Some(by));
+                let probe = rng % (next + 2);
+                assert_eq!(kept.get(probe), model.get(&probe).copied());
+            }
+            let pairs: Vec<(u64, u64)> = model.iter().map(|(&s, &b)| (s, b)).collect();
+            assert_eq!(kept.iter().collect::<Vec<_>>(), pairs, "case {case}");
+            assert_eq!(kept.is_empty(), pairs.is_empty());
         }
     }
 
