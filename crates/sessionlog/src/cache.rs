@@ -82,6 +82,92 @@ pub(crate) fn projection_path(dir: &Path, stream: StreamId, projection: &str) ->
         .join(format!("{:020}.{projection}.slpv", stream.0))
 }
 
+/// The file of appended part `part` of generation `generation` of projection `projection`
+/// of `stream`. spec: cache.md#appended-parts
+pub(crate) fn appended_path(
+    dir: &Path,
+    stream: StreamId,
+    projection: &str,
+    generation: u64,
+    part: usize,
+) -> PathBuf {
+    dir.join(CACHE_DIR).join(format!(
+        "{:020}.{projection}.{generation:016x}.{part}.slpa",
+        stream.0
+    ))
+}
+
+/// The generations of appended parts of projection `projection` of `stream` that have a
+/// file in the cache directory, each with the names of its files.
+pub(crate) fn appended_generations(
+    storage: &Arc<dyn Storage>,
+    dir: &Path,
+    stream: StreamId,
+    projection: &str,
+) -> std::io::Result<Vec<(u64, String)>> {
+    let names = match storage.list_dir(&dir.join(CACHE_DIR)) {
+        Ok(names) => names,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let prefix = format!("{:020}.{projection}.", stream.0);
+    Ok(names
+        .into_iter()
+        .filter_map(|name| {
+            let rest = name.strip_prefix(&prefix)?.strip_suffix(".slpa")?;
+            let (generation, part) = rest.split_once('.')?;
+            if generation.len() != 16
+                || part.is_empty()
+                || !part.bytes().all(|b| b.is_ascii_digit())
+            {
+                return None;
+            }
+            let generation = u64::from_str_radix(generation, 16).ok()?;
+            Some((generation, name))
+        })
+        .collect())
+}
+
+/// Where a checkpoint's appended parts are: their generation, and each part's length and
+/// CRC-32 as far as the checkpoint covers it. spec: cache.md#appended-parts
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AppendedParts {
+    pub(crate) generation: u64,
+    pub(crate) parts: Vec<(u64, u32)>,
+}
+
+impl AppendedParts {
+    /// The most parts a checkpoint may name.
+    const MAX_PARTS: usize = 16;
+
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.generation.to_le_bytes());
+        out.extend_from_slice(&(self.parts.len() as u32).to_le_bytes());
+        for &(len, crc) in &self.parts {
+            out.extend_from_slice(&len.to_le_bytes());
+            out.extend_from_slice(&crc.to_le_bytes());
+        }
+    }
+
+    /// The descriptor at the start of `section`, and the bytes after it.
+    pub(crate) fn decode(section: &[u8]) -> Option<(AppendedParts, &[u8])> {
+        let generation = u64::from_le_bytes(section.get(..8)?.try_into().ok()?);
+        let count = u32::from_le_bytes(section.get(8..12)?.try_into().ok()?) as usize;
+        if count > Self::MAX_PARTS {
+            return None;
+        }
+        let mut at = 12;
+        let mut parts = Vec::with_capacity(count);
+        for _ in 0..count {
+            let len = u64::from_le_bytes(section.get(at..at + 8)?.try_into().ok()?);
+            let crc = u32::from_le_bytes(section.get(at + 8..at + 12)?.try_into().ok()?);
+            parts.push((len, crc));
+            at += 12;
+        }
+        Some((AppendedParts { generation, parts }, section.get(at..)?))
+    }
+}
+
 /// The checkpoint file of store-wide projection `projection`. spec: cache.md#store-wide-projections
 pub(crate) fn store_projection_path(dir: &Path, projection: &str) -> PathBuf {
     dir.join(CACHE_DIR).join(format!("store.{projection}.slpw"))
@@ -268,6 +354,34 @@ pub(crate) fn read(
     }
     let mut buf =
         vec![0u8; usize::try_from(len).map_err(|_| std::io::Error::other("cache file too large"))?];
+    file.read_exact_at(&mut buf, 0)?;
+    Ok(Some(Bytes::from(buf)))
+}
+
+/// The first `len` bytes of the file at `path` (mapped when they are many), `None` when
+/// there is no file; a file shorter than `len` is an error.
+pub(crate) fn read_prefix(
+    storage: &Arc<dyn Storage>,
+    path: &Path,
+    len: u64,
+) -> Result<Option<Bytes>, std::io::Error> {
+    let file = match storage.open_file(path, OpenMode::ReadOnly) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let have = file.len()?;
+    if have < len {
+        return Err(std::io::Error::other(format!(
+            "{} holds {have} bytes, the checkpoint covers {len}",
+            path.display()
+        )));
+    }
+    let n = usize::try_from(len).map_err(|_| std::io::Error::other("cache file too large"))?;
+    if len >= MAP_BYTES {
+        return file.map_readonly().map(|b| Some(b.slice(..n)));
+    }
+    let mut buf = vec![0u8; n];
     file.read_exact_at(&mut buf, 0)?;
     Ok(Some(Bytes::from(buf)))
 }

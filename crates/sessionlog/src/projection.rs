@@ -188,6 +188,39 @@ pub trait Projection: Send + Sync + 'static {
     fn decode_shared(&self, bytes: Bytes) -> Result<Self::State, ProjectionError> {
         self.decode(&bytes)
     }
+
+    /// How many *appended parts* the checkpoint has: byte strings that only grow at their
+    /// end as the fold goes on (a transcript's text and rows). The store keeps each in a
+    /// file of its own, which a writer extends by what was added since its last checkpoint
+    /// instead of rewriting, and checkpoints the rest ([`Projection::encode_pieces`]) in the
+    /// projection's file, which names how much of each part it covers. None by default.
+    /// spec: format-spec/cache.md#appended-parts
+    fn appended_parts(&self) -> usize {
+        0
+    }
+
+    /// Pushes the state's appended parts, [`Projection::appended_parts`] of them, each as
+    /// pieces whose bytes in order are the part. Between two calls on the same state, each
+    /// part's bytes must begin with the bytes the earlier call gave: what was handed over
+    /// once is never changed.
+    fn appended<'s>(&self, state: &'s Self::State, parts: &mut Vec<Vec<&'s [u8]>>) {
+        let _ = (state, parts);
+    }
+
+    /// Decodes a checkpoint of a projection with appended parts: `rest` is what
+    /// [`Projection::encode_pieces`] wrote, `parts` the appended parts as far as the
+    /// checkpoint covers them. The state may keep the bytes. Must refuse, never panic on,
+    /// bytes it did not write.
+    fn decode_appended(
+        &self,
+        rest: Bytes,
+        parts: Vec<Bytes>,
+    ) -> Result<Self::State, ProjectionError> {
+        let _ = (rest, parts);
+        Err(ProjectionError::Undecodable(
+            "this projection has no appended parts".into(),
+        ))
+    }
 }
 
 /// [`Projection::checkpoint_every`] for a projection whose checkpoint grows with the
@@ -226,6 +259,13 @@ pub(crate) trait Registered: Send + Sync {
     ) -> Result<(), ProjectionError>;
     fn decode(&self, bytes: &[u8]) -> Result<AnyState, ProjectionError>;
     fn decode_shared(&self, bytes: Bytes) -> Result<AnyState, ProjectionError>;
+    fn appended_parts(&self) -> usize;
+    fn appended<'s>(
+        &self,
+        state: &'s AnyState,
+        parts: &mut Vec<Vec<&'s [u8]>>,
+    ) -> Result<(), ProjectionError>;
+    fn decode_appended(&self, rest: Bytes, parts: Vec<Bytes>) -> Result<AnyState, ProjectionError>;
 }
 
 /// Runs consumer code, turning a panic into [`ProjectionError::Panicked`].
@@ -332,6 +372,28 @@ impl<P: Projection> Registered for P {
     fn decode_shared(&self, bytes: Bytes) -> Result<AnyState, ProjectionError> {
         guarded("decode", || {
             Projection::decode_shared(self, bytes).map(|s| Box::new(s) as AnyState)
+        })
+    }
+
+    fn appended_parts(&self) -> usize {
+        guarded("appended_parts", || Ok(Projection::appended_parts(self))).unwrap_or(0)
+    }
+
+    fn appended<'s>(
+        &self,
+        state: &'s AnyState,
+        parts: &mut Vec<Vec<&'s [u8]>>,
+    ) -> Result<(), ProjectionError> {
+        let state = typed::<P>(state)?;
+        guarded("encode", || {
+            Projection::appended(self, state, parts);
+            Ok(())
+        })
+    }
+
+    fn decode_appended(&self, rest: Bytes, parts: Vec<Bytes>) -> Result<AnyState, ProjectionError> {
+        guarded("decode", || {
+            Projection::decode_appended(self, rest, parts).map(|s| Box::new(s) as AnyState)
         })
     }
 }

@@ -144,6 +144,9 @@ struct Inner {
     log: Log,
     options: StoreOptions,
     writers: Mutex<HashSet<StreamId>>,
+    /// Generations of projections' appended parts that a slot of this store is extending:
+    /// a writer that starts a generation removes the others, never these.
+    live_appended: Arc<Mutex<HashSet<u64>>>,
     /// Sessions folded for [`SessionStore`](sessionlog_session::SessionStore) appends.
     trait_sessions: SessionCache<crate::session_store::Open>,
     /// Staged imports the open deleted.
@@ -278,6 +281,7 @@ impl Store {
                 log,
                 options,
                 writers: Mutex::new(HashSet::new()),
+                live_appended: Arc::default(),
                 trait_sessions: SessionCache::new(crate::session_store::CACHE_SESSIONS),
                 discarded_imports,
             }),
@@ -818,6 +822,7 @@ impl Store {
                 log: self.inner.log.clone(),
                 options: self.inner.options.clone().with_projection_cache(false),
                 writers: Mutex::new(HashSet::new()),
+                live_appended: Arc::default(),
                 trait_sessions: SessionCache::new(1),
                 discarded_imports: 0,
             }),

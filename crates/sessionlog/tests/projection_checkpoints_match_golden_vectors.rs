@@ -1,5 +1,5 @@
 //! The golden projection checkpoints in `format-spec/vectors/` (`stats` and `tool-audit`
-//! version 1, `transcript` version 2) are what the shipped folds encode for the session below, and decode to the
+//! version 1, `transcript` version 3) are what the shipped folds encode for the session below, and decode to the
 //! states `format-spec/vectors/README.md` describes, so `format-spec/cache.md#projections`
 //! cannot drift from the code.
 //!
@@ -21,7 +21,10 @@ use sessionlog::{Projection, StoredEvent};
 const REGENERATE_ENV: &str = "SESSIONLOG_REGENERATE_VECTORS";
 const STATS_FILE: &str = "projection_stats_v1.bin";
 const AUDIT_FILE: &str = "projection_tool_audit_v1.bin";
-const TRANSCRIPT_FILE: &str = "projection_transcript_v2.bin";
+const TRANSCRIPT_FILE: &str = "projection_transcript_v3.bin";
+/// The transcript of [`longer_events`], whose last chunk run is never settled: its rows
+/// from that run on are held in the rest, not in the row table.
+const TRANSCRIPT_HELD_FILE: &str = "projection_transcript_v3_held.bin";
 
 fn vectors_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../format-spec/vectors")
@@ -216,10 +219,120 @@ fn the_transcript_vector_decodes_to_the_documented_rows() {
     for cut in 0..bytes.len() {
         assert!(Transcript.decode(&bytes[..cut]).is_err(), "cut at {cut}");
     }
+    let mut longer = bytes.clone();
+    longer.push(0);
+    assert!(Transcript.decode(&longer).is_err(), "a longer file");
+}
+
+#[test]
+fn the_transcript_vector_with_held_rows_decodes_to_the_documented_rows() {
+    let header = SessionHeader::new("golden", 1_700_000_000_000, Some("/work"));
+    let version = FormatVersion::dsh_v0();
+    let mut state = Transcript.init(&header);
+    for event in longer_events() {
+        let stored = StoredEvent {
+            kind: kind_tag(&event),
+            record_bytes: encode_event(&event).len() as u64,
+            event: &event,
+            version: &version,
+            message_estimate: None,
+            usage: None,
+        };
+        Transcript.apply(&mut state, &stored).expect("folds");
+    }
+    let mut encoded = Vec::new();
+    Transcript.encode(&state, &mut encoded);
+    let bytes = golden(TRANSCRIPT_HELD_FILE, &encoded);
+    let t: SessionTranscript = Transcript.decode(&bytes).expect("decodes");
+    assert_eq!(t, state);
+    // The appended parts: the row text, the rows before the unsettled run at seq
+    // 16 (15 rows: the golden session's 11, the turn's start, the run settled in seq 14,
+    // that settlement, the replacement at 15), the tool names; the rest holds the run's
+    // row and the turn's end after it.
+    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    let text_len = u64_at(0) as usize;
+    let rows_len = u64_at(8 + text_len) as usize;
+    assert_eq!(rows_len, 15 * 33, "the row table");
+    let names_len = u64_at(16 + text_len + rows_len) as usize;
+    // "c1" "bash", "c2" "read": 8 bytes of length before each string.
+    assert_eq!(names_len, 4 * 8 + 12, "the tool names");
+    let rest = 24 + text_len + rows_len + names_len;
+    assert_eq!(u64_at(rest), 18, "events");
+    assert_eq!(u64_at(rest + 16), 17, "rows in all");
+    let held = &bytes[rest + 24..rest + 24 + 33];
+    assert_eq!(held[0], 3, "a chunk run");
+    assert_eq!(u64::from_le_bytes(held[1..9].try_into().expect("8")), 16);
+    assert_eq!(
+        u64::from_le_bytes(held[17..25].try_into().expect("8")),
+        u64::MAX,
+        "not settled"
+    );
+    let mut out = Vec::new();
+    t.write("golden", &mut out).expect("write");
+    let text = String::from_utf8(out).expect("utf-8");
+    assert!(
+        text.contains("1 streamed chunk (seq 16), never settled"),
+        "{text}"
+    );
+    for cut in 0..bytes.len() {
+        assert!(Transcript.decode(&bytes[..cut]).is_err(), "cut at {cut}");
+    }
+}
+
+/// Folding on never changes what a transcript handed over of its appended parts, resumed
+/// from a checkpoint or not: each call's parts begin with the bytes of the call before.
+#[test]
+fn a_transcripts_appended_parts_only_grow() {
+    let header = SessionHeader::new("golden", 1_700_000_000_000, Some("/work"));
+    let version = FormatVersion::dsh_v0();
+    // Then a settlement, which settles the run the turn's end left unsettled.
+    let mut events = longer_events();
+    let settlement = EventInput::new(
+        "assistant/message",
+        1_700_000_002_000,
+        r#"{"turn":3,"step":1,"message":{"id":"a3","role":"assistant","content":[{"type":"text","text":"again"}],"source":{"kind":"model","provider":"p","model":"m"}}}"#,
+    )
+    .with_surface_op(SurfaceOp::Append);
+    events.push(
+        settlement
+            .into_event(events.len() as u64)
+            .expect("an event"),
+    );
+    let parts_of = |state: &SessionTranscript| -> Vec<Vec<u8>> {
+        let mut parts = Vec::new();
+        Transcript.appended(state, &mut parts);
+        parts.into_iter().map(|pieces| pieces.concat()).collect()
+    };
+    for cut in 0..=events.len() {
+        let mut state = Transcript.init(&header);
+        for (i, event) in events.iter().enumerate() {
+            if i == cut {
+                let mut bytes = Vec::new();
+                Transcript.encode(&state, &mut bytes);
+                state = Transcript.decode(&bytes).expect("decodes");
+            }
+            let before = parts_of(&state);
+            let stored = StoredEvent {
+                kind: kind_tag(event),
+                record_bytes: encode_event(event).len() as u64,
+                event,
+                version: &version,
+                message_estimate: None,
+                usage: None,
+            };
+            Transcript.apply(&mut state, &stored).expect("folds");
+            let after = parts_of(&state);
+            assert_eq!(after.len(), 3);
+            for (b, a) in before.iter().zip(&after) {
+                assert!(a.starts_with(b), "after event {i}, resumed at {cut}");
+            }
+        }
+    }
 }
 
 /// The golden session, then a streamed run settled by a message, a replacement of the
-/// replacement at seq 8 (whose source, seq 5, was shadowed already), a run left unsettled.
+/// replacement at seq 8 (whose source, seq 5, was shadowed already), a run left unsettled
+/// by the turn's end.
 fn longer_events() -> Vec<Event> {
     let t = 1_700_000_001_000i64;
     let mut events = golden_events();
@@ -242,6 +355,11 @@ fn longer_events() -> Vec<Event> {
         .with_surface_op(SurfaceOp::Replace { start: Seq(8), end: Seq(8) })
         .with_sources(vec![Seq(5), Seq(8)]),
         chunk(),
+        EventInput::new(
+            "turn/end",
+            t + 7,
+            r#"{"turn":2,"reason":{"kind":"interrupted"}}"#,
+        ),
     ];
     let first = events.len() as u64;
     events.extend(

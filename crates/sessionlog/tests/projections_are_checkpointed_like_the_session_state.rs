@@ -156,13 +156,15 @@ proptest! {
 #[test]
 fn a_crash_at_any_point_of_a_projection_checkpoint_write_is_rebuilt_or_used_whole() {
     // Writing the three checkpoints makes only directory changes (remove a stale temporary
-    // file, create it, rename it) and writes, one a piece: the framing, the checkpoint and
-    // the checksum for stats and tool-audit, and for the transcript, whose checkpoint is
-    // written from the buffers it keeps, the framing, its text, its rows, the parts encoded
-    // between them and the checksum (seven pieces). The first read folds the whole log and
-    // writes them.
+    // file, create it, rename it; for the transcript first the files of its three appended
+    // parts) and writes, one a piece: the framing, the checkpoint and the checksum for stats
+    // and tool-audit; for the transcript its row text, its rows and its tool names, each to
+    // its own file, then the framing, the list of those parts, the rest in its pieces and
+    // the checksum. The first read folds the whole log and writes them: 11 directory changes
+    // and 15 writes, which the helper checks are no more than the schedule covers; one more
+    // of each puts a cut after the last among the runs.
     a_crash_at_every_point_of_a_checkpoint_write(
-        (14, 14),
+        (12, 16),
         &opts,
         &|store| {
             write_generated(store, "c", 4, 6);

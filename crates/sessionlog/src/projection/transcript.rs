@@ -10,7 +10,7 @@
 //! and applied when the transcript is written.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::io::{self, Write};
 
@@ -19,7 +19,7 @@ use sessionlog_session::json::{JsonKind, JsonRef};
 use sessionlog_session::{derive_message_content, Event, Seq, SessionHeader, SurfaceOp};
 
 use super::bytes::{put_str, put_u64, Reader};
-use super::{Projection, ProjectionError, SeqMap, SeqSet, StoredEvent};
+use super::{Projection, ProjectionError, SeqSet, StoredEvent};
 
 mod stored;
 mod text;
@@ -55,7 +55,7 @@ impl Transcript {
     /// The name it is registered under.
     pub const NAME: &'static str = "transcript";
     /// The version of its fold and encoding.
-    pub const VERSION: u32 = 2;
+    pub const VERSION: u32 = 3;
 }
 
 /// What a row is; decides its mark and what is added when it is written.
@@ -289,8 +289,6 @@ pub struct SessionTranscript {
     rows: RowTable,
     /// Their text; offsets continue the stored text's.
     text: String,
-    /// Stored chunk-run rows settled since the checkpoint: row index, settlement.
-    settled: SeqMap<u64>,
     /// The chunk run being read: its first and last seq.
     run: Option<(u64, u64)>,
     /// Rows of chunk runs not settled yet.
@@ -307,7 +305,10 @@ pub struct SessionTranscript {
     shadowed: u64,
     /// Tool names by call id, from `tool/call` events; `None` until the stored ones are
     /// needed (they are read then, once).
-    tool_names: Option<BTreeMap<String, String>>,
+    tool_names: Option<HashMap<String, String>>,
+    /// Call ids and tool names of the calls folded since the checkpoint, in order, as
+    /// the checkpoint's appended part lists them.
+    names: Vec<u8>,
     events: u64,
     replacements: u64,
 }
@@ -350,16 +351,7 @@ impl SessionTranscript {
         let stored = self.stored.row_count();
         let base = self.stored.text.len() as u64;
         let row = match i.checked_sub(stored) {
-            None => {
-                let mut row = self.stored.row(i)?;
-                let settled = (!self.settled.is_empty())
-                    .then(|| self.settled.get(&(i as u64)))
-                    .flatten();
-                if let Some(&by) = settled {
-                    row.settled = by;
-                }
-                row
-            }
+            None => self.stored.row(i)?,
             Some(j) => self.rows.get(j)?,
         };
         let text = if row.end <= base {
@@ -396,12 +388,14 @@ impl SessionTranscript {
     }
 
     /// The tool names by call id, the stored ones read in on first use.
-    fn tool_names(&mut self) -> Result<&mut BTreeMap<String, String>, ProjectionError> {
+    fn tool_names(&mut self) -> Result<&mut HashMap<String, String>, ProjectionError> {
         if self.tool_names.is_none() {
+            // Collected in the order of the calls: a call id called again names the later
+            // call's tool.
             let pairs = self.stored.name_pairs()?;
             self.tool_names = Some(pairs.into_iter().collect());
         }
-        Ok(self.tool_names.get_or_insert_with(BTreeMap::new))
+        Ok(self.tool_names.get_or_insert_with(HashMap::new))
     }
 
     /// End of the text so far.
@@ -439,18 +433,25 @@ impl SessionTranscript {
         }
     }
 
+    /// Settles every chunk run not settled yet, all of them rows folded or held since the
+    /// checkpoint (the stored ones are final).
     fn settle(&mut self, seq: u64) {
         let stored = self.stored.row_count();
         for row in std::mem::take(&mut self.unsettled) {
-            match row.checked_sub(stored) {
-                None => {
-                    self.settled.insert(row as u64, seq);
-                }
-                Some(j) => {
-                    self.rows.settle(j, seq);
-                }
+            if let Some(j) = row.checked_sub(stored) {
+                self.rows.settle(j, seq);
             }
         }
+    }
+
+    /// Rows before the first chunk run not settled yet: they never change again, and are
+    /// the checkpoint's appended row table. The others are held in the rest.
+    fn final_rows(&self) -> usize {
+        self.unsettled
+            .iter()
+            .copied()
+            .min()
+            .unwrap_or_else(|| self.row_count())
     }
 
     /// Accounts for events `self.events..events`, which the fold was not handed: the
@@ -488,6 +489,8 @@ impl SessionTranscript {
             if let (Some(id), Some(name)) =
                 (id.and_then(|v| v.as_str()), name.and_then(|v| v.as_str()))
             {
+                put_str(&mut self.names, &id);
+                put_str(&mut self.names, &name);
                 self.tool_names()?
                     .insert(id.into_owned(), name.into_owned());
             }
@@ -684,14 +687,50 @@ impl SessionTranscript {
         Ok(())
     }
 
-    /// Reads a checkpoint, keeping `bytes` for its rows, text, surface and shadowed
-    /// events, which are checked here and read in place later. spec: cache.md#transcript
+    /// Reads a checkpoint in one buffer, as [`Transcript::encode`] wrote it: each appended
+    /// part after its length, then the rest. spec: cache.md#transcript
     fn decode(bytes: &Bytes) -> Result<SessionTranscript, ProjectionError> {
-        let bad = |what: &str| ProjectionError::Undecodable(what.to_owned());
         let mut r = Reader::new(bytes);
+        let text_len = r.count(1)?;
+        let text = r.take(text_len)?;
+        let rows_len = r.count(1)?;
+        let rows = r.take(rows_len)?;
+        let names_len = r.count(1)?;
+        let names = r.take(names_len)?;
+        let rest = r.rest();
+        SessionTranscript::decode_parts(
+            bytes.slice_ref(rest),
+            [text, rows, names].map(|part| bytes.slice_ref(part)),
+        )
+    }
+
+    /// Reads a checkpoint from its rest and its appended parts (the row text, the final
+    /// rows, the tool names), keeping the bytes: rows, text, surface, shadowed events and
+    /// names are checked here and read in place later; the rows held in the rest (from the
+    /// first chunk run not settled on) are taken into the rows folded since.
+    /// spec: cache.md#transcript
+    fn decode_parts(
+        rest: Bytes,
+        [text, rows, names]: [Bytes; 3],
+    ) -> Result<SessionTranscript, ProjectionError> {
+        let bad = |what: &str| ProjectionError::Undecodable(what.to_owned());
+        if rows.len() % stored::ROW_BYTES != 0 {
+            return Err(bad("a row table that is no whole number of rows"));
+        }
+        let mut r = Reader::new(&rest);
         let events = r.u64()?;
         let replacements = r.u64()?;
-        let mut stored = Stored::read(bytes, &mut r, events)?;
+        let final_rows = rows.len() / stored::ROW_BYTES;
+        let row_count = usize::try_from(r.u64()?).map_err(|_| bad("a row count"))?;
+        let held_count = row_count
+            .checked_sub(final_rows)
+            .ok_or_else(|| bad("fewer rows than the row table holds"))?;
+        let held = r.take(
+            held_count
+                .checked_mul(stored::ROW_BYTES)
+                .ok_or_else(|| bad("a row count"))?,
+        )?;
+        let mut stored = Stored::read(text, rows, held, events)?;
         let run = match r.u8()? {
             0 => None,
             1 => Some((r.u64()?, r.u64()?)),
@@ -700,16 +739,28 @@ impl SessionTranscript {
         let mut unsettled = Vec::new();
         for _ in 0..r.count(8)? {
             let row = usize::try_from(r.u64()?).map_err(|_| bad("a row index"))?;
-            if stored.row(row).is_none_or(|r| r.kind != RowKind::Stream) {
-                return Err(bad("an unsettled row that is no stream"));
+            let held_row = row
+                .checked_sub(final_rows)
+                .and_then(|j| held.get(j * stored::ROW_BYTES..(j + 1) * stored::ROW_BYTES))
+                .and_then(Row::decode);
+            if held_row.is_none_or(|r| r.kind != RowKind::Stream) {
+                return Err(bad("an unsettled row that is no held stream"));
             }
             unsettled.push(row);
         }
-        stored.read_tail(bytes, &mut r, events)?;
+        // The rest holds the rows from the first unsettled one on, and no others.
+        if unsettled.iter().copied().min().unwrap_or(row_count) != final_rows {
+            return Err(bad(
+                "held rows that do not begin at the first unsettled one",
+            ));
+        }
+        stored.read_tail(&rest, &mut r, events)?;
         r.finish()?;
+        stored.read_names(names)?;
         Ok(SessionTranscript {
             shadowed: stored.shadowed_count() as u64,
             stored,
+            rows: RowTable(held.to_vec()),
             run,
             unsettled,
             events,
@@ -718,56 +769,43 @@ impl SessionTranscript {
         })
     }
 
-    /// The checkpoint, in pieces that follow one another: the stored text and rows and
-    /// those folded since are handed over as they are kept (a long session's checkpoint is
-    /// megabytes, rewritten many times over its life), the rest is encoded here, what was
-    /// folded since merged in. spec: cache.md#transcript
-    fn pieces(&self) -> Vec<Cow<'_, [u8]>> {
+    /// The checkpoint's appended parts: the row text; the rows before the first chunk run
+    /// not settled yet, the stored ones and those folded since, handed over as kept; the
+    /// tool names of the calls, in their order. All only grow, since rows before that run
+    /// never change. spec: cache.md#transcript
+    fn parts(&self) -> [[&[u8]; 2]; 3] {
+        let folded = self.final_rows().saturating_sub(self.stored.row_count()) * stored::ROW_BYTES;
+        [
+            [&self.stored.text[..], self.text.as_bytes()],
+            [
+                self.stored.row_bytes(),
+                self.rows.bytes().get(..folded).unwrap_or_default(),
+            ],
+            [self.stored.name_bytes(), &self.names],
+        ]
+    }
+
+    /// The rest of the checkpoint, after the appended parts: events, replacements and rows
+    /// counted, the rows held (from the first chunk run not settled on), then the run being
+    /// read, the unsettled runs, the surface, the shadowed events and the tool names.
+    fn rest(&self) -> Vec<Cow<'_, [u8]>> {
         let mut head = Vec::with_capacity(24);
         put_u64(&mut head, self.events);
         put_u64(&mut head, self.replacements);
-        put_u64(&mut head, self.text_end());
-        let mut count = Vec::with_capacity(8);
-        put_u64(&mut count, self.row_count() as u64);
-        let stored_rows = if self.settled.is_empty() {
-            Cow::Borrowed(self.stored.row_bytes())
-        } else {
-            // Stored chunk runs settled since: their settlement field, patched in a copy.
-            let mut rows = self.stored.row_bytes().to_vec();
-            for (&row, &by) in &self.settled {
-                let at = to_usize(row) * stored::ROW_BYTES + stored::ROW_SETTLED;
-                if let Some(field) = rows.get_mut(at..at + 8) {
-                    field.copy_from_slice(&by.to_le_bytes());
-                }
-            }
-            Cow::Owned(rows)
-        };
+        put_u64(&mut head, self.row_count() as u64);
+        let folded = self.final_rows().saturating_sub(self.stored.row_count()) * stored::ROW_BYTES;
         vec![
             Cow::Owned(head),
-            Cow::Borrowed(&self.stored.text[..]),
-            Cow::Borrowed(self.text.as_bytes()),
-            Cow::Owned(count),
-            stored_rows,
-            Cow::Borrowed(self.rows.bytes()),
+            Cow::Borrowed(self.rows.bytes().get(folded..).unwrap_or_default()),
             Cow::Owned(self.tail()),
         ]
     }
 
     /// The part of the checkpoint after the rows: the chunk run being read, the unsettled
-    /// runs, the surface, the shadowed events and the tool names.
+    /// runs, the surface and the shadowed events.
     fn tail(&self) -> Vec<u8> {
-        let names = match &self.tool_names {
-            None => self.stored.names().1.len(),
-            Some(names) => names
-                .iter()
-                .map(|(id, name)| 16 + id.len() + name.len())
-                .sum(),
-        };
         let mut bytes = Vec::with_capacity(
-            48 + self.unsettled.len() * 8
-                + self.surface_count() * 8
-                + self.shadowed as usize * 16
-                + names,
+            48 + self.unsettled.len() * 8 + self.surface_count() * 8 + self.shadowed as usize * 16,
         );
         let out = &mut bytes;
         match self.run {
@@ -806,20 +844,6 @@ impl SessionTranscript {
             for (seq, by) in merge_shadowed(self.stored.shadowed(), changed) {
                 put_u64(out, seq);
                 put_u64(out, by);
-            }
-        }
-        match &self.tool_names {
-            None => {
-                let (count, names) = self.stored.names();
-                put_u64(out, count as u64);
-                out.extend_from_slice(names);
-            }
-            Some(names) => {
-                put_u64(out, names.len() as u64);
-                for (id, name) in names {
-                    put_str(out, id);
-                    put_str(out, name);
-                }
             }
         }
         bytes
@@ -915,15 +939,23 @@ impl Projection for Transcript {
         state.fold(event)
     }
 
+    /// The checkpoint in one buffer: each appended part after its length (8 bytes), then
+    /// the rest.
     fn encode(&self, s: &SessionTranscript, out: &mut Vec<u8>) {
-        for piece in s.pieces() {
+        for part in s.parts() {
+            put_u64(out, part.iter().map(|p| p.len() as u64).sum());
+            for piece in part {
+                out.extend_from_slice(piece);
+            }
+        }
+        for piece in s.rest() {
             out.extend_from_slice(&piece);
         }
     }
 
-    /// The stored and folded text and rows are handed over as kept, not copied.
+    /// The rest of the checkpoint, after its appended parts.
     fn encode_pieces<'s>(&self, s: &'s SessionTranscript, pieces: &mut Vec<Cow<'s, [u8]>>) {
-        pieces.extend(s.pieces());
+        pieces.extend(s.rest());
     }
 
     fn decode(&self, bytes: &[u8]) -> Result<SessionTranscript, ProjectionError> {
@@ -934,6 +966,26 @@ impl Projection for Transcript {
     /// costs a check of its structure rather than a copy of its rows.
     fn decode_shared(&self, bytes: Bytes) -> Result<SessionTranscript, ProjectionError> {
         SessionTranscript::decode(&bytes)
+    }
+
+    /// The row text, the rows that never change again, and the tool names.
+    fn appended_parts(&self) -> usize {
+        3
+    }
+
+    fn appended<'s>(&self, s: &'s SessionTranscript, parts: &mut Vec<Vec<&'s [u8]>>) {
+        parts.extend(s.parts().map(|part| part.to_vec()));
+    }
+
+    fn decode_appended(
+        &self,
+        rest: Bytes,
+        parts: Vec<Bytes>,
+    ) -> Result<SessionTranscript, ProjectionError> {
+        let parts: [Bytes; 3] = parts
+            .try_into()
+            .map_err(|_| ProjectionError::Undecodable("not three appended parts".into()))?;
+        SessionTranscript::decode_parts(rest, parts)
     }
 }
 
@@ -1061,7 +1113,7 @@ fn arguments_line(value: Option<JsonRef<'_>>) -> String {
 fn tool_result(
     out: &mut String,
     [id, is_error, content]: [Option<JsonRef<'_>>; 3],
-    tools: &BTreeMap<String, String>,
+    tools: &HashMap<String, String>,
 ) {
     let id = text_of(id);
     let id = id.as_deref().unwrap_or("?");
@@ -1215,7 +1267,7 @@ fn structural(out: &mut String, e: &Event) {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
+    use std::collections::{BTreeMap, HashMap};
 
     use sessionlog_session::json::JsonRef;
     use sessionlog_session::{kind_tag, EventInput, FormatVersion};
@@ -1267,7 +1319,7 @@ mod tests {
             tool_result(
                 &mut line,
                 [None, None, Some(JsonRef::new(&items))],
-                &BTreeMap::new(),
+                &HashMap::new(),
             );
             let joined = abbreviate(&format!("{text} {text}"), TEXT_CHARS);
             assert_eq!(line, format!("← ? [?] ok: {joined}"), "{items}");
@@ -1291,7 +1343,7 @@ mod tests {
                 tool_result(
                     &mut line,
                     [None, None, Some(JsonRef::new(&items))],
-                    &BTreeMap::new(),
+                    &HashMap::new(),
                 );
                 let value: serde_json::Value = serde_json::from_str(&items).expect("JSON");
                 let texts: Vec<&str> = value
@@ -1418,9 +1470,9 @@ mod tests {
 
     #[test]
     fn a_stored_row_that_is_not_utf8_fails_the_write_and_is_named() {
-        // The row text follows the events, the replacements and its length; the first
-        // row's is "turn\nturn 1 starts\n".
-        const TEXT: usize = 24;
+        // The row text, the first appended part, follows its length; the first row's is
+        // "turn\nturn 1 starts\n".
+        const TEXT: usize = 8;
         let rows = two_rows();
         let first_row_end = TEXT + "turn\nturn 1 starts\n".len();
         for (at, seq) in [(TEXT + 1, 0), (first_row_end + 1, 1)] {

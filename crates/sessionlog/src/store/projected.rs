@@ -2,8 +2,11 @@
 //! after them, folded by writers as events are appended, checkpointed where the session's
 //! state is. spec: format-spec/cache.md#projections
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
+use parking_lot::Mutex;
+use sessionlog_log::storage::{OpenMode, StorageFile};
 use sessionlog_log::{Seq as LogSeq, StreamId};
 use sessionlog_session::{
     decode_stored_event, upgrade_event, Event, FormatVersion, SessionHeader, SessionState,
@@ -12,6 +15,8 @@ use sessionlog_session::{
 use super::{CacheUse, LogPast, Store};
 use crate::cache::{self, CacheMiss};
 use crate::error::{Error, Result};
+use bytes::Bytes;
+
 use crate::projection::{
     AnyState, MessageEstimate, Projected, Projection, ProjectionError, Registered, StoredEvent,
 };
@@ -27,6 +32,45 @@ pub(crate) struct Slot {
     /// Events the state has been told of: those up to the last one handed to its fold, or
     /// all of them once [`Slot::catch_up`] told it of those it skipped since.
     pub(crate) told: u64,
+    /// The files of the state's appended parts this slot has written and extends, once it
+    /// has written a checkpoint. spec: format-spec/cache.md#appended-parts
+    appended: Option<AppendedFiles>,
+}
+
+/// A generation of appended-part files that one slot writes: each file's bytes so far and
+/// their CRC. The generation stays listed as live in its store while the slot lasts.
+struct AppendedFiles {
+    generation: u64,
+    parts: Vec<PartFile>,
+    live: Arc<Mutex<HashSet<u64>>>,
+}
+
+struct PartFile {
+    file: Arc<dyn StorageFile>,
+    written: u64,
+    crc: crc32fast::Hasher,
+}
+
+impl Drop for AppendedFiles {
+    fn drop(&mut self) {
+        self.live.lock().remove(&self.generation);
+    }
+}
+
+/// A generation id no other generation of the store is likely to have: the process's
+/// random hash keys over the time and a counter.
+fn new_generation() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    h.finish()
 }
 
 impl std::fmt::Debug for Slot {
@@ -54,6 +98,7 @@ impl Slot {
             events,
             checkpointed,
             told: checkpointed,
+            appended: None,
         }
     }
 
@@ -335,7 +380,8 @@ impl Store {
     }
 
     /// The checkpoint of `projection` of `stream` and its watermark, if the file proves it
-    /// matches this log and decodes under the projection's running version.
+    /// matches this log and decodes under the projection's running version, with the
+    /// generation of appended parts it names (if the projection has any).
     pub(super) fn load_projection(
         &self,
         projection: &dyn Registered,
@@ -349,27 +395,101 @@ impl Store {
         let part = parts
             .first()
             .ok_or_else(|| CacheMiss::Incompatible("section missing".into()))?;
-        let state = projection
-            .decode_shared(bytes.slice_ref(part))
-            .map_err(|e| CacheMiss::Incompatible(format!("{}: {e}", projection.name())))?;
-        Ok((state, h.watermark))
+        let undecodable =
+            |e: ProjectionError| CacheMiss::Incompatible(format!("{}: {e}", projection.name()));
+        let count = projection.appended_parts();
+        let state = if count == 0 {
+            projection.decode_shared(bytes.slice_ref(part))
+        } else {
+            let (named, rest) = cache::AppendedParts::decode(part)
+                .filter(|(named, _)| named.parts.len() == count)
+                .ok_or_else(|| {
+                    CacheMiss::Incompatible(format!(
+                        "{}: no list of its {count} appended parts",
+                        projection.name()
+                    ))
+                })?;
+            let parts = self.read_appended(projection.name(), stream, &named)?;
+            projection.decode_appended(bytes.slice_ref(rest), parts)
+        };
+        Ok((state.map_err(undecodable)?, h.watermark))
+    }
+
+    /// The appended parts a checkpoint names, each as far as it covers it and checked
+    /// against its CRC. spec: cache.md#appended-parts
+    fn read_appended(
+        &self,
+        name: &str,
+        stream: StreamId,
+        named: &cache::AppendedParts,
+    ) -> std::result::Result<Vec<Bytes>, CacheMiss> {
+        let log = &self.inner.log;
+        let mut parts = Vec::with_capacity(named.parts.len());
+        for (k, &(len, crc)) in named.parts.iter().enumerate() {
+            let path = cache::appended_path(log.dir(), stream, name, named.generation, k);
+            let bytes = match cache::read_prefix(&log.storage(), &path, len) {
+                Ok(Some(bytes)) => bytes,
+                Ok(None) => {
+                    return Err(CacheMiss::Corrupt(format!(
+                        "{} names {}, which is missing",
+                        name,
+                        path.display()
+                    )))
+                }
+                Err(e) => return Err(CacheMiss::Corrupt(e.to_string())),
+            };
+            if crc32fast::hash(&bytes) != crc {
+                return Err(CacheMiss::Corrupt(format!(
+                    "the first {len} bytes of {} do not match their checksum",
+                    path.display()
+                )));
+            }
+            parts.push(bytes);
+        }
+        Ok(parts)
     }
 
     /// Writes the checkpoint of a slot whose state covers every record of `stream`, under
     /// the rules of the session's own checkpoint (durable records only, never syncing,
-    /// never failing the caller). A failed projection writes none.
+    /// never failing the caller). A failed projection writes none. A projection with
+    /// appended parts has them extended first, by what was added since the slot last
+    /// wrote them.
     pub(super) fn write_projection(&self, stream: StreamId, slot: &mut Slot) {
         slot.catch_up();
-        let Ok(state) = &slot.state else {
+        let Slot {
+            projection,
+            state,
+            events,
+            checkpointed,
+            appended,
+            ..
+        } = slot;
+        let Ok(state) = &*state else {
             return;
         };
-        let Some(header) = self.durable_cache_header(stream, slot.events + 1) else {
+        let Some(header) = self.durable_cache_header(stream, *events + 1) else {
             return;
         };
-        let name = slot.projection.name();
-        let version = slot.projection.version();
-        let mut pieces = Vec::new();
-        if slot.projection.encode_pieces(state, &mut pieces).is_err() {
+        let name = projection.name();
+        let version = projection.version();
+        let mut named = Vec::new();
+        let count = projection.appended_parts();
+        let mut started = None;
+        if count > 0 {
+            let mut parts = Vec::with_capacity(count);
+            if projection.appended(state, &mut parts).is_err() || parts.len() != count {
+                return;
+            }
+            match self.extend_appended(stream, name, appended, &parts) {
+                Ok((parts, new)) => {
+                    parts.encode(&mut named);
+                    started = new.then_some(parts.generation);
+                }
+                Err(_) => return,
+            }
+        }
+        let mut pieces = vec![std::borrow::Cow::Borrowed(&named[..])];
+        if projection.encode_pieces(state, &mut pieces).is_err() {
             return;
         }
         let pieces: Vec<&[u8]> = pieces.iter().map(|p| &p[..]).collect();
@@ -379,12 +499,139 @@ impl Store {
         file.extend_from_slice(&pieces);
         file.push(&sum[..]);
         let path = cache::projection_path(self.inner.log.dir(), stream, name);
+        // The generation the replaced checkpoint named may still be read beside this
+        // writer; it goes when the next generation starts.
+        let replaced = started.and_then(|_| self.named_generation(projection.as_ref(), stream));
         let log = &self.inner.log;
-        let _ = cache::write_pieces(&log.storage(), log.dir(), &path, &file);
-        slot.checkpointed = slot.events;
+        if cache::write_pieces(&log.storage(), log.dir(), &path, &file).is_err() {
+            return;
+        }
+        *checkpointed = *events;
+        if let Some(generation) = started {
+            let keep = [Some(generation), replaced];
+            let _ = self.remove_appended(stream, name, &keep);
+        }
     }
 
-    /// Removes the checkpoints of every registered projection of `stream`.
+    /// The generation of appended parts that the checkpoint of `projection` of `stream`
+    /// on disk names, if it is a checkpoint of this projection's version.
+    fn named_generation(&self, projection: &dyn Registered, stream: StreamId) -> Option<u64> {
+        let path = cache::projection_path(self.inner.log.dir(), stream, projection.name());
+        let bytes = self.read_cache_file(&path).ok()?;
+        let expected = [(projection.name(), projection.version())];
+        let (_, sections) = cache::decode(&bytes, &expected).ok()?;
+        let (named, _) = cache::AppendedParts::decode(sections.first()?)?;
+        Some(named.generation)
+    }
+
+    /// Writes what `parts` hold past what the slot's appended files hold, starting a new
+    /// generation of files when the slot has none yet (or a part got shorter, or a write
+    /// failed before); returns what the files now hold and whether the generation is new.
+    fn extend_appended(
+        &self,
+        stream: StreamId,
+        name: &str,
+        files: &mut Option<AppendedFiles>,
+        parts: &[Vec<&[u8]>],
+    ) -> std::io::Result<(cache::AppendedParts, bool)> {
+        let len = |part: &Vec<&[u8]>| part.iter().map(|p| p.len() as u64).sum::<u64>();
+        let continues = files.as_ref().is_some_and(|f| {
+            f.parts.len() == parts.len()
+                && f.parts
+                    .iter()
+                    .zip(parts)
+                    .all(|(file, part)| len(part) >= file.written)
+        });
+        let new = !continues;
+        if new {
+            *files = None;
+            *files = Some(self.start_generation(stream, name, parts.len())?);
+        }
+        let Some(f) = files.as_mut() else {
+            return Err(std::io::Error::other("no appended files"));
+        };
+        let written = f.parts.iter_mut().zip(parts).try_for_each(|(file, part)| {
+            let mut at = 0u64;
+            for piece in part {
+                let end = at + piece.len() as u64;
+                if end > file.written {
+                    let skip = usize::try_from(file.written - at).unwrap_or(usize::MAX);
+                    let bytes = piece.get(skip..).unwrap_or_default();
+                    file.file.write_all_at(bytes, file.written)?;
+                    file.crc.update(bytes);
+                    file.written += bytes.len() as u64;
+                }
+                at = end;
+            }
+            Ok::<(), std::io::Error>(())
+        });
+        if let Err(e) = written {
+            // The files may hold bytes past what they say; the next write starts afresh.
+            *files = None;
+            return Err(e);
+        }
+        let named = cache::AppendedParts {
+            generation: f.generation,
+            parts: f
+                .parts
+                .iter()
+                .map(|p| (p.written, p.crc.clone().finalize()))
+                .collect(),
+        };
+        Ok((named, new))
+    }
+
+    /// New, empty files for a generation of `count` appended parts, listed as live.
+    fn start_generation(
+        &self,
+        stream: StreamId,
+        name: &str,
+        count: usize,
+    ) -> std::io::Result<AppendedFiles> {
+        let log = &self.inner.log;
+        let storage = log.storage();
+        storage.create_dir_all(&log.dir().join(cache::CACHE_DIR))?;
+        let generation = new_generation();
+        self.inner.live_appended.lock().insert(generation);
+        let mut files = AppendedFiles {
+            generation,
+            parts: Vec::with_capacity(count),
+            live: self.inner.live_appended.clone(),
+        };
+        for k in 0..count {
+            let path = cache::appended_path(log.dir(), stream, name, generation, k);
+            files.parts.push(PartFile {
+                file: storage.open_file(&path, OpenMode::CreateNew)?,
+                written: 0,
+                crc: crc32fast::Hasher::new(),
+            });
+        }
+        Ok(files)
+    }
+
+    /// Removes the appended-part files of projection `name` of `stream` of every
+    /// generation but those in `keep` and those a slot of this store is extending.
+    fn remove_appended(
+        &self,
+        stream: StreamId,
+        name: &str,
+        keep: &[Option<u64>],
+    ) -> std::io::Result<()> {
+        let log = &self.inner.log;
+        let storage = log.storage();
+        for (generation, file) in cache::appended_generations(&storage, log.dir(), stream, name)? {
+            if keep.contains(&Some(generation))
+                || self.inner.live_appended.lock().contains(&generation)
+            {
+                continue;
+            }
+            cache::remove(&storage, &log.dir().join(cache::CACHE_DIR).join(file))?;
+        }
+        Ok(())
+    }
+
+    /// Removes the checkpoints of every registered projection of `stream`, with their
+    /// appended parts (but those a writer of this store is extending).
     pub(super) fn remove_projections(&self, stream: StreamId) -> std::io::Result<()> {
         let log = &self.inner.log;
         for p in &self.inner.options.projections.0 {
@@ -392,6 +639,7 @@ impl Store {
                 &log.storage(),
                 &cache::projection_path(log.dir(), stream, p.name()),
             )?;
+            self.remove_appended(stream, p.name(), &[])?;
         }
         Ok(())
     }

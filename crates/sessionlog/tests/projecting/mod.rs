@@ -102,11 +102,27 @@ pub fn a_crash_at_every_point_of_a_checkpoint_write(
         )
         .expect("store");
         fill(&store);
+        let uncut = cut.is_none();
         if let Some(fault) = cut {
             sim.inject(fault);
         }
+        let before = sim.stats();
         read(&store);
         drop(store);
+        if uncut {
+            // The schedule cuts before each operation the write makes, so it must not
+            // make more than it covers.
+            let after = sim.stats();
+            let made = (
+                after.namespace_ops - before.namespace_ops,
+                after.writes - before.writes,
+            );
+            assert!(
+                made.0 <= namespace_ops && made.1 <= writes,
+                "the checkpoint write made {made:?} directory changes and writes; the schedule covers {:?}",
+                (namespace_ops, writes)
+            );
+        }
         sim.clear_faults();
         sim.crash_with(&mut rand::rngs::StdRng::seed_from_u64(run as u64), &policy);
         let store = Store::open_with(sim.as_storage(), dir, opts()).expect("reopen");

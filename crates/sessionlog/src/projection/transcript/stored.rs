@@ -26,9 +26,8 @@ pub(super) struct Stored {
     surface: Bytes,
     /// Shadowed seqs with the latest replacement citing each, 16 bytes a pair, by seq.
     shadowed: Bytes,
-    /// Call ids and tool names, by call id, as `put_str` wrote them.
+    /// Call ids and tool names in the order of their calls, as `put_str` wrote them.
     names: Bytes,
-    name_count: usize,
 }
 
 fn u64_at(bytes: &[u8], at: usize) -> u64 {
@@ -158,41 +157,59 @@ impl Stored {
         self.shadowed.len() / 16
     }
 
-    /// The stored tool names (count, then the pairs as encoded).
-    pub(super) fn names(&self) -> (usize, &[u8]) {
-        (self.name_count, &self.names)
+    /// The stored tool names, as encoded: call id and tool name, in the order of the calls.
+    pub(super) fn name_bytes(&self) -> &[u8] {
+        &self.names
     }
 
-    /// The stored tool names, decoded.
+    /// The stored tool names, decoded, in the order of the calls.
     pub(super) fn name_pairs(&self) -> Result<Vec<(String, String)>, ProjectionError> {
         let mut r = Reader::new(&self.names);
-        (0..self.name_count)
-            .map(|_| Ok((r.str()?, r.str()?)))
-            .collect()
+        let mut pairs = Vec::new();
+        while !r.rest().is_empty() {
+            pairs.push((r.str()?, r.str()?));
+        }
+        Ok(pairs)
     }
 
-    /// Reads the row text and the row table of a checkpoint out of `bytes` (which `r`
-    /// reads), checking their structure.
+    /// Takes the tool names of a checkpoint's appended part, checking that they are pairs
+    /// of UTF-8 strings.
+    pub(super) fn read_names(&mut self, names: Bytes) -> Result<(), ProjectionError> {
+        let mut r = Reader::new(&names);
+        while !r.rest().is_empty() {
+            let id = r.str_bytes()?;
+            let name = r.str_bytes()?;
+            if std::str::from_utf8(id).is_err() || std::str::from_utf8(name).is_err() {
+                return Err(bad("text that is not UTF-8"));
+            }
+        }
+        self.names = names;
+        Ok(())
+    }
+
+    /// The row text and the row table of a checkpoint (its appended parts), with the rows
+    /// its rest holds after them, checked together: the stored part keeps the text and the
+    /// table, the held rows are the caller's.
     pub(super) fn read(
-        bytes: &Bytes,
-        r: &mut Reader<'_>,
+        text: Bytes,
+        rows: Bytes,
+        held: &[u8],
         events: u64,
     ) -> Result<Stored, ProjectionError> {
-        let text_len = r.count(1)?;
-        let text = r.take(text_len)?;
-        let row_count = r.count(ROW_BYTES)?;
-        let rows = r.take(row_count * ROW_BYTES)?;
-        check_rows(text, rows, events)?;
-        // The run and the unsettled rows sit between the table and the surface; the caller
-        // reads those, then `read_tail` the rest.
+        check_rows(
+            &text,
+            rows.chunks_exact(ROW_BYTES)
+                .chain(held.chunks_exact(ROW_BYTES)),
+            events,
+        )?;
         Ok(Stored {
-            text: bytes.slice_ref(text),
-            rows: bytes.slice_ref(rows),
+            text,
+            rows,
             ..Stored::default()
         })
     }
 
-    /// Reads the surface, the shadowed events and the tool names that follow the rows.
+    /// Reads the surface and the shadowed events that follow the rows.
     pub(super) fn read_tail(
         &mut self,
         bytes: &Bytes,
@@ -207,25 +224,8 @@ impl Stored {
         let shadowed = r.take(shadowed_count * 16)?;
         increasing(shadowed.chunks_exact(16).map(|c| u64_at(c, 0)), events)
             .map_err(|()| bad("shadowed seqs not increasing or past the events"))?;
-        let name_count = r.count(16)?;
-        let names_start = r.rest();
-        let mut previous: Option<&[u8]> = None;
-        for _ in 0..name_count {
-            let id = r.str_bytes()?;
-            let name = r.str_bytes()?;
-            if std::str::from_utf8(id).is_err() || std::str::from_utf8(name).is_err() {
-                return Err(bad("text that is not UTF-8"));
-            }
-            if previous.is_some_and(|p| p >= id) {
-                return Err(bad("call ids not in order, or a call id listed twice"));
-            }
-            previous = Some(id);
-        }
-        let names_len = names_start.len() - r.rest().len();
         self.surface = bytes.slice_ref(surface);
         self.shadowed = bytes.slice_ref(shadowed);
-        self.names = bytes.slice_ref(names_start.get(..names_len).unwrap_or_default());
-        self.name_count = name_count;
         Ok(())
     }
 }
@@ -245,10 +245,14 @@ fn increasing(seqs: impl Iterator<Item = u64>, events: u64) -> Result<(), ()> {
 /// Checks the row table against the text: kinds known, rows in seq order and not
 /// overlapping, within the events folded, each row's text ending where the next begins, at
 /// a character boundary, the last one at the end of the text.
-fn check_rows(text: &[u8], rows: &[u8], events: u64) -> Result<(), ProjectionError> {
+fn check_rows<'a>(
+    text: &[u8],
+    rows: impl Iterator<Item = &'a [u8]>,
+    events: u64,
+) -> Result<(), ProjectionError> {
     let mut previous_end = 0u64;
     let mut previous_last: Option<u64> = None;
-    for b in rows.chunks_exact(ROW_BYTES) {
+    for b in rows {
         let tag = b.first().copied().unwrap_or(u8::MAX);
         let (seq, last, end) = (u64_at(b, 1), u64_at(b, 9), u64_at(b, 25));
         let boundary = usize::try_from(end)
