@@ -699,14 +699,16 @@ pub(super) fn feed_all(
     if slots.is_empty() {
         return;
     }
-    let counter = state.token_counter().map(|c| c.name());
     let version = state.version();
-    for (event, &(kind, record_bytes)) in events.iter().zip(records) {
-        let seq = event.seq().get();
+    for (i, event) in events.iter().enumerate() {
+        let Some(&(kind, record_bytes)) = records.get(i) else {
+            return;
+        };
+        let next = event.seq().get() + 1;
         // An event no projection wants is only counted: nothing is made for it.
         if !slots.iter().any(|slot| slot.projection.wants(kind)) {
             for slot in slots.iter_mut() {
-                slot.events = seq + 1;
+                slot.events = next;
             }
             continue;
         }
@@ -715,7 +717,8 @@ pub(super) fn feed_all(
         // event is handed mostly chunks, steps and calls). A surface event's is the one the
         // writer's state keeps for its node; a node a later event of the same batch
         // replaced has none kept, and the fold makes its own.
-        let message_estimate = counter.and_then(|counter| {
+        let message_estimate = state.token_counter().and_then(|counter| {
+            let counter = counter.name();
             if version.surface_type(event.event_type()).is_none() {
                 return Some(MessageEstimate { counter, tokens: 0 });
             }
@@ -733,7 +736,7 @@ pub(super) fn feed_all(
         };
         for slot in slots.iter_mut() {
             slot.feed(&stored);
-            slot.events = seq + 1;
+            slot.events = next;
         }
     }
 }
