@@ -12,6 +12,8 @@
 //! the segment out of the table, and the operating system keeps an unlinked file's blocks
 //! until its last mapping is dropped.
 
+use std::sync::Arc;
+
 use sessionlog_format::{CatalogOp, CATALOG_STREAM, SEGMENT_HEADER_LEN};
 
 use crate::error::{io_err, Result};
@@ -106,19 +108,31 @@ impl Inner {
             return Ok(());
         }
         let ids: Vec<SegmentId> = self.state.lock().sealed.keys().copied().collect();
-        for group in ids.chunks(REWRITE_GROUP_SEGMENTS) {
-            for done in self.rewrite_group(group)? {
-                report.segments_rewritten.push(done.id);
-                if done.compressed {
-                    report.segments_compressed.push(done.id);
+        // Dropping the last hold on a replaced segment unmaps a file its rename unlinked, and
+        // the file system then frees the file's page cache and blocks: about as much time as
+        // staging its rewrite took. A thread of its own does that while the next group is
+        // staged and synced; the pass ends when it is done.
+        std::thread::scope(|scope| {
+            let (retire, retired) = std::sync::mpsc::channel::<Vec<Arc<SealedSegment>>>();
+            scope.spawn(move || retired.into_iter().for_each(drop));
+            for group in ids.chunks(REWRITE_GROUP_SEGMENTS) {
+                let mut replaced = Vec::new();
+                let done = self.rewrite_group(group, &mut replaced);
+                // Dropped here instead if the thread has gone.
+                let _ = retire.send(replaced);
+                for done in done? {
+                    report.segments_rewritten.push(done.id);
+                    if done.compressed {
+                        report.segments_compressed.push(done.id);
+                    }
+                    report.bytes_freed_by_rewrites +=
+                        done.bytes_before.saturating_sub(done.bytes_after);
+                    report.live_bytes_copied += done.live_bytes;
                 }
-                report.bytes_freed_by_rewrites +=
-                    done.bytes_before.saturating_sub(done.bytes_after);
-                report.live_bytes_copied += done.live_bytes;
+                progress(report);
             }
-            progress(report);
-        }
-        Ok(())
+            Ok(())
+        })
     }
 }
 

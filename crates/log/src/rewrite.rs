@@ -85,8 +85,14 @@ impl Inner {
     /// real disk at once, so their writes and flushes overlap),
     /// then each is renamed over its segment, then the directory is synced once.
     /// Each rename is atomic on its own, so a crash leaves each segment old or new, whole.
-    /// The caller holds the reclaim lock.
-    pub(crate) fn rewrite_group(&self, ids: &[SegmentId]) -> Result<Vec<Rewritten>> {
+    /// The caller holds the reclaim lock. The segments a rewrite replaced are handed to the
+    /// caller in `replaced`, to be let go of where their release does not hold up the next
+    /// group.
+    pub(crate) fn rewrite_group(
+        &self,
+        ids: &[SegmentId],
+        replaced: &mut Vec<Arc<SealedSegment>>,
+    ) -> Result<Vec<Rewritten>> {
         let plans: Vec<Plan> = {
             let st = self.state.lock();
             Self::check_usable(&st)?;
@@ -124,7 +130,9 @@ impl Inner {
             renamed += 1;
         }
         self.remove_temps(&staged[renamed..]);
-        let done = self.swap_renamed(&staged[..renamed])?;
+        let done = self.swap_renamed(&staged[..renamed]);
+        replaced.extend(staged.into_iter().map(|s| s.plan.segment));
+        let done = done?;
         match failure {
             Some(e) => Err(e),
             None => Ok(done),
