@@ -141,15 +141,25 @@ impl Inner {
 
     /// Builds and writes each planned rewrite under its temporary name, unsynced.
     fn stage_all(&self, plans: Vec<Plan>, staged: &mut Vec<Staged>) -> Result<()> {
+        // One buffer for the group's images: a fresh one per segment would be new pages to
+        // fault in and zero each time.
+        let mut image = Vec::new();
         for plan in plans {
             let seg = &plan.segment;
-            let (mut image, live_bytes, cuts) =
-                rewritten_image(seg, &plan.dropped, self.options.index_interval_bytes)?;
-            if let Some(level) = self.options.compression.level_for(seg.blocks.is_some()) {
-                image = crate::compress::compress_image(&image, seg.id, level, &cuts)?;
-            }
+            let (live_bytes, cuts) = rewritten_image(
+                seg,
+                &plan.dropped,
+                self.options.index_interval_bytes,
+                &mut image,
+            )?;
+            let compressed = match self.options.compression.level_for(seg.blocks.is_some()) {
+                Some(level) => Some(crate::compress::compress_image(
+                    &image, seg.id, level, &cuts,
+                )?),
+                None => None,
+            };
             let temp = rewrite_path(&self.dir, seg.id);
-            let file = self.write_rewrite(&temp, &image)?;
+            let file = self.write_rewrite(&temp, compressed.as_deref().unwrap_or(&image))?;
             staged.push(Staged {
                 plan,
                 temp,
@@ -285,8 +295,9 @@ fn swap_in(st: &mut State, new: &Arc<SealedSegment>, dropped: &[u64]) {
 
 /// Segment `seg` with the records of `dropped` streams left out: the same header, each batch
 /// that keeps a record copied as a new batch of the records it keeps (seqs, kinds, flags and
-/// payloads unchanged; offsets, links and checksums of the new place), and a footer. Returns
-/// the file's bytes, the record bytes copied, and where compressed blocks of it would end.
+/// payloads unchanged; offsets, links and checksums of the new place), and a footer, built in
+/// `out` (cleared first). Returns the record bytes copied, and where compressed blocks of the
+/// file would end.
 ///
 /// Only what is copied is checksummed: every batch header is verified and every batch framed
 /// ([`frame_batch_in`]), every kept record's checksum is verified, and the kept records of each
@@ -297,7 +308,8 @@ fn rewritten_image(
     seg: &SealedSegment,
     dropped: &[u64],
     interval: u32,
-) -> Result<(Vec<u8>, u64, Vec<usize>)> {
+    out: &mut Vec<u8>,
+) -> Result<(u64, Vec<usize>)> {
     let id = seg.id;
     let image = seg.logical_image()?;
     let bytes = &image[..];
@@ -306,7 +318,8 @@ fn rewritten_image(
         .get(..data_end)
         .ok_or_else(|| corrupted(id, seg.footer.data_end, "footer lies past the file", None))?;
     let mut chains = KeptChains::new(seg, dropped)?;
-    let mut out = Vec::with_capacity(SEGMENT_HEADER_LEN + chains.output_bytes_hint());
+    out.clear();
+    out.reserve(SEGMENT_HEADER_LEN + chains.output_bytes_hint());
     out.extend_from_slice(data.get(..SEGMENT_HEADER_LEN).unwrap_or_default());
     let crc = SegmentCrc::new(id.0);
     let mut scan = ScanOutcome::default();
@@ -330,7 +343,7 @@ fn rewritten_image(
         // Everything before this batch is durable by the time the file is renamed in.
         let offset = out.len() as u64;
         cuts.offer(out.len());
-        let mut enc = BatchEncoder::begin(&mut out, id.0, offset, offset);
+        let mut enc = BatchEncoder::begin(out, id.0, offset, offset);
         for r in &kept {
             let payload = batch
                 .verify_record(r)
@@ -361,7 +374,7 @@ fn rewritten_image(
     let cuts = cuts.finish(out.len());
     let footer = scan.footer(id);
     out.extend_from_slice(&footer);
-    Ok((out, copied, cuts))
+    Ok((copied, cuts))
 }
 
 /// The streams a rewrite keeps, each with its footer summary and how far the copy has
