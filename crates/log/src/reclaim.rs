@@ -57,16 +57,38 @@ impl Inner {
         // The checkpoints that make a removal safe must be on disk first.
         self.flush()?;
         let mut report = ReclaimReport::default();
+        // Dropping the last hold on a segment that was removed, or replaced by a rewrite,
+        // unmaps a file that is no longer linked, and the file system then frees the file's
+        // page cache and blocks: about as much time as staging a rewrite of it takes. A thread
+        // of its own does that while the next removal syncs the directory or the next rewrite
+        // group is staged and synced; reclaim returns when it is done.
+        std::thread::scope(|scope| {
+            let (retire, retired) = std::sync::mpsc::channel::<Vec<Arc<SealedSegment>>>();
+            scope.spawn(move || retired.into_iter().for_each(drop));
+            self.remove_pass(&mut report, progress, &retire)?;
+            self.rewrite_pass(&mut report, progress, &retire)
+        })?;
+        Ok(report)
+    }
+
+    /// Removes sealed segments from the lowest up while nothing live needs them.
+    /// spec: segment.md#reclaim
+    fn remove_pass(
+        &self,
+        report: &mut ReclaimReport,
+        progress: &mut dyn FnMut(&ReclaimReport),
+        retire: &Retire,
+    ) -> Result<()> {
         loop {
             let seg = {
                 let st = self.state.lock();
                 Self::check_usable(&st)?;
                 let Some(seg) = st.sealed.values().next().cloned() else {
-                    break;
+                    return Ok(());
                 };
                 if let Err(why) = removable(&st, &seg) {
                     report.stopped_at = Some((seg.id, why));
-                    break;
+                    return Ok(());
                 }
                 seg
             };
@@ -89,10 +111,10 @@ impl Inner {
             take_out(&mut self.state.lock(), seg.id);
             report.segments_removed.push(seg.id);
             report.bytes_removed += seg.bytes.len() as u64;
-            progress(&report);
+            progress(report);
+            // Dropped here instead if the thread has gone.
+            let _ = retire.send(vec![seg]);
         }
-        self.rewrite_pass(&mut report, progress)?;
-        Ok(report)
     }
 
     /// Rewrites every sealed segment whose live share is below the threshold, lowest first.
@@ -101,6 +123,7 @@ impl Inner {
         &self,
         report: &mut ReclaimReport,
         progress: &mut dyn FnMut(&ReclaimReport),
+        retire: &Retire,
     ) -> Result<()> {
         if self.options.rewrite_below_live_percent == 0
             && self.options.compression == crate::Compression::None
@@ -108,33 +131,28 @@ impl Inner {
             return Ok(());
         }
         let ids: Vec<SegmentId> = self.state.lock().sealed.keys().copied().collect();
-        // Dropping the last hold on a replaced segment unmaps a file its rename unlinked, and
-        // the file system then frees the file's page cache and blocks: about as much time as
-        // staging its rewrite took. A thread of its own does that while the next group is
-        // staged and synced; the pass ends when it is done.
-        std::thread::scope(|scope| {
-            let (retire, retired) = std::sync::mpsc::channel::<Vec<Arc<SealedSegment>>>();
-            scope.spawn(move || retired.into_iter().for_each(drop));
-            for group in ids.chunks(REWRITE_GROUP_SEGMENTS) {
-                let mut replaced = Vec::new();
-                let done = self.rewrite_group(group, &mut replaced);
-                // Dropped here instead if the thread has gone.
-                let _ = retire.send(replaced);
-                for done in done? {
-                    report.segments_rewritten.push(done.id);
-                    if done.compressed {
-                        report.segments_compressed.push(done.id);
-                    }
-                    report.bytes_freed_by_rewrites +=
-                        done.bytes_before.saturating_sub(done.bytes_after);
-                    report.live_bytes_copied += done.live_bytes;
+        for group in ids.chunks(REWRITE_GROUP_SEGMENTS) {
+            let mut replaced = Vec::new();
+            let done = self.rewrite_group(group, &mut replaced);
+            // Dropped here instead if the thread has gone.
+            let _ = retire.send(replaced);
+            for done in done? {
+                report.segments_rewritten.push(done.id);
+                if done.compressed {
+                    report.segments_compressed.push(done.id);
                 }
-                progress(report);
+                report.bytes_freed_by_rewrites +=
+                    done.bytes_before.saturating_sub(done.bytes_after);
+                report.live_bytes_copied += done.live_bytes;
             }
-            Ok(())
-        })
+            progress(report);
+        }
+        Ok(())
     }
 }
+
+/// Where reclaim sends the segments it is done with, to be dropped off its own thread.
+type Retire = std::sync::mpsc::Sender<Vec<Arc<SealedSegment>>>;
 
 /// Whether `seg` (the lowest sealed segment) may be removed, or why not.
 fn removable(st: &State, seg: &SealedSegment) -> std::result::Result<(), &'static str> {
