@@ -452,6 +452,99 @@ pub fn verify_batch_in<'a>(
     })
 }
 
+/// Frames the batch that starts at `buf[0]` without checksumming its records or its frame:
+/// the header is verified (its own checksum and fields), all `batch_len` bytes must be present
+/// and end in the trailer magic, and the records' headers must frame the space between header
+/// and trailer exactly, `record_count` of them (each header's `reserved` zero). No payload,
+/// padding, `record_crc` or `batch_crc` is read. For a reader that uses only a few records of
+/// the batch and verifies each of those with [`FramedBatch::verify_record`] (a segment rewrite
+/// copying the live tenth of a segment); everything else reads through [`verify_batch_in`].
+pub fn frame_batch_in<'a>(
+    buf: &'a [u8],
+    segment: &SegmentCrc,
+    batch_offset: u64,
+) -> Result<FramedBatch<'a>, FormatError> {
+    let header = decode_batch_header_in(buf, segment, batch_offset)?;
+    let len = header.batch_len as usize;
+    let frame = slice_at(buf, 0, len, Structure::Batch)?;
+    let magic = u32_at(
+        &frame[len - BATCH_TRAILER_LEN..],
+        T_MAGIC_AT,
+        Structure::Batch,
+    )?;
+    if magic != BATCH_TRAILER_MAGIC {
+        return Err(FormatError::BadMagic {
+            structure: Structure::Batch,
+            found: u64::from(magic),
+        });
+    }
+    let end = len - BATCH_TRAILER_LEN;
+    let mut at = BATCH_HEADER_LEN;
+    let mut count = 0u32;
+    while at < end {
+        let h = decode_record_header(&frame[at..end])?;
+        let record_len = RECORD_HEADER_LEN + padded_len(h.payload_len as usize);
+        if record_len > end - at {
+            return Err(FormatError::invalid(
+                Structure::Record,
+                "payload_len",
+                "the record extends into the batch trailer",
+            ));
+        }
+        at += record_len;
+        count += 1;
+    }
+    if count != header.record_count {
+        return Err(FormatError::invalid(
+            Structure::Batch,
+            "record_count",
+            format!(
+                "header says {} records, frame holds {count}",
+                header.record_count
+            ),
+        ));
+    }
+    Ok(FramedBatch {
+        view: BatchView {
+            header,
+            frame,
+            batch_offset,
+        },
+        segment: segment.clone(),
+    })
+}
+
+/// A batch frame whose header and framing verified, but whose records are verified one by one
+/// as they are used ([`frame_batch_in`]).
+#[derive(Debug, Clone)]
+pub struct FramedBatch<'a> {
+    view: BatchView<'a>,
+    segment: SegmentCrc,
+}
+
+impl<'a> FramedBatch<'a> {
+    /// The decoded header.
+    pub fn header(&self) -> BatchHeader {
+        self.view.header
+    }
+
+    /// Segment offset just past the trailer, where the next batch starts.
+    pub fn end_offset(&self) -> u64 {
+        self.view.end_offset()
+    }
+
+    /// The records, in order, their checksums not checked.
+    pub fn records(&self) -> BatchRecords<'a> {
+        self.view.records()
+    }
+
+    /// Verifies one record of this batch as [`verify_record_in`] does and returns its payload.
+    pub fn verify_record(&self, record: &RecordView) -> Result<&'a [u8], FormatError> {
+        let at = (record.offset - self.view.batch_offset) as usize;
+        verify_record_in(&self.view.frame[at..], &self.segment, record.offset).map(|(_, p)| p)
+    }
+}
+
 /// Decodes a record header without verifying its checksum.
 pub fn decode_record_header(buf: &[u8]) -> Result<RecordHeader, FormatError> {
     const S: Structure = Structure::Record;
@@ -621,5 +714,46 @@ mod tests {
         enc.push(rec(1, 0), b"zzz");
         enc.abort();
         assert_eq!(buf, vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn framing_a_batch_reads_record_headers_only_and_verifies_records_on_demand() {
+        let payloads: [&[u8]; 3] = [b"first", b"second payload", b"third"];
+        let mut buf = encode(5, 64, &payloads);
+        // A bit of the second payload: the frame no longer verifies, but still frames.
+        buf[32 + 32 + 8 + 32 + 3] ^= 0x10;
+        assert!(verify_batch(&buf, 5, 64).is_err());
+        let framed = frame_batch_in(&buf, &SegmentCrc::new(5), 64).expect("frames");
+        assert_eq!(framed.end_offset(), 64 + buf.len() as u64);
+        let records: Vec<RecordView> = framed.records().collect();
+        assert_eq!(records.len(), 3);
+        assert_eq!(framed.verify_record(&records[0]).expect("intact"), b"first");
+        assert_eq!(framed.verify_record(&records[2]).expect("intact"), b"third");
+        assert!(matches!(
+            framed.verify_record(&records[1]),
+            Err(FormatError::ChecksumMismatch { .. })
+        ));
+        // In another segment or at another offset nothing verifies.
+        let elsewhere = frame_batch_in(&buf, &SegmentCrc::new(6), 64);
+        assert!(elsewhere.is_err(), "the header checksum is keyed");
+    }
+
+    #[test]
+    fn framing_a_batch_rejects_records_that_do_not_fill_it() {
+        let payloads: [&[u8]; 2] = [b"first", b"second"];
+        let good = encode(5, 64, &payloads);
+        // The first record's length grown by 8: the records overrun the frame by 8.
+        let mut longer = good.clone();
+        longer[32 + 4] += 8;
+        assert!(frame_batch_in(&longer, &SegmentCrc::new(5), 64).is_err());
+        // Shrunk to 0: the walk lands inside the first payload and misreads it as a header.
+        let mut shorter = good.clone();
+        shorter[32 + 4] -= 5;
+        assert!(frame_batch_in(&shorter, &SegmentCrc::new(5), 64).is_err());
+        // A missing trailer magic.
+        let mut no_trailer = good;
+        let end = no_trailer.len();
+        no_trailer[end - 1] ^= 0xFF;
+        assert!(frame_batch_in(&no_trailer, &SegmentCrc::new(5), 64).is_err());
     }
 }

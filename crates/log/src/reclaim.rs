@@ -12,6 +12,8 @@
 //! the segment out of the table, and the operating system keeps an unlinked file's blocks
 //! until its last mapping is dropped.
 
+use std::sync::Arc;
+
 use sessionlog_format::{CatalogOp, CATALOG_STREAM, SEGMENT_HEADER_LEN};
 
 use crate::error::{io_err, Result};
@@ -55,16 +57,38 @@ impl Inner {
         // The checkpoints that make a removal safe must be on disk first.
         self.flush()?;
         let mut report = ReclaimReport::default();
+        // Dropping the last hold on a segment that was removed, or replaced by a rewrite,
+        // unmaps a file that is no longer linked, and the file system then frees the file's
+        // page cache and blocks: about as much time as staging a rewrite of it takes. A thread
+        // of its own does that while the next removal syncs the directory or the next rewrite
+        // group is staged and synced; reclaim returns when it is done.
+        std::thread::scope(|scope| {
+            let (retire, retired) = std::sync::mpsc::channel::<Vec<Arc<SealedSegment>>>();
+            scope.spawn(move || retired.into_iter().for_each(drop));
+            self.remove_pass(&mut report, progress, &retire)?;
+            self.rewrite_pass(&mut report, progress, &retire)
+        })?;
+        Ok(report)
+    }
+
+    /// Removes sealed segments from the lowest up while nothing live needs them.
+    /// spec: segment.md#reclaim
+    fn remove_pass(
+        &self,
+        report: &mut ReclaimReport,
+        progress: &mut dyn FnMut(&ReclaimReport),
+        retire: &Retire,
+    ) -> Result<()> {
         loop {
             let seg = {
                 let st = self.state.lock();
                 Self::check_usable(&st)?;
                 let Some(seg) = st.sealed.values().next().cloned() else {
-                    break;
+                    return Ok(());
                 };
                 if let Err(why) = removable(&st, &seg) {
                     report.stopped_at = Some((seg.id, why));
-                    break;
+                    return Ok(());
                 }
                 seg
             };
@@ -87,10 +111,10 @@ impl Inner {
             take_out(&mut self.state.lock(), seg.id);
             report.segments_removed.push(seg.id);
             report.bytes_removed += seg.bytes.len() as u64;
-            progress(&report);
+            progress(report);
+            // Dropped here instead if the thread has gone.
+            let _ = retire.send(vec![seg]);
         }
-        self.rewrite_pass(&mut report, progress)?;
-        Ok(report)
     }
 
     /// Rewrites every sealed segment whose live share is below the threshold, lowest first.
@@ -99,6 +123,7 @@ impl Inner {
         &self,
         report: &mut ReclaimReport,
         progress: &mut dyn FnMut(&ReclaimReport),
+        retire: &Retire,
     ) -> Result<()> {
         if self.options.rewrite_below_live_percent == 0
             && self.options.compression == crate::Compression::None
@@ -107,7 +132,11 @@ impl Inner {
         }
         let ids: Vec<SegmentId> = self.state.lock().sealed.keys().copied().collect();
         for group in ids.chunks(REWRITE_GROUP_SEGMENTS) {
-            for done in self.rewrite_group(group)? {
+            let mut replaced = Vec::new();
+            let done = self.rewrite_group(group, &mut replaced);
+            // Dropped here instead if the thread has gone.
+            let _ = retire.send(replaced);
+            for done in done? {
                 report.segments_rewritten.push(done.id);
                 if done.compressed {
                     report.segments_compressed.push(done.id);
@@ -121,6 +150,9 @@ impl Inner {
         Ok(())
     }
 }
+
+/// Where reclaim sends the segments it is done with, to be dropped off its own thread.
+type Retire = std::sync::mpsc::Sender<Vec<Arc<SealedSegment>>>;
 
 /// Whether `seg` (the lowest sealed segment) may be removed, or why not.
 fn removable(st: &State, seg: &SealedSegment) -> std::result::Result<(), &'static str> {

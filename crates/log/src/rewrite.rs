@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sessionlog_format::{
-    verify_batch, BatchEncoder, RecordHeader, BATCH_TRAILER_LEN, RECORD_HEADER_LEN,
-    SEGMENT_HEADER_LEN,
+    frame_batch_in, BatchEncoder, RecordHeader, RecordView, SegmentCrc, StreamSummary,
+    BATCH_HEADER_LEN, BATCH_TRAILER_LEN, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
 
 use crate::compress::BlockCuts;
@@ -85,8 +85,14 @@ impl Inner {
     /// real disk at once, so their writes and flushes overlap),
     /// then each is renamed over its segment, then the directory is synced once.
     /// Each rename is atomic on its own, so a crash leaves each segment old or new, whole.
-    /// The caller holds the reclaim lock.
-    pub(crate) fn rewrite_group(&self, ids: &[SegmentId]) -> Result<Vec<Rewritten>> {
+    /// The caller holds the reclaim lock. The segments a rewrite replaced are handed to the
+    /// caller in `replaced`, to be let go of where their release does not hold up the next
+    /// group.
+    pub(crate) fn rewrite_group(
+        &self,
+        ids: &[SegmentId],
+        replaced: &mut Vec<Arc<SealedSegment>>,
+    ) -> Result<Vec<Rewritten>> {
         let plans: Vec<Plan> = {
             let st = self.state.lock();
             Self::check_usable(&st)?;
@@ -124,7 +130,9 @@ impl Inner {
             renamed += 1;
         }
         self.remove_temps(&staged[renamed..]);
-        let done = self.swap_renamed(&staged[..renamed])?;
+        let done = self.swap_renamed(&staged[..renamed]);
+        replaced.extend(staged.into_iter().map(|s| s.plan.segment));
+        let done = done?;
         match failure {
             Some(e) => Err(e),
             None => Ok(done),
@@ -133,15 +141,25 @@ impl Inner {
 
     /// Builds and writes each planned rewrite under its temporary name, unsynced.
     fn stage_all(&self, plans: Vec<Plan>, staged: &mut Vec<Staged>) -> Result<()> {
+        // One buffer for the group's images: a fresh one per segment would be new pages to
+        // fault in and zero each time.
+        let mut image = Vec::new();
         for plan in plans {
             let seg = &plan.segment;
-            let (mut image, live_bytes, cuts) =
-                rewritten_image(seg, &plan.dropped, self.options.index_interval_bytes)?;
-            if let Some(level) = self.options.compression.level_for(seg.blocks.is_some()) {
-                image = crate::compress::compress_image(&image, seg.id, level, &cuts)?;
-            }
+            let (live_bytes, cuts) = rewritten_image(
+                seg,
+                &plan.dropped,
+                self.options.index_interval_bytes,
+                &mut image,
+            )?;
+            let compressed = match self.options.compression.level_for(seg.blocks.is_some()) {
+                Some(level) => Some(crate::compress::compress_image(
+                    &image, seg.id, level, &cuts,
+                )?),
+                None => None,
+            };
             let temp = rewrite_path(&self.dir, seg.id);
-            let file = self.write_rewrite(&temp, &image)?;
+            let file = self.write_rewrite(&temp, compressed.as_deref().unwrap_or(&image))?;
             staged.push(Staged {
                 plan,
                 temp,
@@ -277,13 +295,21 @@ fn swap_in(st: &mut State, new: &Arc<SealedSegment>, dropped: &[u64]) {
 
 /// Segment `seg` with the records of `dropped` streams left out: the same header, each batch
 /// that keeps a record copied as a new batch of the records it keeps (seqs, kinds, flags and
-/// payloads unchanged; offsets, links and checksums of the new place), and a footer. Returns
-/// the file's bytes, the record bytes copied, and where compressed blocks of it would end.
+/// payloads unchanged; offsets, links and checksums of the new place), and a footer, built in
+/// `out` (cleared first). Returns the record bytes copied, and where compressed blocks of the
+/// file would end.
+///
+/// Only what is copied is checksummed: every batch header is verified and every batch framed
+/// ([`frame_batch_in`]), every kept record's checksum is verified, and the kept records of each
+/// stream must be the whole chain its footer summary describes ([`KeptChains`]), so a damaged
+/// kept record, or one the framing would skip, is corruption. The payloads of dropped records
+/// are never read. spec: segment.md#rewriting-a-segment
 fn rewritten_image(
     seg: &SealedSegment,
     dropped: &[u64],
     interval: u32,
-) -> Result<(Vec<u8>, u64, Vec<usize>)> {
+    out: &mut Vec<u8>,
+) -> Result<(u64, Vec<usize>)> {
     let id = seg.id;
     let image = seg.logical_image()?;
     let bytes = &image[..];
@@ -291,28 +317,38 @@ fn rewritten_image(
     let data = bytes
         .get(..data_end)
         .ok_or_else(|| corrupted(id, seg.footer.data_end, "footer lies past the file", None))?;
-    let mut out = data.get(..SEGMENT_HEADER_LEN).unwrap_or_default().to_vec();
+    let mut chains = KeptChains::new(seg, dropped)?;
+    out.clear();
+    out.reserve(SEGMENT_HEADER_LEN + chains.output_bytes_hint());
+    out.extend_from_slice(data.get(..SEGMENT_HEADER_LEN).unwrap_or_default());
+    let crc = SegmentCrc::new(id.0);
     let mut scan = ScanOutcome::default();
     let mut at = SEGMENT_HEADER_LEN;
     let mut copied = 0u64;
     let mut cuts = BlockCuts::new();
+    let mut kept: Vec<RecordView> = Vec::new();
     while at < data_end {
-        let batch = verify_batch(&data[at..], id.0, at as u64)
+        let batch = frame_batch_in(&data[at..], &crc, at as u64)
             .map_err(|e| corrupted(id, at as u64, "batch of a sealed segment", Some(e)))?;
         at = batch.end_offset() as usize;
-        let kept: Vec<_> = batch
-            .records()
-            .filter(|r| !dropped.contains(&r.header.stream_id))
-            .collect();
+        kept.clear();
+        for r in batch.records() {
+            if chains.keeps(&r)? {
+                kept.push(r);
+            }
+        }
         if kept.is_empty() {
             continue;
         }
         // Everything before this batch is durable by the time the file is renamed in.
         let offset = out.len() as u64;
         cuts.offer(out.len());
-        let mut enc = BatchEncoder::begin(&mut out, id.0, offset, offset);
+        let mut enc = BatchEncoder::begin(out, id.0, offset, offset);
         for r in &kept {
-            let payload = batch.payload(r);
+            let payload = batch
+                .verify_record(r)
+                .map_err(|e| corrupted(id, r.offset, "record of a sealed segment", Some(e)))?;
+            chains.follow(r)?;
             // The scan learns each record's new offset as it is placed, so it also holds the
             // previous record of the stream when that one is in this batch.
             let prev_offset = scan
@@ -333,9 +369,151 @@ fn rewritten_image(
         enc.finish();
         cuts.offer(out.len() - BATCH_TRAILER_LEN);
     }
+    chains.finish()?;
     scan.data_end = out.len() as u64;
     let cuts = cuts.finish(out.len());
     let footer = scan.footer(id);
     out.extend_from_slice(&footer);
-    Ok((out, copied, cuts))
+    Ok((copied, cuts))
+}
+
+/// The streams a rewrite keeps, each with its footer summary and how far the copy has
+/// followed it. A rewrite does not checksum the batches it leaves behind, so this is what
+/// proves it copies every kept record: the kept records of a stream, in segment order, must
+/// run from the summary's `first_seq` to its `last_seq` with no gap, each naming the one before
+/// it as its `prev_offset` (a field its own checksum covers), the last at `last_offset`. A
+/// record the framing skipped, or one of a stream the footer does not list, is corruption.
+struct KeptChains {
+    id: SegmentId,
+    /// Sorted by stream.
+    kept: Vec<KeptChain>,
+    /// Sorted.
+    dropped: Vec<u64>,
+}
+
+struct KeptChain {
+    summary: StreamSummary,
+    /// Seq the next kept record of the stream must have.
+    next_seq: u64,
+    /// Offset of the stream's last record followed, 0 before the first.
+    last_offset: u32,
+}
+
+impl KeptChains {
+    fn new(seg: &SealedSegment, dropped: &[u64]) -> Result<Self> {
+        let mut dropped = dropped.to_vec();
+        dropped.sort_unstable();
+        let mut kept = Vec::new();
+        for i in 0..seg.footer.stream_count {
+            let summary = seg.footer.stream(&seg.bytes, i).ok_or_else(|| {
+                corrupted(seg.id, seg.footer.data_end, "footer stream table", None)
+            })?;
+            if dropped.binary_search(&summary.stream_id).is_err() {
+                kept.push(KeptChain {
+                    summary,
+                    next_seq: summary.first_seq,
+                    last_offset: 0,
+                });
+            }
+        }
+        kept.sort_unstable_by_key(|c| c.summary.stream_id);
+        Ok(KeptChains {
+            id: seg.id,
+            kept,
+            dropped,
+        })
+    }
+
+    /// Record bytes of the kept streams plus a batch frame each: room for the copy.
+    fn output_bytes_hint(&self) -> usize {
+        self.kept
+            .iter()
+            .map(|c| {
+                let records = c.summary.last_seq - c.summary.first_seq + 1;
+                c.summary.data_bytes + records * (BATCH_HEADER_LEN + BATCH_TRAILER_LEN) as u64
+            })
+            .sum::<u64>()
+            .try_into()
+            .unwrap_or(0)
+    }
+
+    /// Whether record `r` is kept; a record of a stream the footer does not list is
+    /// corruption.
+    fn keeps(&self, r: &RecordView) -> Result<bool> {
+        let stream = r.header.stream_id;
+        if self.chain(stream).is_ok() {
+            return Ok(true);
+        }
+        if self.dropped.binary_search(&stream).is_ok() {
+            return Ok(false);
+        }
+        Err(corrupted(
+            self.id,
+            r.offset,
+            format!("record of stream {stream}, which the segment's footer does not list"),
+            None,
+        ))
+    }
+
+    fn chain(&self, stream: u64) -> std::result::Result<usize, usize> {
+        self.kept
+            .binary_search_by_key(&stream, |c| c.summary.stream_id)
+    }
+
+    /// Takes kept record `r` (its checksum verified) as the next of its stream's chain.
+    fn follow(&mut self, r: &RecordView) -> Result<()> {
+        let id = self.id;
+        let Ok(i) = self.chain(r.header.stream_id) else {
+            return Err(corrupted(
+                id,
+                r.offset,
+                "kept record of no kept stream",
+                None,
+            ));
+        };
+        let c = &mut self.kept[i];
+        if r.header.seq != c.next_seq || r.header.prev_offset != c.last_offset {
+            return Err(corrupted(
+                id,
+                r.offset,
+                format!(
+                    "record of stream {} is seq {} after the record at {}, where its chain \
+                     expects seq {} after the record at {}: a record of the stream is missing",
+                    r.header.stream_id,
+                    r.header.seq,
+                    r.header.prev_offset,
+                    c.next_seq,
+                    c.last_offset
+                ),
+                None,
+            ));
+        }
+        c.next_seq += 1;
+        c.last_offset = r.offset as u32;
+        Ok(())
+    }
+
+    /// Every kept stream's chain must have reached the last record its summary names.
+    fn finish(&self) -> Result<()> {
+        for c in &self.kept {
+            let s = &c.summary;
+            if c.next_seq != s.last_seq + 1 || c.last_offset != s.last_offset {
+                return Err(corrupted(
+                    self.id,
+                    u64::from(c.last_offset),
+                    format!(
+                        "stream {} ends at seq {} at {} in the batches, but at seq {} at {} in \
+                         the footer: a record of the stream is missing",
+                        s.stream_id,
+                        c.next_seq.wrapping_sub(1),
+                        c.last_offset,
+                        s.last_seq,
+                        s.last_offset
+                    ),
+                    None,
+                ));
+            }
+        }
+        Ok(())
+    }
 }
