@@ -279,8 +279,33 @@ fn show_only() {
     let dir = fresh_dir("projections-show-only");
     let events = build(&dir);
     let took = show_once(&dir);
-    let _ = std::fs::remove_dir_all(&dir);
     println!("show of a {events}-event session: {}", human_ns(ns(took)));
+    // `SESSIONLOG_PROJECTION_SHOW_ONLY=N` (N > 1): N more, each split into its parts.
+    let more: usize = std::env::var("SESSIONLOG_PROJECTION_SHOW_ONLY")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1);
+    for _ in 1..more {
+        let started = Instant::now();
+        let store = open_read_only(&dir, true);
+        let opened = started.elapsed();
+        let t = store
+            .projection::<Transcript>(Transcript::NAME, "long")
+            .expect("transcript");
+        let handed = started.elapsed();
+        let mut out = std::io::BufWriter::new(std::io::sink());
+        t.state.write("long", &mut out).expect("write");
+        out.flush().expect("flush");
+        let all = started.elapsed();
+        println!(
+            "show {}: open {}, transcript handed back {}, written {}",
+            human_ns(ns(all)),
+            human_ns(ns(opened)),
+            human_ns(ns(handed - opened)),
+            human_ns(ns(all - handed))
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn main() {
