@@ -5,7 +5,10 @@
 
 use std::cell::RefCell;
 
-use super::{key_is, skip_string, skip_value, skip_ws, JsonRef, KeyLiteral, RawMembers};
+use super::{
+    after_member, key_is, member_head, skip_string, skip_value, skip_ws, AfterMember, JsonRef,
+    KeyLiteral, RawMembers,
+};
 
 /// One member of an object indexed by [`index_payload`]: byte ranges of its key literal
 /// (with quotes) and of its value in the indexed text, and whether it belongs to the
@@ -117,15 +120,7 @@ fn index_object(text: &str, start: usize, depth: u8, out: &mut Vec<MemberSpan>) 
     // Only the first `message` is indexed, as `get("message")` finds the first.
     let mut message_seen = false;
     loop {
-        if bytes.get(pos) != Some(&b'"') {
-            return None;
-        }
-        let key_end = skip_string(bytes, pos)?;
-        let colon = skip_ws(bytes, key_end);
-        if bytes.get(colon) != Some(&b':') {
-            return None;
-        }
-        let value_start = skip_ws(bytes, colon + 1);
+        let (key_end, value_start) = member_head(bytes, pos)?;
         let message = depth == 0
             && !message_seen
             && text.get(pos..key_end).is_some_and(|k| key_is(k, "message"));
@@ -143,11 +138,9 @@ fn index_object(text: &str, start: usize, depth: u8, out: &mut Vec<MemberSpan>) 
             key: span(pos, key_end)?,
             value: span(value_start, value_end)?,
         });
-        let after = skip_ws(bytes, value_end);
-        match bytes.get(after) {
-            Some(b',') => pos = skip_ws(bytes, after + 1),
-            Some(b'}') => return Some(after + 1),
-            _ => return None,
+        match after_member(bytes, value_end)? {
+            AfterMember::Next(next) => pos = next,
+            AfterMember::End(end) => return Some(end),
         }
     }
 }

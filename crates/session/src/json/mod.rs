@@ -628,23 +628,14 @@ impl<'a> JsonRef<'a> {
         }
         let mut pos = skip_ws(bytes, start + 1);
         loop {
-            if bytes.get(pos) != Some(&b'"') {
-                return None;
-            }
-            let key_end = skip_string(bytes, pos)?;
-            let colon = skip_ws(bytes, key_end);
-            if bytes.get(colon) != Some(&b':') {
-                return None;
-            }
-            let value_start = skip_ws(bytes, colon + 1);
+            let (key_end, value_start) = member_head(bytes, pos)?;
             if KeyLiteral::new(self.text.get(pos..key_end)?).is(key) {
                 return self.text.get(value_start..);
             }
-            let after = skip_ws(bytes, skip_value(bytes, value_start)?);
-            if bytes.get(after) != Some(&b',') {
-                return None;
+            match after_member(bytes, skip_value(bytes, value_start)?)? {
+                AfterMember::Next(next) => pos = next,
+                AfterMember::End(_) => return None,
             }
-            pos = skip_ws(bytes, after + 1);
         }
     }
 
@@ -1047,15 +1038,7 @@ fn object_fields<'a, const N: usize>(
         return Some((pos + 1, found));
     }
     loop {
-        if bytes.get(pos) != Some(&b'"') {
-            return None;
-        }
-        let key_end = skip_string(bytes, pos)?;
-        let colon = skip_ws(bytes, key_end);
-        if bytes.get(colon) != Some(&b':') {
-            return None;
-        }
-        let value_start = skip_ws(bytes, colon + 1);
+        let (key_end, value_start) = member_head(bytes, pos)?;
         let value_end = skip_value(bytes, value_start)?;
         let value = text.get(value_start..value_end)?;
         if !matches!(bytes.get(value_start), Some(b'"' | b'{' | b'['))
@@ -1069,12 +1052,43 @@ fn object_fields<'a, const N: usize>(
                 *slot = Some(JsonRef { text: value });
             }
         }
-        let after = skip_ws(bytes, value_end);
-        match bytes.get(after) {
-            Some(b',') => pos = skip_ws(bytes, after + 1),
-            Some(b'}') => return Some((after + 1, found)),
-            _ => return None,
+        match after_member(bytes, value_end)? {
+            AfterMember::Next(next) => pos = next,
+            AfterMember::End(end) => return Some((end, found)),
         }
+    }
+}
+
+/// The key of the object member at `pos` (a string literal, which must be there) and where
+/// its value starts, after the colon and any whitespace.
+pub(super) fn member_head(bytes: &[u8], pos: usize) -> Option<(usize, usize)> {
+    if bytes.get(pos) != Some(&b'"') {
+        return None;
+    }
+    let key_end = skip_string(bytes, pos)?;
+    let colon = skip_ws(bytes, key_end);
+    if bytes.get(colon) != Some(&b':') {
+        return None;
+    }
+    Some((key_end, skip_ws(bytes, colon + 1)))
+}
+
+/// What follows an object member's value.
+pub(super) enum AfterMember {
+    /// A comma: the next member starts here.
+    Next(usize),
+    /// The closing brace: the object ends just before this.
+    End(usize),
+}
+
+/// What follows the member value that ends at `value_end`: another member or the object's
+/// end; `None` for anything else.
+pub(super) fn after_member(bytes: &[u8], value_end: usize) -> Option<AfterMember> {
+    let after = skip_ws(bytes, value_end);
+    match bytes.get(after) {
+        Some(b',') => Some(AfterMember::Next(skip_ws(bytes, after + 1))),
+        Some(b'}') => Some(AfterMember::End(after + 1)),
+        _ => None,
     }
 }
 
