@@ -390,17 +390,9 @@ pub fn verify_batch_in<'a>(
     segment: &SegmentCrc,
     batch_offset: u64,
 ) -> Result<BatchView<'a>, FormatError> {
-    let header = decode_batch_header_in(buf, segment, batch_offset)?;
-    let len = header.batch_len as usize;
-    let frame = slice_at(buf, 0, len, Structure::Batch)?;
+    let (header, frame) = batch_frame(buf, segment, batch_offset)?;
+    let len = frame.len();
     let trailer = &frame[len - BATCH_TRAILER_LEN..];
-    let magic = u32_at(trailer, T_MAGIC_AT, Structure::Batch)?;
-    if magic != BATCH_TRAILER_MAGIC {
-        return Err(FormatError::BadMagic {
-            structure: Structure::Batch,
-            found: u64::from(magic),
-        });
-    }
     let stored = u32_at(trailer, T_CRC_AT, Structure::Batch)?;
     let mut crc = segment.clone();
     crc.update(&batch_offset.to_le_bytes());
@@ -436,14 +428,7 @@ pub fn verify_batch_in<'a>(
         count += 1;
     }
     if at != end || count != header.record_count {
-        return Err(FormatError::invalid(
-            Structure::Batch,
-            "record_count",
-            format!(
-                "header says {} records, frame holds {count}",
-                header.record_count
-            ),
-        ));
+        return Err(count_mismatch(&header, count));
     }
     Ok(BatchView {
         header,
@@ -452,18 +437,13 @@ pub fn verify_batch_in<'a>(
     })
 }
 
-/// Frames the batch that starts at `buf[0]` without checksumming its records or its frame:
-/// the header is verified (its own checksum and fields), all `batch_len` bytes must be present
-/// and end in the trailer magic, and the records' headers must frame the space between header
-/// and trailer exactly, `record_count` of them (each header's `reserved` zero). No payload,
-/// padding, `record_crc` or `batch_crc` is read. For a reader that uses only a few records of
-/// the batch and verifies each of those with [`FramedBatch::verify_record`] (a segment rewrite
-/// copying the live tenth of a segment); everything else reads through [`verify_batch_in`].
-pub fn frame_batch_in<'a>(
+/// The verified header of the batch at `buf[0]` and its frame: all `batch_len` bytes, ending
+/// in the trailer magic. Neither the frame's checksum nor its records are checked here.
+fn batch_frame<'a>(
     buf: &'a [u8],
     segment: &SegmentCrc,
     batch_offset: u64,
-) -> Result<FramedBatch<'a>, FormatError> {
+) -> Result<(BatchHeader, &'a [u8]), FormatError> {
     let header = decode_batch_header_in(buf, segment, batch_offset)?;
     let len = header.batch_len as usize;
     let frame = slice_at(buf, 0, len, Structure::Batch)?;
@@ -478,7 +458,35 @@ pub fn frame_batch_in<'a>(
             found: u64::from(magic),
         });
     }
-    let end = len - BATCH_TRAILER_LEN;
+    Ok((header, frame))
+}
+
+/// The error of a frame holding `count` records where its header says otherwise.
+fn count_mismatch(header: &BatchHeader, count: u32) -> FormatError {
+    FormatError::invalid(
+        Structure::Batch,
+        "record_count",
+        format!(
+            "header says {} records, frame holds {count}",
+            header.record_count
+        ),
+    )
+}
+
+/// Frames the batch that starts at `buf[0]` without checksumming its records or its frame:
+/// the header is verified (its own checksum and fields), all `batch_len` bytes must be present
+/// and end in the trailer magic, and the records' headers must frame the space between header
+/// and trailer exactly, `record_count` of them (each header's `reserved` zero). No payload,
+/// padding, `record_crc` or `batch_crc` is read. For a reader that uses only a few records of
+/// the batch and verifies each of those with [`FramedBatch::verify_record`] (a segment rewrite
+/// copying the live tenth of a segment); everything else reads through [`verify_batch_in`].
+pub fn frame_batch_in<'a>(
+    buf: &'a [u8],
+    segment: &SegmentCrc,
+    batch_offset: u64,
+) -> Result<FramedBatch<'a>, FormatError> {
+    let (header, frame) = batch_frame(buf, segment, batch_offset)?;
+    let end = frame.len() - BATCH_TRAILER_LEN;
     let mut at = BATCH_HEADER_LEN;
     let mut count = 0u32;
     while at < end {
@@ -495,14 +503,7 @@ pub fn frame_batch_in<'a>(
         count += 1;
     }
     if count != header.record_count {
-        return Err(FormatError::invalid(
-            Structure::Batch,
-            "record_count",
-            format!(
-                "header says {} records, frame holds {count}",
-                header.record_count
-            ),
-        ));
+        return Err(count_mismatch(&header, count));
     }
     Ok(FramedBatch {
         view: BatchView {
