@@ -343,27 +343,27 @@ pub(crate) fn read(
     storage: &Arc<dyn Storage>,
     path: &Path,
 ) -> Result<Option<Bytes>, std::io::Error> {
-    let file = match storage.open_file(path, OpenMode::ReadOnly) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let len = file.len()?;
-    if len >= MAP_BYTES {
-        return file.map_readonly().map(Some);
-    }
-    let mut buf =
-        vec![0u8; usize::try_from(len).map_err(|_| std::io::Error::other("cache file too large"))?];
-    file.read_exact_at(&mut buf, 0)?;
-    Ok(Some(Bytes::from(buf)))
+    read_up_to(storage, path, None)
 }
 
 /// The first `len` bytes of the file at `path` (mapped when they are many), `None` when
-/// there is no file; a file shorter than `len` is an error.
+/// there is no file; a file shorter than `len` is an error. An appended part is read so:
+/// bytes a writer appended after the checkpoint naming `len` are not read, and since a
+/// part file is only ever appended to (never truncated or rewritten), a mapping of it
+/// never changes under its reader.
 pub(crate) fn read_prefix(
     storage: &Arc<dyn Storage>,
     path: &Path,
     len: u64,
+) -> Result<Option<Bytes>, std::io::Error> {
+    read_up_to(storage, path, Some(len))
+}
+
+/// The file at `path` whole, or its first `len` bytes.
+fn read_up_to(
+    storage: &Arc<dyn Storage>,
+    path: &Path,
+    len: Option<u64>,
 ) -> Result<Option<Bytes>, std::io::Error> {
     let file = match storage.open_file(path, OpenMode::ReadOnly) {
         Ok(f) => f,
@@ -371,6 +371,7 @@ pub(crate) fn read_prefix(
         Err(e) => return Err(e),
     };
     let have = file.len()?;
+    let len = len.unwrap_or(have);
     if have < len {
         return Err(std::io::Error::other(format!(
             "{} holds {have} bytes, the checkpoint covers {len}",

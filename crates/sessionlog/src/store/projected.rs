@@ -5,6 +5,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use parking_lot::Mutex;
 use sessionlog_log::storage::{OpenMode, StorageFile};
 use sessionlog_log::{Seq as LogSeq, StreamId};
@@ -15,8 +16,6 @@ use sessionlog_session::{
 use super::{CacheUse, LogPast, Store};
 use crate::cache::{self, CacheMiss};
 use crate::error::{Error, Result};
-use bytes::Bytes;
-
 use crate::projection::{
     AnyState, MessageEstimate, Projected, Projection, ProjectionError, Registered, StoredEvent,
 };
@@ -380,8 +379,8 @@ impl Store {
     }
 
     /// The checkpoint of `projection` of `stream` and its watermark, if the file proves it
-    /// matches this log and decodes under the projection's running version, with the
-    /// generation of appended parts it names (if the projection has any).
+    /// matches this log and decodes under the projection's running version (with the
+    /// appended parts it names, if the projection has any).
     pub(super) fn load_projection(
         &self,
         projection: &dyn Registered,
@@ -544,6 +543,7 @@ impl Store {
         });
         let new = !continues;
         if new {
+            // The generation the slot had is dropped first: it is no longer live.
             *files = None;
             *files = Some(self.start_generation(stream, name, parts.len())?);
         }
