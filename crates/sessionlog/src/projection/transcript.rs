@@ -266,13 +266,11 @@ impl ShadowedBy {
 
     /// Every pair, by seq.
     fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        let mut a = self.appended.iter().copied().peekable();
-        let mut b = self.others.iter().map(|(&s, &by)| (s, by)).peekable();
-        std::iter::from_fn(move || match (a.peek(), b.peek()) {
-            (Some(&(x, _)), Some(&(y, _))) if y < x => b.next(),
-            (Some(_), _) => a.next(),
-            (None, _) => b.next(),
-        })
+        // The two hold no seq in common, so no pair of one wins over one of the other.
+        merge_shadowed(
+            self.appended.iter().copied(),
+            self.others.iter().map(|(&s, &by)| (s, by)),
+        )
     }
 }
 
@@ -452,6 +450,12 @@ impl SessionTranscript {
             .copied()
             .min()
             .unwrap_or_else(|| self.row_count())
+    }
+
+    /// The bytes of the rows folded since the checkpoint that are final (the rest of
+    /// them are held).
+    fn final_folded_bytes(&self) -> usize {
+        self.final_rows().saturating_sub(self.stored.row_count()) * stored::ROW_BYTES
     }
 
     /// Accounts for events `self.events..events`, which the fold was not handed: the
@@ -731,6 +735,7 @@ impl SessionTranscript {
                 .ok_or_else(|| bad("a row count"))?,
         )?;
         let mut stored = Stored::read(text, rows, held, events)?;
+        let held = RowTable(held.to_vec());
         let run = match r.u8()? {
             0 => None,
             1 => Some((r.u64()?, r.u64()?)),
@@ -739,10 +744,7 @@ impl SessionTranscript {
         let mut unsettled = Vec::new();
         for _ in 0..r.count(8)? {
             let row = usize::try_from(r.u64()?).map_err(|_| bad("a row index"))?;
-            let held_row = row
-                .checked_sub(final_rows)
-                .and_then(|j| held.get(j * stored::ROW_BYTES..(j + 1) * stored::ROW_BYTES))
-                .and_then(Row::decode);
+            let held_row = row.checked_sub(final_rows).and_then(|j| held.get(j));
             if held_row.is_none_or(|r| r.kind != RowKind::Stream) {
                 return Err(bad("an unsettled row that is no held stream"));
             }
@@ -760,7 +762,7 @@ impl SessionTranscript {
         Ok(SessionTranscript {
             shadowed: stored.shadowed_count() as u64,
             stored,
-            rows: RowTable(held.to_vec()),
+            rows: held,
             run,
             unsettled,
             events,
@@ -774,7 +776,7 @@ impl SessionTranscript {
     /// tool names of the calls, in their order. All only grow, since rows before that run
     /// never change. spec: cache.md#transcript
     fn parts(&self) -> [[&[u8]; 2]; 3] {
-        let folded = self.final_rows().saturating_sub(self.stored.row_count()) * stored::ROW_BYTES;
+        let folded = self.final_folded_bytes();
         [
             [&self.stored.text[..], self.text.as_bytes()],
             [
@@ -787,13 +789,13 @@ impl SessionTranscript {
 
     /// The rest of the checkpoint, after the appended parts: events, replacements and rows
     /// counted, the rows held (from the first chunk run not settled on), then the run being
-    /// read, the unsettled runs, the surface, the shadowed events and the tool names.
+    /// read, the unsettled runs, the surface and the shadowed events.
     fn rest(&self) -> Vec<Cow<'_, [u8]>> {
         let mut head = Vec::with_capacity(24);
         put_u64(&mut head, self.events);
         put_u64(&mut head, self.replacements);
         put_u64(&mut head, self.row_count() as u64);
-        let folded = self.final_rows().saturating_sub(self.stored.row_count()) * stored::ROW_BYTES;
+        let folded = self.final_folded_bytes();
         vec![
             Cow::Owned(head),
             Cow::Borrowed(self.rows.bytes().get(folded..).unwrap_or_default()),
@@ -850,7 +852,8 @@ impl SessionTranscript {
     }
 }
 
-/// The stored shadowed pairs with those changed since (which win), in seq order.
+/// The pairs of two lists in seq order, where a seq in both takes its pair from `changed`:
+/// the stored shadowed pairs with those changed since.
 fn merge_shadowed(
     stored: impl Iterator<Item = (u64, u64)>,
     changed: impl Iterator<Item = (u64, u64)>,
