@@ -92,22 +92,32 @@ fn golden_events() -> Vec<Event> {
 /// Folds the golden events into `p` as the store feeds them: kind tag and record size of
 /// each event's log record.
 fn fold<P: Projection>(p: &P) -> P::State {
+    fold_events(p, &golden_events())
+}
+
+/// `events` folded from the start of the golden session.
+fn fold_events<P: Projection>(p: &P, events: &[Event]) -> P::State {
     let header = SessionHeader::new("golden", 1_700_000_000_000, Some("/work"));
-    let version = FormatVersion::dsh_v0();
     let mut state = p.init(&header);
-    for event in golden_events() {
+    feed(p, &mut state, events);
+    state
+}
+
+/// Folds `events` into `state` as the store hands them over: with each event's record
+/// kind tag and payload size.
+fn feed<P: Projection>(p: &P, state: &mut P::State, events: &[Event]) {
+    let version = FormatVersion::dsh_v0();
+    for event in events {
         let stored = StoredEvent {
-            kind: kind_tag(&event),
-            record_bytes: encode_event(&event).len() as u64,
-            event: &event,
+            kind: kind_tag(event),
+            record_bytes: encode_event(event).len() as u64,
+            event,
             version: &version,
             message_estimate: None,
             usage: None,
         };
-        p.apply(&mut state, &stored)
-            .expect("the fold takes every event");
+        p.apply(state, &stored).expect("the fold takes every event");
     }
-    state
 }
 
 /// The golden file `name`: compared with `encoded`, or written when missing and the
@@ -226,20 +236,7 @@ fn the_transcript_vector_decodes_to_the_documented_rows() {
 
 #[test]
 fn the_transcript_vector_with_held_rows_decodes_to_the_documented_rows() {
-    let header = SessionHeader::new("golden", 1_700_000_000_000, Some("/work"));
-    let version = FormatVersion::dsh_v0();
-    let mut state = Transcript.init(&header);
-    for event in longer_events() {
-        let stored = StoredEvent {
-            kind: kind_tag(&event),
-            record_bytes: encode_event(&event).len() as u64,
-            event: &event,
-            version: &version,
-            message_estimate: None,
-            usage: None,
-        };
-        Transcript.apply(&mut state, &stored).expect("folds");
-    }
+    let state = fold_events(&Transcript, &longer_events());
     let mut encoded = Vec::new();
     Transcript.encode(&state, &mut encoded);
     let bytes = golden(TRANSCRIPT_HELD_FILE, &encoded);
@@ -284,7 +281,6 @@ fn the_transcript_vector_with_held_rows_decodes_to_the_documented_rows() {
 #[test]
 fn a_transcripts_appended_parts_only_grow() {
     let header = SessionHeader::new("golden", 1_700_000_000_000, Some("/work"));
-    let version = FormatVersion::dsh_v0();
     // Then a settlement, which settles the run the turn's end left unsettled.
     let mut events = longer_events();
     let settlement = EventInput::new(
@@ -312,15 +308,7 @@ fn a_transcripts_appended_parts_only_grow() {
                 state = Transcript.decode(&bytes).expect("decodes");
             }
             let before = parts_of(&state);
-            let stored = StoredEvent {
-                kind: kind_tag(event),
-                record_bytes: encode_event(event).len() as u64,
-                event,
-                version: &version,
-                message_estimate: None,
-                usage: None,
-            };
-            Transcript.apply(&mut state, &stored).expect("folds");
+            feed(&Transcript, &mut state, std::slice::from_ref(event));
             let after = parts_of(&state);
             assert_eq!(after.len(), 3);
             for (b, a) in before.iter().zip(&after) {
@@ -373,21 +361,8 @@ fn longer_events() -> Vec<Event> {
 #[test]
 fn a_transcript_resumed_from_its_checkpoint_at_any_event_folds_on_as_a_whole_fold() {
     let header = SessionHeader::new("golden", 1_700_000_000_000, Some("/work"));
-    let version = FormatVersion::dsh_v0();
     let events = longer_events();
-    let feed = |state: &mut SessionTranscript, events: &[Event]| {
-        for event in events {
-            let stored = StoredEvent {
-                kind: kind_tag(event),
-                record_bytes: encode_event(event).len() as u64,
-                event,
-                version: &version,
-                message_estimate: None,
-                usage: None,
-            };
-            Transcript.apply(state, &stored).expect("folds");
-        }
-    };
+    let feed = |state: &mut SessionTranscript, events: &[Event]| feed(&Transcript, state, events);
     let written = |state: &SessionTranscript| {
         let mut out = Vec::new();
         state.write("golden", &mut out).expect("write");
