@@ -545,10 +545,10 @@ impl Store {
         if new {
             // The generation the slot had is dropped first: it is no longer live.
             *files = None;
-            *files = Some(self.start_generation(stream, name, parts.len())?);
         }
-        let Some(f) = files.as_mut() else {
-            return Err(std::io::Error::other("no appended files"));
+        let f = match files {
+            Some(f) => f,
+            None => files.insert(self.start_generation(stream, name, parts.len())?),
         };
         let written = f.parts.iter_mut().zip(parts).try_for_each(|(file, part)| {
             let mut at = 0u64;
