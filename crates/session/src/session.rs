@@ -13,7 +13,7 @@ use crate::state::SessionState;
 use crate::surface::Surface;
 use crate::upgrade::upgrade_event;
 use crate::validate::{self, RuleSet};
-use crate::version::FormatVersion;
+use crate::version::{FormatVersion, SurfaceType};
 
 /// A session: its state (header, surface, turn state) and its events.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -319,6 +319,15 @@ pub fn derive_message_content<'e>(
     derived_message_ref(version, event).map(|m| (m.message.raw(), m.content))
 }
 
+/// [`derive_message_content`] of an event of surface type `surface` (its entry in the
+/// version's table, which the caller looked up already).
+pub fn derive_surface_content<'e>(
+    surface: &SurfaceType,
+    event: &'e Event,
+) -> Option<(&'e str, Option<JsonRef<'e>>)> {
+    derived_surface_ref(surface, event).map(|m| (m.message.raw(), m.content))
+}
+
 /// The message a surface event contributes and its `content`, as the fold reads them.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct DerivedRef<'e> {
@@ -331,8 +340,12 @@ pub(crate) fn derived_message_ref<'e>(
     version: &FormatVersion,
     event: &'e Event,
 ) -> Option<DerivedRef<'e>> {
-    let surface = version.surface_type(event.event_type())?;
-    let message = validate::message_of(version, event)?;
+    derived_surface_ref(version.surface_type(event.event_type())?, event)
+}
+
+/// [`derived_message_ref`] of an event of surface type `surface`.
+fn derived_surface_ref<'e>(surface: &SurfaceType, event: &'e Event) -> Option<DerivedRef<'e>> {
+    let message = validate::message_at(surface.message, event)?;
     let [content] = validate::message_fields(surface.message, event, ["content"]);
     let empty = content.is_some_and(|c| !c.has_elements());
     if surface.skip_empty_content && empty {

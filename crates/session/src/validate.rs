@@ -23,7 +23,7 @@ pub(crate) fn message_of<'a>(version: &FormatVersion, event: &'a Event) -> Optio
 }
 
 /// The message of an event whose message lives at `location`.
-fn message_at(location: MessageLocation, event: &Event) -> Option<JsonRef<'_>> {
+pub(crate) fn message_at(location: MessageLocation, event: &Event) -> Option<JsonRef<'_>> {
     match location {
         MessageLocation::Data => Some(event.data()),
         MessageLocation::DataMessage => {
