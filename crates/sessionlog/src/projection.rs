@@ -127,9 +127,19 @@ pub trait Projection: Send + Sync + 'static {
     fn version(&self) -> u32;
 
     /// Whether events of record kind `kind` reach [`Projection::apply`]; others are skipped
-    /// without their payload being decoded. Everything, by default.
+    /// without their payload being decoded. A function of the kind: the store asks once
+    /// per kind when it sets a projection up, and keeps the answers. Everything, by
+    /// default.
     fn wants(&self, kind: u8) -> bool {
         let _ = kind;
+        true
+    }
+
+    /// Whether the fold reads [`StoredEvent::message_estimate`] or [`StoredEvent::usage`]. A
+    /// writer looks both up for each event it hands over only when a projection it keeps
+    /// reads them; for one that says it does not, both are `None`, as when the event is
+    /// folded from the log. Yes by default.
+    fn reads_estimates(&self) -> bool {
         true
     }
 
@@ -242,6 +252,7 @@ pub(crate) trait Registered: Send + Sync {
     fn name(&self) -> &str;
     fn version(&self) -> u32;
     fn wants(&self, kind: u8) -> bool;
+    fn reads_estimates(&self) -> bool;
     fn checkpoint_every(&self, refresh_events: u64, events: u64) -> u64;
     fn init(&self, header: &SessionHeader) -> Result<AnyState, ProjectionError>;
     fn apply(&self, state: &mut AnyState, event: &StoredEvent<'_>) -> Result<(), ProjectionError>;
@@ -315,6 +326,10 @@ impl<P: Projection> Registered for P {
 
     fn wants(&self, kind: u8) -> bool {
         guarded("wants", || Ok(Projection::wants(self, kind))).unwrap_or(true)
+    }
+
+    fn reads_estimates(&self) -> bool {
+        guarded("reads_estimates", || Ok(Projection::reads_estimates(self))).unwrap_or(true)
     }
 
     fn checkpoint_every(&self, refresh_events: u64, events: u64) -> u64 {

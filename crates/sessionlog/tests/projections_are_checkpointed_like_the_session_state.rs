@@ -402,3 +402,123 @@ fn a_writer_going_away_checkpoints_a_projection_it_left_behind() {
     let reader = Store::open_read_only(dir.path(), opts()).expect("reader");
     assert_equal_to_a_full_fold(&reader, &full, "w");
 }
+
+/// Counts the surface events a writer handed over with and without its estimates, and how
+/// often it was asked which kinds it wants.
+struct Figures {
+    name: &'static str,
+    reads: bool,
+    asked: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// Surface events handed over with an estimate, and without one.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Seen {
+    with: u64,
+    without: u64,
+}
+
+impl Projection for Figures {
+    type State = Seen;
+
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn version(&self) -> u32 {
+        1
+    }
+
+    fn wants(&self, tag: u8) -> bool {
+        self.asked
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        sessionlog::session::is_surface_kind(tag)
+    }
+
+    fn reads_estimates(&self) -> bool {
+        self.reads
+    }
+
+    fn init(&self, _header: &SessionHeader) -> Seen {
+        Seen::default()
+    }
+
+    fn apply(&self, seen: &mut Seen, e: &StoredEvent<'_>) -> Result<(), ProjectionError> {
+        if !self.reads {
+            assert!(e.usage.is_none(), "usage handed to a fold that reads none");
+        }
+        match e.message_estimate {
+            Some(_) => seen.with += 1,
+            None => seen.without += 1,
+        }
+        Ok(())
+    }
+
+    fn encode(&self, seen: &Seen, out: &mut Vec<u8>) {
+        out.extend_from_slice(&seen.with.to_le_bytes());
+        out.extend_from_slice(&seen.without.to_le_bytes());
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<Seen, ProjectionError> {
+        let word = |i: usize| {
+            bytes
+                .get(i * 8..i * 8 + 8)
+                .and_then(|b| b.try_into().ok())
+                .map(u64::from_le_bytes)
+                .ok_or_else(|| ProjectionError::Undecodable("short".into()))
+        };
+        if bytes.len() != 16 {
+            return Err(ProjectionError::Undecodable("not 16 bytes".into()));
+        }
+        Ok(Seen {
+            with: word(0)?,
+            without: word(1)?,
+        })
+    }
+}
+
+#[test]
+fn a_writer_hands_its_estimates_only_to_folds_that_read_them_and_asks_for_kinds_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let asked = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let figures = |name, reads| Figures {
+        name,
+        reads,
+        asked: asked.clone(),
+    };
+    let store = Store::open(
+        dir.path(),
+        opts()
+            .with_projection_cache(false)
+            .with_projection(figures("reads", true))
+            .with_projection(figures("ignores", false)),
+    )
+    .expect("store");
+    let mut h = store
+        .create_session("f", SessionHeader::new("f", 1, None))
+        .expect("create");
+    let asked_at_create = asked.load(std::sync::atomic::Ordering::Relaxed);
+    let mut w = Workload::new(3, WorkloadConfig::default());
+    for e in w.session_start(1) {
+        h.append(e).expect("start");
+    }
+    for _ in 0..40 {
+        let next = h.next_seq().get();
+        for e in w.turn(next, 2, None) {
+            h.append(e).expect("append");
+        }
+    }
+    h.commit().expect("commit");
+    // Each projection was asked once per kind when the session's slots were set up, and
+    // never again while appending.
+    assert_eq!(asked_at_create, 2 * 256);
+    assert_eq!(asked.load(std::sync::atomic::Ordering::Relaxed), 2 * 256);
+    let reads = *h.projection::<Figures>("reads").expect("reads");
+    let ignores = *h.projection::<Figures>("ignores").expect("ignores");
+    // The same events reached both; only the one that reads estimates was handed them.
+    assert_eq!(reads.with + reads.without, ignores.without);
+    assert_eq!(ignores.with, 0);
+    assert!(ignores.without > 100, "{ignores:?}");
+    // Every surface event appended reaches its fold with the writer's estimate.
+    assert_eq!(reads.without, 0, "{reads:?}");
+}

@@ -97,6 +97,11 @@ impl Projection for ToolAudit {
         tag == kind::TOOL_CALL || sessionlog_session::is_surface_kind(tag)
     }
 
+    /// The fold counts no tokens.
+    fn reads_estimates(&self) -> bool {
+        false
+    }
+
     /// The audit's checkpoint holds every call with its arguments, so it grows with the
     /// session.
     fn checkpoint_every(&self, refresh_events: u64, events: u64) -> u64 {

@@ -16,7 +16,7 @@ use std::io::{self, Write};
 
 use bytes::Bytes;
 use sessionlog_session::json::{JsonKind, JsonRef};
-use sessionlog_session::{derive_message_content, Event, Seq, SessionHeader, SurfaceOp};
+use sessionlog_session::{derive_surface_content, Event, Seq, SessionHeader, SurfaceOp};
 
 use super::bytes::{put_str, put_u64, Reader};
 use super::{Projection, ProjectionError, SeqSet, StoredEvent};
@@ -488,18 +488,19 @@ impl SessionTranscript {
         if event_type == "assistant/message" {
             self.settle(seq);
         }
-        if event_type == "tool/call" {
-            let [id, name] = event.data_fields(["callId", "name"]);
-            if let (Some(id), Some(name)) =
-                (id.and_then(|v| v.as_str()), name.and_then(|v| v.as_str()))
-            {
-                put_str(&mut self.names, &id);
-                put_str(&mut self.names, &name);
-                self.tool_names()?
-                    .insert(id.into_owned(), name.into_owned());
-            }
+        // A call's name and id, read once: for its row and for the rows of its results.
+        let call = (event_type == "tool/call").then(|| {
+            let [name, id] = event.data_fields(["name", "callId"]);
+            [text_of(name), text_of(id)]
+        });
+        if let Some([Some(name), Some(id)]) = &call {
+            put_str(&mut self.names, id);
+            put_str(&mut self.names, name);
+            let (id, name) = (String::from(id.as_ref()), String::from(name.as_ref()));
+            self.tool_names()?.insert(id, name);
         }
-        let surface_type = e.version.surface_type(event_type).is_some();
+        let surface = e.version.surface_type(event_type);
+        let surface_type = surface.is_some();
         if surface_type {
             if let Some(SurfaceOp::Replace { .. }) = event.surface_op() {
                 self.replacements += 1;
@@ -513,24 +514,25 @@ impl SessionTranscript {
             self.surface_added.push(seq);
         }
         // Only an event of a surface type derives a message.
-        let derived = surface_type
-            .then(|| derive_message_content(e.version, event))
-            .flatten();
+        let derived = surface.and_then(|surface| derive_surface_content(surface, event));
         match derived {
             None if surface_type => {
-                push_line(&mut self.text, role_of(event));
+                push_line(&mut self.text, role_of(event_type));
                 push_line(&mut self.text, "(empty message)");
                 self.push_row(RowKind::Empty, event);
             }
             None => {
-                push_line(&mut self.text, kind_of(event));
-                structural(&mut self.text, event);
+                push_line(&mut self.text, kind_of(event_type));
+                match &call {
+                    Some([name, id]) => tool_call_line(&mut self.text, name, id),
+                    None => structural(&mut self.text, event_type, event),
+                }
                 self.text.push('\n');
                 self.push_row(RowKind::Structural, event);
             }
             Some((_, content)) => {
                 let mut text = std::mem::take(&mut self.text);
-                push_line(&mut text, role_of(event));
+                push_line(&mut text, role_of(event_type));
                 if let Some(SurfaceOp::Replace { start, end }) = event.surface_op() {
                     text.push_str("[replaces seq ");
                     push_u64(&mut text, start.get(), 0);
@@ -926,6 +928,11 @@ impl Projection for Transcript {
         kind != sessionlog_session::codec::kind::ASSISTANT_CHUNK
     }
 
+    /// The fold counts no tokens.
+    fn reads_estimates(&self) -> bool {
+        false
+    }
+
     fn skipped(&self, state: &mut SessionTranscript, events: u64) {
         state.skip_to(events);
     }
@@ -1022,8 +1029,8 @@ fn cited(out: &mut String, seqs: &[Seq]) {
     }
 }
 
-fn role_of(e: &Event) -> &'static str {
-    match e.event_type() {
+fn role_of(event_type: &str) -> &'static str {
+    match event_type {
         "user/message" => "user",
         "assistant/message" => "assistant",
         "tool/result" => "tool",
@@ -1172,11 +1179,8 @@ fn tool_result(
 }
 
 /// The kind column of a structural event: the part of its type before the slash.
-fn kind_of(e: &Event) -> &str {
-    e.event_type()
-        .split('/')
-        .next()
-        .unwrap_or_else(|| e.event_type())
+fn kind_of(event_type: &str) -> &str {
+    event_type.split('/').next().unwrap_or(event_type)
 }
 
 /// A string member's text, or `?`.
@@ -1200,10 +1204,19 @@ fn push_number(out: &mut String, value: Option<JsonRef<'_>>) {
     }
 }
 
+/// Appends the line of a `tool/call` event from its `name` and `callId` (`?` for either
+/// when it is missing or no string), without its line end.
+fn tool_call_line(out: &mut String, name: &Option<Cow<'_, str>>, id: &Option<Cow<'_, str>>) {
+    out.push_str("tool call ");
+    out.push_str(name.as_deref().unwrap_or("?"));
+    out.push_str(" [");
+    out.push_str(id.as_deref().unwrap_or("?"));
+    out.push(']');
+}
+
 /// Appends one line for a structural event (without its line end): what it says, in words
-/// where its type is common. Reads the payload in place.
-fn structural(out: &mut String, e: &Event) {
-    let ty = e.event_type();
+/// where its type (`ty`) is common. Reads the payload in place.
+fn structural(out: &mut String, ty: &str, e: &Event) {
     match ty {
         // The legacy upgrade spreads `trigger` into the payload; older logs nest it.
         "turn/start" => {
@@ -1253,11 +1266,7 @@ fn structural(out: &mut String, e: &Event) {
         }
         "tool/call" => {
             let [name, id] = e.data_fields(["name", "callId"]);
-            out.push_str("tool call ");
-            out.push_str(&str_or(name));
-            out.push_str(" [");
-            out.push_str(&str_or(id));
-            out.push(']');
+            tool_call_line(out, &text_of(name), &text_of(id));
         }
         // Anything else: the type and its payload as written, abbreviated.
         _ => {

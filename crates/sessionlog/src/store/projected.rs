@@ -34,6 +34,11 @@ pub(crate) struct Slot {
     /// The files of the state's appended parts this slot has written and extends, once it
     /// has written a checkpoint. spec: format-spec/cache.md#appended-parts
     appended: Option<AppendedFiles>,
+    /// The record kinds the projection wants, asked of it once ([`Projection::wants`] is a
+    /// function of the kind): a bit per kind.
+    wanted: [u64; 4],
+    /// Whether the fold reads the writer's estimates ([`Projection::reads_estimates`]).
+    pub(crate) estimates: bool,
 }
 
 /// A generation of appended-part files that one slot writes: each file's bytes so far and
@@ -91,6 +96,15 @@ impl Slot {
         events: u64,
         checkpointed: u64,
     ) -> Slot {
+        let mut wanted = [0u64; 4];
+        for kind in 0..=u8::MAX {
+            if projection.wants(kind) {
+                if let Some(word) = wanted.get_mut(usize::from(kind / 64)) {
+                    *word |= 1 << (kind % 64);
+                }
+            }
+        }
+        let estimates = projection.reads_estimates();
         Slot {
             projection,
             state,
@@ -98,7 +112,16 @@ impl Slot {
             checkpointed,
             told: checkpointed,
             appended: None,
+            wanted,
+            estimates,
         }
+    }
+
+    /// Whether the projection wants records of kind `kind`.
+    pub(crate) fn wants(&self, kind: u8) -> bool {
+        self.wanted
+            .get(usize::from(kind / 64))
+            .is_some_and(|word| word & (1 << (kind % 64)) != 0)
     }
 
     /// Tells the state of the events after the last one it was handed, which its projection
@@ -149,7 +172,7 @@ impl Slot {
 
     /// Folds one stored event in, unless the projection skips its kind or has failed.
     pub(crate) fn feed(&mut self, event: &StoredEvent<'_>) {
-        if !self.projection.wants(event.kind) {
+        if !self.wants(event.kind) {
             return;
         }
         if let Ok(state) = &mut self.state {
@@ -328,7 +351,7 @@ impl Store {
             }
             let record = record?;
             let seq = record.seq.0;
-            let wanted = |r: &Resumed| folds(r, seq) && r.slot.projection.wants(record.kind);
+            let wanted = |r: &Resumed| folds(r, seq) && r.slot.wants(record.kind);
             if !resumed.iter().any(wanted) {
                 continue;
             }
@@ -688,6 +711,35 @@ fn recorded_usage<'a>(
         .map(|r| &r.usage)
 }
 
+/// The estimate the writer's state made of the message `event` derives, and the usage its
+/// ledger recorded for it. Out of line: a writer whose folds read neither never sets up
+/// these lookups.
+#[inline(never)]
+fn writer_figures<'a>(
+    state: &'a SessionState,
+    kind: u8,
+    event: &Event,
+) -> (
+    Option<MessageEstimate<'a>>,
+    Option<&'a sessionlog_session::tokens::Usage>,
+) {
+    // An event of a type that is no surface type derives no message: its estimate is 0,
+    // said here so that no fold derives it again (a projection that wants every event is
+    // handed mostly chunks, steps and calls). A surface event's is the one the writer's
+    // state keeps for its node; a node a later event of the same batch replaced has none
+    // kept, and the fold makes its own.
+    let message_estimate = state.token_counter().and_then(|counter| {
+        let counter = counter.name();
+        if state.version().surface_type(event.event_type()).is_none() {
+            return Some(MessageEstimate { counter, tokens: 0 });
+        }
+        state
+            .node_estimate(event.seq())
+            .map(|tokens| MessageEstimate { counter, tokens })
+    });
+    (message_estimate, recorded_usage(state, kind, event))
+}
+
 /// Feeds appended events to a writer's projections, with the estimates the writer's state
 /// made of their messages; `records` holds each event's kind and payload size.
 pub(super) fn feed_all(
@@ -706,36 +758,35 @@ pub(super) fn feed_all(
         };
         let next = event.seq().get() + 1;
         // An event no projection wants is only counted: nothing is made for it.
-        if !slots.iter().any(|slot| slot.projection.wants(kind)) {
+        if !slots.iter().any(|slot| slot.wants(kind)) {
             for slot in slots.iter_mut() {
                 slot.events = next;
             }
             continue;
         }
-        // An event of a type that is no surface type derives no message: its estimate is
-        // 0, said here so that no fold derives it again (a projection that wants every
-        // event is handed mostly chunks, steps and calls). A surface event's is the one the
-        // writer's state keeps for its node; a node a later event of the same batch
-        // replaced has none kept, and the fold makes its own.
-        let message_estimate = state.token_counter().and_then(|counter| {
-            let counter = counter.name();
-            if version.surface_type(event.event_type()).is_none() {
-                return Some(MessageEstimate { counter, tokens: 0 });
-            }
-            state
-                .node_estimate(event.seq())
-                .map(|tokens| MessageEstimate { counter, tokens })
-        });
+        // The writer's figures are looked up only for a fold that reads them.
+        let figures = slots.iter().any(|slot| slot.estimates && slot.wants(kind));
+        let (message_estimate, usage) = if figures {
+            writer_figures(state, kind, event)
+        } else {
+            (None, None)
+        };
         let stored = StoredEvent {
             kind,
             record_bytes,
             event,
             version,
             message_estimate,
-            usage: recorded_usage(state, kind, event),
+            usage,
+        };
+        // A fold that reads no figures is handed none, whatever the others read.
+        let bare = StoredEvent {
+            message_estimate: None,
+            usage: None,
+            ..stored
         };
         for slot in slots.iter_mut() {
-            slot.feed(&stored);
+            slot.feed(if slot.estimates { &stored } else { &bare });
             slot.events = next;
         }
     }
