@@ -364,6 +364,33 @@ impl Event {
         }
     }
 
+    /// The blocks of `content`, the message content of this event as
+    /// [`crate::derive_message_content`] finds it where its message lives at `location`:
+    /// each element with the values of `keys` in it, as [`JsonRef::element_fields`] finds
+    /// them. Read from the index made at parse time when the payload is as stored (the
+    /// content's blocks were indexed in the walk that parsed it), else walked.
+    pub fn content_blocks<'a, 'k, const N: usize>(
+        &'a self,
+        location: crate::MessageLocation,
+        content: JsonRef<'a>,
+        keys: [&'k str; N],
+    ) -> json::Blocks<'a, 'k, N> {
+        let depth = match location {
+            crate::MessageLocation::Data => 0,
+            crate::MessageLocation::DataMessage => 1,
+        };
+        let indexed = match (&self.upgrade, &self.payload) {
+            (None, Some(index)) => {
+                json::indexed_blocks(&self.raw, index.as_slice(), depth, content, keys)
+            }
+            _ => None,
+        };
+        match indexed {
+            Some(blocks) => json::Blocks::indexed(blocks),
+            None => json::Blocks::walked(content.element_fields(keys)),
+        }
+    }
+
     /// The envelope exactly as stored.
     pub fn raw(&self) -> &str {
         &self.raw

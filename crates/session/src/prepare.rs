@@ -21,7 +21,7 @@ use crate::event::{Event, Seq};
 use crate::session::derived_message_ref;
 use crate::state::{check_vocabulary, LookBack, SessionState};
 use crate::surface::NodeFacts;
-use crate::tokens::text::{count_with_overhead, write_content_text};
+use crate::tokens::text::{count_with_overhead, write_derived_text};
 use crate::tokens::TokenCounter;
 use crate::upgrade::upgrade_event;
 use crate::validate;
@@ -110,7 +110,7 @@ impl LoadPreparer {
         let estimate = match (&message, &self.counter) {
             (Some(m), Some(counter)) => {
                 self.scratch.clear();
-                write_content_text(m.content, &mut self.scratch);
+                write_derived_text(event, m, &mut self.scratch);
                 count_with_overhead(counter.as_ref(), &self.scratch)
             }
             _ => 0,

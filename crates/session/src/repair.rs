@@ -105,10 +105,9 @@ impl TurnTracker {
                 let [step] = event.data_fields(["step"]);
                 let step = js_value(step).unwrap_or_else(|| "null".to_owned());
                 let [content] = event.message_fields(["content"]);
-                for (_, [block_type, id]) in content
-                    .iter()
-                    .flat_map(|c| c.element_fields(["type", "id"]))
-                {
+                for (_, [block_type, id]) in content.into_iter().flat_map(|c| {
+                    event.content_blocks(crate::MessageLocation::DataMessage, c, ["type", "id"])
+                }) {
                     if block_type.and_then(|t| t.as_str()).as_deref() != Some("tool-call") {
                         continue;
                     }

@@ -333,6 +333,8 @@ pub fn derive_surface_content<'e>(
 pub(crate) struct DerivedRef<'e> {
     pub(crate) message: JsonRef<'e>,
     pub(crate) content: Option<JsonRef<'e>>,
+    /// Where the message lives in the event, for [`Event::content_blocks`].
+    pub(crate) location: crate::MessageLocation,
 }
 
 /// [`derive_message`] as the parsed message, with its content.
@@ -351,5 +353,9 @@ fn derived_surface_ref<'e>(surface: &SurfaceType, event: &'e Event) -> Option<De
     if surface.skip_empty_content && empty {
         return None;
     }
-    Some(DerivedRef { message, content })
+    Some(DerivedRef {
+        message,
+        content,
+        location: surface.message,
+    })
 }

@@ -12,7 +12,9 @@ use super::{
 
 /// One member of an object indexed by [`index_payload`]: byte ranges of its key literal
 /// (with quotes) and of its value in the indexed text, and whether it belongs to the
-/// payload itself (depth 0) or to its `message` object (depth 1).
+/// payload itself (depth 0), to its `message` object (depth 1), or to a block of the
+/// `content` array of either ([`block_depth`]: 2 or 3). Each block is announced by a
+/// marker at its depth, with an empty key span and the block's whole span as its value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct MemberSpan {
     pub(crate) depth: u8,
@@ -21,8 +23,9 @@ pub(crate) struct MemberSpan {
 }
 
 /// The members of the object at `text[start..]` and, when it has an object member
-/// `message`, that object's members too, found in one pass (the message is walked once,
-/// not skipped and then walked again). Returns the end of the value and the members in
+/// `message`, that object's members too, and the blocks of the first `content` array of
+/// either, found in one pass (the message is walked once, not skipped and then walked
+/// again). Returns the end of the value and the members in
 /// text order, or `None` when the value is not an object, is malformed, or its offsets do
 /// not fit in `u32`; callers then navigate with [`JsonRef`], which gives the same answers.
 pub(crate) fn index_payload(text: &str, start: usize) -> Option<(usize, MemberIndex)> {
@@ -107,6 +110,27 @@ thread_local! {
     static SCRATCH: RefCell<Vec<MemberSpan>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Depth of the block entries of a `content` array found among the members of `depth`.
+pub(crate) const fn block_depth(depth: u8) -> u8 {
+    depth + 2
+}
+
+/// Whether an entry is a block marker: an empty key span, which no member has.
+fn is_marker(member: &MemberSpan) -> bool {
+    member.key.0 == member.key.1
+}
+
+/// Byte offsets as an index holds them (the text's length fits in `u32`, checked by
+/// [`index_payload`]).
+fn span(a: usize, b: usize) -> Option<(u32, u32)> {
+    Some((u32::try_from(a).ok()?, u32::try_from(b).ok()?))
+}
+
+/// Indexes the members of the object at `text[start..]` at `depth`. Below the payload
+/// (depth 0) the first `message` object is indexed at depth 1, and in either of those two
+/// objects the first `content` array is indexed as blocks ([`index_blocks`]), whose
+/// entries come just before the `content` member itself; the members of blocks (deeper)
+/// are indexed without descending further.
 fn index_object(text: &str, start: usize, depth: u8, out: &mut Vec<MemberSpan>) -> Option<usize> {
     let bytes = text.as_bytes();
     let mut pos = skip_ws(bytes, start);
@@ -117,22 +141,25 @@ fn index_object(text: &str, start: usize, depth: u8, out: &mut Vec<MemberSpan>) 
     if bytes.get(pos) == Some(&b'}') {
         return Some(pos + 1);
     }
-    // Only the first `message` is indexed, as `get("message")` finds the first.
-    let mut message_seen = false;
+    // Only the first `message` and `content` are indexed, as `get` finds the first.
+    let mut message_seen = depth > 0;
+    let mut content_seen = depth > 1;
     loop {
         let (key_end, value_start) = member_head(bytes, pos)?;
-        let message = depth == 0
-            && !message_seen
-            && text.get(pos..key_end).is_some_and(|k| key_is(k, "message"));
-        message_seen |= message;
-        let message = message && bytes.get(value_start) == Some(&b'{');
-        let value_end = if message {
-            index_object(text, value_start, 1, out)?
-        } else {
-            skip_value(bytes, value_start)?
+        let mut message = false;
+        let mut content = false;
+        if !(message_seen && content_seen) {
+            let mut key = KeyLiteral::new(text.get(pos..key_end)?);
+            message = !message_seen && key.is("message");
+            content = !content_seen && !message && key.is("content");
+            message_seen |= message;
+            content_seen |= content;
+        }
+        let value_end = match bytes.get(value_start) {
+            Some(b'{') if message => index_object(text, value_start, 1, out)?,
+            Some(b'[') if content => index_blocks(text, value_start, block_depth(depth), out)?,
+            _ => skip_value(bytes, value_start)?,
         };
-        // The text's length fits in u32 (checked by the caller), so these never fail.
-        let span = |a: usize, b: usize| Some((u32::try_from(a).ok()?, u32::try_from(b).ok()?));
         out.push(MemberSpan {
             depth,
             key: span(pos, key_end)?,
@@ -142,6 +169,117 @@ fn index_object(text: &str, start: usize, depth: u8, out: &mut Vec<MemberSpan>) 
             AfterMember::Next(next) => pos = next,
             AfterMember::End(end) => return Some(end),
         }
+    }
+}
+
+/// Indexes the elements of the array at `text[start]` (a `content`) at `depth`: for each
+/// element a marker (an empty key span and the element's span), then the element's
+/// members when it is an object. Returns the end of the array.
+fn index_blocks(text: &str, start: usize, depth: u8, out: &mut Vec<MemberSpan>) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut pos = skip_ws(bytes, start + 1);
+    if bytes.get(pos) == Some(&b']') {
+        return Some(pos + 1);
+    }
+    loop {
+        let marker = out.len();
+        out.push(MemberSpan {
+            depth,
+            key: (0, 0),
+            value: (0, 0),
+        });
+        // A block's members are its own entries: nothing below them is indexed.
+        let end = match bytes.get(pos) {
+            Some(b'{') => index_object(text, pos, depth, out)?,
+            _ => skip_value(bytes, pos)?,
+        };
+        if let Some(m) = out.get_mut(marker) {
+            m.value = span(pos, end)?;
+        }
+        let after = skip_ws(bytes, end);
+        match bytes.get(after)? {
+            b',' => pos = skip_ws(bytes, after + 1),
+            b']' => return Some(after + 1),
+            _ => return None,
+        }
+    }
+}
+
+/// The blocks of the first `content` member among the indexed members of `depth` (0 for
+/// the payload's, 1 for its message's), when it is an array and its value is the text
+/// `content`: the entries [`index_blocks`] made for it, which [`IndexedBlocks`] reads.
+/// `None` when the index holds no such blocks; the caller then walks `content`.
+pub(crate) fn indexed_blocks<'a, 'k, const N: usize>(
+    text: &'a str,
+    members: &'a [MemberSpan],
+    depth: u8,
+    content: JsonRef<'a>,
+    keys: [&'k str; N],
+) -> Option<IndexedBlocks<'a, 'k, N>> {
+    let at = members.iter().position(|m| {
+        m.depth == depth
+            && !is_marker(m)
+            && text
+                .get(m.key.0 as usize..m.key.1 as usize)
+                .is_some_and(|k| key_is(k, "content"))
+    })?;
+    let member = members.get(at)?;
+    let value = text.get(member.value.0 as usize..member.value.1 as usize)?;
+    // The caller's content must be this very text (not an equal copy elsewhere).
+    if !value.starts_with('[') || !std::ptr::eq(value, content.text) {
+        return None;
+    }
+    // The array's block entries come just before its member (none for an empty array).
+    let inner = block_depth(depth);
+    let run = members
+        .get(..at)?
+        .iter()
+        .rev()
+        .take_while(|m| m.depth == inner)
+        .count();
+    Some(IndexedBlocks {
+        text,
+        members: members.get(at - run..at)?,
+        keys,
+    })
+}
+
+/// The blocks of an indexed `content` array, each element with the values of `keys` in
+/// it (first occurrence wins; none for an element that is no object), as
+/// [`JsonRef::element_fields`] finds them on the text.
+#[derive(Debug)]
+pub(crate) struct IndexedBlocks<'a, 'k, const N: usize> {
+    text: &'a str,
+    /// Markers, each followed by its element's members.
+    members: &'a [MemberSpan],
+    keys: [&'k str; N],
+}
+
+impl<'a, const N: usize> Iterator for IndexedBlocks<'a, '_, N> {
+    type Item = (JsonRef<'a>, [Option<JsonRef<'a>>; N]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (marker, rest) = self.members.split_first()?;
+        let count = rest.iter().take_while(|m| !is_marker(m)).count();
+        let (fields, rest) = rest.split_at(count);
+        self.members = rest;
+        let slice = |(a, b): (u32, u32)| self.text.get(a as usize..b as usize);
+        let element = JsonRef {
+            text: slice(marker.value)?,
+        };
+        let mut found = [None; N];
+        for member in fields {
+            let Some(literal) = slice(member.key) else {
+                continue;
+            };
+            let mut literal = KeyLiteral::new(literal);
+            for (slot, key) in found.iter_mut().zip(self.keys) {
+                if slot.is_none() && literal.is(key) {
+                    *slot = slice(member.value).map(|text| JsonRef { text });
+                }
+            }
+        }
+        Some((element, found))
     }
 }
 
@@ -384,6 +522,88 @@ mod tests {
                 indexed <= IN_PLACE,
                 "{text}"
             );
+        }
+    }
+
+    /// A block element: an object of members from a small pool (repeated keys, an escaped
+    /// spelling of `type`, nested containers, escaped quotes), or something else.
+    fn element() -> impl Strategy<Value = String> {
+        let key = prop::sample::select(vec![
+            "type",
+            "text",
+            "id",
+            "t\\u0079pe",
+            "content",
+            "x",
+            "name",
+        ]);
+        let value = prop::sample::select(vec![
+            "\"a\"",
+            "1",
+            "{\"type\":\"inner\",\"text\":\"no\"}",
+            "[1,{\"text\":\"y\"}]",
+            "\"q\\\"\"",
+            "null",
+            "\"text\"",
+        ]);
+        let ws = prop::sample::select(vec!["", " ", "\n "]);
+        let member = (key, ws.clone(), value).prop_map(|(k, w, v)| format!("\"{k}\"{w}:{w}{v}"));
+        prop_oneof![
+            4 => (prop::collection::vec(member, 0..5), ws).prop_map(|(m, w)| format!("{{{w}{}{w}}}", m.join(","))),
+            1 => prop::sample::select(vec!["\"s\"", "3", "[]", "[{\"type\":\"deep\"}]", "null"]).prop_map(str::to_owned),
+        ]
+    }
+
+    /// What `element_fields` reads, as texts.
+    type Read = Vec<(String, [Option<String>; 3])>;
+
+    fn read<'a>(blocks: impl Iterator<Item = (JsonRef<'a>, [Option<JsonRef<'a>>; 3])>) -> Read {
+        blocks
+            .map(|(e, f)| (e.raw().to_owned(), f.map(|v| v.map(|v| v.raw().to_owned()))))
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+
+        /// The blocks the index holds for a payload's `content` and its message's read what
+        /// walking each array with `element_fields` reads.
+        #[test]
+        fn indexed_blocks_read_what_walking_the_content_reads(
+            outer in prop::collection::vec(element(), 0..4),
+            inner in prop::collection::vec(element(), 0..4),
+            ws in prop::sample::select(vec!["", " ", "\n"]),
+            first in any::<bool>(),
+        ) {
+            let message = format!("{{\"role\":\"assistant\",\"content\":[{ws}{}{ws}],\"content\":[1]}}", inner.join(","));
+            let content = format!("[{}]", outer.join(&format!(",{ws}")));
+            let text = if first {
+                format!("{{\"content\":{content},\"message\":{message}}}")
+            } else {
+                format!("{{\"message\":{message},{ws}\"content\":{ws}{content}}}")
+            };
+            let (_, index) = index_payload(&text, 0).expect("an indexed payload");
+            let root = JsonRef { text: &text };
+            let keys = ["type", "text", "id"];
+            for (depth, of) in [(0, Some(root)), (1, root.get("message"))] {
+                let content = of.and_then(|o| o.get("content")).expect("content");
+                let indexed = indexed_blocks(&text, index.as_slice(), depth, content, keys)
+                    .expect("indexed blocks");
+                prop_assert_eq!(read(indexed), read(content.element_fields(keys)), "{}", text);
+                // The members themselves read as before: block entries are not taken for
+                // members.
+                let fields = |f: [Option<JsonRef<'_>>; 4]| f.map(|v| v.map(|v| v.raw().to_owned()));
+                let members = ["content", "type", "role", "text"];
+                prop_assert_eq!(
+                    fields(indexed_fields(&text, index.as_slice(), depth, members)),
+                    fields(of.expect("object").fields(members)),
+                    "{}", text
+                );
+            }
+            // Other content (an equal text elsewhere, or the second member) is not read
+            // from the index.
+            let second = root.get("message").and_then(|m| m.members().nth(2)).map(|(_, v)| v);
+            prop_assert!(second.is_some_and(|v| indexed_blocks(&text, index.as_slice(), 1, v, keys).is_none()));
         }
     }
 }

@@ -16,7 +16,8 @@ mod index;
 mod plain;
 mod write;
 
-pub(crate) use index::{envelope_members_indexing, indexed_fields, MemberIndex};
+use index::IndexedBlocks;
+pub(crate) use index::{envelope_members_indexing, indexed_blocks, indexed_fields, MemberIndex};
 use plain::plain_run;
 pub use write::{js_number, write_js_string, ObjectWriter};
 
@@ -978,6 +979,45 @@ impl<'a> Iterator for Members<'a> {
         let item = raw.next();
         self.pos = raw.pos;
         item.map(|(literal, value)| (decode_string(literal), value))
+    }
+}
+
+/// The blocks of a message's `content` with some of their fields, as
+/// [`JsonRef::element_fields`] finds them: read from the payload index the event was parsed
+/// with when it holds them, else walked. See [`crate::Event::content_blocks`].
+#[derive(Debug)]
+pub struct Blocks<'a, 'k, const N: usize>(BlocksFrom<'a, 'k, N>);
+
+#[derive(Debug)]
+enum BlocksFrom<'a, 'k, const N: usize> {
+    Indexed(IndexedBlocks<'a, 'k, N>),
+    Walked(ElementFields<'a, 'k, N>),
+}
+
+impl<'a, 'k, const N: usize> Blocks<'a, 'k, N> {
+    pub(crate) fn indexed(blocks: IndexedBlocks<'a, 'k, N>) -> Self {
+        Blocks(BlocksFrom::Indexed(blocks))
+    }
+
+    pub(crate) fn walked(blocks: ElementFields<'a, 'k, N>) -> Self {
+        Blocks(BlocksFrom::Walked(blocks))
+    }
+}
+
+impl<'a, 'k, const N: usize> From<ElementFields<'a, 'k, N>> for Blocks<'a, 'k, N> {
+    fn from(blocks: ElementFields<'a, 'k, N>) -> Self {
+        Blocks::walked(blocks)
+    }
+}
+
+impl<'a, const N: usize> Iterator for Blocks<'a, '_, N> {
+    type Item = (JsonRef<'a>, [Option<JsonRef<'a>>; N]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match &mut self.0 {
+            BlocksFrom::Indexed(blocks) => blocks.next(),
+            BlocksFrom::Walked(blocks) => blocks.next(),
+        }
     }
 }
 

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use super::text::{count_with_overhead, estimate_message, write_content_text};
+use super::text::{count_with_overhead, estimate_message, write_derived_text};
 use super::usage::{CumulativeUsage, LedgerMark, RequestKind, RequestUsage, UsageLedger};
 use super::{Label, TokenCounter, TokenFigure};
 use crate::error::{Error, Rule};
@@ -205,7 +205,7 @@ impl TokenTally {
         shadowed: Option<&[u64]>,
         surface: &Surface,
     ) -> u32 {
-        let estimate = message.map_or(0, |m| self.estimate_content_scratch(m.content));
+        let estimate = message.map_or(0, |m| self.estimate_derived_scratch(event, &m));
         self.fold_surface_with_estimate(event, estimate, shadowed, surface);
         estimate
     }
@@ -293,10 +293,10 @@ impl TokenTally {
     }
 
     // The fold reuses one buffer so an append allocates nothing once warmed up.
-    fn estimate_content_scratch(&mut self, content: Option<JsonRef<'_>>) -> u32 {
+    fn estimate_derived_scratch(&mut self, event: &Event, derived: &DerivedRef<'_>) -> u32 {
         let mut text = std::mem::take(&mut self.scratch);
         text.clear();
-        write_content_text(content, &mut text);
+        write_derived_text(event, derived, &mut text);
         let tokens = count_with_overhead(self.counter.as_ref(), &text);
         self.scratch = text;
         tokens

@@ -8,7 +8,9 @@
 //! does not know counts as its raw JSON, which over-estimates rather than hides it.
 
 use super::TokenCounter;
+use crate::event::Event;
 use crate::json::JsonRef;
+use crate::session::DerivedRef;
 
 /// The estimate of one model-visible message under `counter`: its visible text counted,
 /// plus the counter's per-message overhead. `scratch` is cleared and holds the text after.
@@ -34,6 +36,22 @@ pub(crate) fn count_with_overhead(counter: &dyn TokenCounter, text: &str) -> u32
 /// `out`, pieces separated by `\n`.
 pub fn write_visible_text(message: JsonRef<'_>, out: &mut String) {
     write_content_text(message.get("content"), out);
+}
+
+/// [`write_visible_text`] of the message `event` derives, as `derived` found it: its
+/// blocks read from the index the event's parse made of them, where it holds them.
+pub(crate) fn write_derived_text(event: &Event, derived: &DerivedRef<'_>, out: &mut String) {
+    let Some(content) = derived.content else {
+        return;
+    };
+    if let Some(text) = content.as_str() {
+        push_piece(out, &text);
+        return;
+    }
+    write_block_list(
+        event.content_blocks(derived.location, content, BLOCK_KEYS),
+        out,
+    );
 }
 
 /// [`write_visible_text`] given the message's `content` (already looked up).
@@ -63,10 +81,18 @@ fn write_blocks(blocks: JsonRef<'_>, out: &mut String) {
         push_piece(out, &text);
         return;
     }
-    // Every key any block type reads, found in the one pass over each block.
-    for (block, [kind, text, name, arguments, inner]) in
-        blocks.element_fields(["type", "text", "name", "arguments", "content"])
-    {
+    write_block_list(blocks.element_fields(BLOCK_KEYS), out);
+}
+
+/// Every key any block type reads, found in the one pass over each block.
+const BLOCK_KEYS: [&str; 5] = ["type", "text", "name", "arguments", "content"];
+
+/// Appends the visible text of blocks, each with its [`BLOCK_KEYS`] values.
+fn write_block_list<'a>(
+    blocks: impl Iterator<Item = (JsonRef<'a>, [Option<JsonRef<'a>>; 5])>,
+    out: &mut String,
+) {
+    for (block, [kind, text, name, arguments, inner]) in blocks {
         match kind.and_then(|t| t.as_str()).as_deref() {
             Some("text" | "reasoning") => {
                 if let Some(text) = text.and_then(|t| t.as_str()) {
