@@ -16,7 +16,9 @@ use std::io::{self, Write};
 
 use bytes::Bytes;
 use sessionlog_session::json::{JsonKind, JsonRef};
-use sessionlog_session::{derive_surface_content, Event, Seq, SessionHeader, SurfaceOp};
+use sessionlog_session::{
+    derive_surface_content, Event, MessageLocation, Seq, SessionHeader, SurfaceOp,
+};
 
 use super::bytes::{put_str, put_u64, Reader};
 use super::{Projection, ProjectionError, SeqSet, StoredEvent};
@@ -542,7 +544,8 @@ impl SessionTranscript {
                     cited(&mut text, event.source_event_seqs().unwrap_or_default());
                     text.push_str("]\n");
                 }
-                let written = message_lines(&mut text, content, self);
+                let location = surface.map(|s| s.message);
+                let written = message_lines(&mut text, content, event, location, self);
                 self.text = text;
                 if !written? {
                     self.text.push('(');
@@ -1047,9 +1050,11 @@ fn text_of<'a>(value: Option<JsonRef<'a>>) -> Option<std::borrow::Cow<'a, str>> 
 /// Appends the lines of one message's `content` (its text blocks, reasoning, tool calls
 /// and tool results), each ending in a line end; whether it wrote any. Reads the message's
 /// JSON in place: no tree is built per folded event.
-fn message_lines(
+fn message_lines<'e>(
     out: &mut String,
-    content: Option<JsonRef<'_>>,
+    content: Option<JsonRef<'e>>,
+    event: &'e Event,
+    location: Option<MessageLocation>,
     transcript: &mut SessionTranscript,
 ) -> Result<bool, ProjectionError> {
     let Some(content) = content else {
@@ -1061,8 +1066,9 @@ fn message_lines(
         return Ok(true);
     }
     let mut written = false;
-    // The members of every kind of block, found in one walk of each.
-    let blocks = content.element_fields([
+    // The members of every kind of block, found in one walk of each (or read from the
+    // index the event's parse made of its blocks).
+    let keys = [
         "type",
         "text",
         "name",
@@ -1071,7 +1077,11 @@ fn message_lines(
         "toolCallId",
         "isError",
         "content",
-    ]);
+    ];
+    let blocks = match location {
+        Some(location) => event.content_blocks(location, content, keys),
+        None => content.element_fields(keys).into(),
+    };
     for (_, [kind, text, name, arguments, id, call_id, is_error, items]) in blocks {
         written = true;
         let kind = text_of(kind);

@@ -725,12 +725,15 @@ fn writer_figures<'a>(
 ) {
     // An event of a type that is no surface type derives no message: its estimate is 0,
     // said here so that no fold derives it again (a projection that wants every event is
-    // handed mostly chunks, steps and calls). A surface event's is the one the writer's
-    // state keeps for its node; a node a later event of the same batch replaced has none
-    // kept, and the fold makes its own.
+    // handed mostly chunks, steps and calls; their kind tags say so without a look at
+    // their type). A surface event's is the one the writer's state keeps for its node; a
+    // node a later event of the same batch replaced has none kept, and the fold makes its
+    // own.
     let message_estimate = state.token_counter().and_then(|counter| {
         let counter = counter.name();
-        if state.version().surface_type(event.event_type()).is_none() {
+        if !sessionlog_session::is_surface_kind(kind)
+            || state.version().surface_type(event.event_type()).is_none()
+        {
             return Some(MessageEstimate { counter, tokens: 0 });
         }
         state
