@@ -6,8 +6,8 @@
 use std::cell::RefCell;
 
 use super::{
-    after_member, key_is, member_head, skip_string, skip_value, skip_ws, AfterMember, JsonRef,
-    KeyLiteral, RawMembers,
+    after_member, fill_named, key_is, member_head, skip_string, skip_value, skip_ws, AfterMember,
+    JsonRef, KeyLiteral, RawMembers,
 };
 
 /// One member of an object indexed by [`index_payload`]: byte ranges of its key literal
@@ -272,12 +272,9 @@ impl<'a, const N: usize> Iterator for IndexedBlocks<'a, '_, N> {
             let Some(literal) = slice(member.key) else {
                 continue;
             };
-            let mut literal = KeyLiteral::new(literal);
-            for (slot, key) in found.iter_mut().zip(self.keys) {
-                if slot.is_none() && literal.is(key) {
-                    *slot = slice(member.value).map(|text| JsonRef { text });
-                }
-            }
+            fill_named(&mut found, self.keys, literal, || {
+                slice(member.value).map(|text| JsonRef { text })
+            });
         }
         Some((element, found))
     }
@@ -445,13 +442,9 @@ pub(crate) fn indexed_fields<'a, const N: usize>(
         let Some(literal) = slice(member.key) else {
             continue;
         };
-        let mut literal = KeyLiteral::new(literal);
-        for (slot, key) in found.iter_mut().zip(keys) {
-            if slot.is_none() && literal.is(key) {
-                *slot = slice(member.value).map(|text| JsonRef { text });
-                missing -= usize::from(slot.is_some());
-            }
-        }
+        missing -= fill_named(&mut found, keys, literal, || {
+            slice(member.value).map(|text| JsonRef { text })
+        });
     }
     found
 }

@@ -1086,17 +1086,35 @@ fn object_fields<'a, const N: usize>(
         {
             return None;
         }
-        let mut literal = KeyLiteral::new(text.get(pos..key_end)?);
-        for (slot, key) in found.iter_mut().zip(keys) {
-            if slot.is_none() && literal.is(key) {
-                *slot = Some(JsonRef { text: value });
-            }
-        }
+        fill_named(&mut found, keys, text.get(pos..key_end)?, || {
+            Some(JsonRef { text: value })
+        });
         match after_member(bytes, value_end)? {
             AfterMember::Next(next) => pos = next,
             AfterMember::End(end) => return Some((end, found)),
         }
     }
+}
+
+/// Puts `value()` in the slot of each of `keys` that the key literal `literal` names and
+/// that is still empty (the first occurrence of a key wins); returns how many it filled.
+/// Inlined: it runs for every member a field lookup walks.
+#[inline(always)]
+pub(super) fn fill_named<'a, const N: usize>(
+    found: &mut [Option<JsonRef<'a>>; N],
+    keys: [&str; N],
+    literal: &str,
+    value: impl Fn() -> Option<JsonRef<'a>>,
+) -> usize {
+    let mut literal = KeyLiteral::new(literal);
+    let mut filled = 0;
+    for (slot, key) in found.iter_mut().zip(keys) {
+        if slot.is_none() && literal.is(key) {
+            *slot = value();
+            filled += usize::from(slot.is_some());
+        }
+    }
+    filled
 }
 
 /// The key of the object member at `pos` (a string literal, which must be there) and where
