@@ -1042,6 +1042,22 @@ fn role_of(event_type: &str) -> &'static str {
     }
 }
 
+/// A block's `type`: the kinds a transcript renders compared as they are spelled, without
+/// decoding them (this runs for every block of every message folded); any other value
+/// read as [`text_of`] reads it.
+fn block_kind<'a>(value: Option<JsonRef<'a>>) -> Option<Cow<'a, str>> {
+    let value = value?;
+    let raw = value.raw();
+    let inner = raw
+        .strip_prefix('"')
+        .and_then(|r| r.strip_suffix('"'))
+        .unwrap_or_default();
+    match inner {
+        known @ ("text" | "reasoning" | "tool-call" | "tool-result") => Some(Cow::Borrowed(known)),
+        _ => value.as_str(),
+    }
+}
+
 /// A string member's text, read in place.
 fn text_of<'a>(value: Option<JsonRef<'a>>) -> Option<std::borrow::Cow<'a, str>> {
     value.and_then(|v| v.as_str())
@@ -1084,7 +1100,7 @@ fn message_lines<'e>(
     };
     for (_, [kind, text, name, arguments, id, call_id, is_error, items]) in blocks {
         written = true;
-        let kind = text_of(kind);
+        let kind = block_kind(kind);
         match kind.as_deref().unwrap_or("?") {
             "text" => abbreviate_value(out, text, TEXT_CHARS),
             "reasoning" => {

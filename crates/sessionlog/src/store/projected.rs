@@ -754,7 +754,6 @@ pub(super) fn feed_all(
     if slots.is_empty() {
         return;
     }
-    let version = state.version();
     for (i, event) in events.iter().enumerate() {
         let Some(&(kind, record_bytes)) = records.get(i) else {
             return;
@@ -767,30 +766,40 @@ pub(super) fn feed_all(
             }
             continue;
         }
-        // The writer's figures are looked up only for a fold that reads them.
-        let figures = slots.iter().any(|slot| slot.estimates && slot.wants(kind));
-        let (message_estimate, usage) = if figures {
-            writer_figures(state, kind, event)
-        } else {
-            (None, None)
-        };
-        let stored = StoredEvent {
-            kind,
-            record_bytes,
-            event,
-            version,
-            message_estimate,
-            usage,
-        };
-        // A fold that reads no figures is handed none, whatever the others read.
-        let bare = StoredEvent {
-            message_estimate: None,
-            usage: None,
-            ..stored
-        };
-        for slot in slots.iter_mut() {
-            slot.feed(if slot.estimates { &stored } else { &bare });
-            slot.events = next;
-        }
+        feed_one(slots, state, event, kind, record_bytes);
+    }
+}
+
+/// Feeds one appended event, which some projection wants, to the projections that want it.
+/// Out of line: most appended events are wanted by none (streamed chunks), and the loop
+/// over them need not set up what feeding takes.
+#[inline(never)]
+fn feed_one(slots: &mut [Slot], state: &SessionState, event: &Event, kind: u8, record_bytes: u64) {
+    let version = state.version();
+    let next = event.seq().get() + 1;
+    // The writer's figures are looked up only for a fold that reads them.
+    let figures = slots.iter().any(|slot| slot.estimates && slot.wants(kind));
+    let (message_estimate, usage) = if figures {
+        writer_figures(state, kind, event)
+    } else {
+        (None, None)
+    };
+    let stored = StoredEvent {
+        kind,
+        record_bytes,
+        event,
+        version,
+        message_estimate,
+        usage,
+    };
+    // A fold that reads no figures is handed none, whatever the others read.
+    let bare = StoredEvent {
+        message_estimate: None,
+        usage: None,
+        ..stored
+    };
+    for slot in slots.iter_mut() {
+        slot.feed(if slot.estimates { &stored } else { &bare });
+        slot.events = next;
     }
 }
