@@ -205,10 +205,11 @@ fn index_blocks(text: &str, start: usize, depth: u8, out: &mut Vec<MemberSpan>) 
     }
 }
 
-/// The blocks of the first `content` member among the indexed members of `depth` (0 for
-/// the payload's, 1 for its message's), when it is an array and its value is the text
-/// `content`: the entries [`index_blocks`] made for it, which [`IndexedBlocks`] reads.
-/// `None` when the index holds no such blocks; the caller then walks `content`.
+/// The blocks of the array `content`, the value of the first `content` member among the
+/// indexed members of `depth` (0 for the payload's, 1 for its message's): the entries
+/// [`index_blocks`] made for it, which [`IndexedBlocks`] reads. `None` when the index
+/// holds no blocks for that very text (not an equal copy elsewhere); the caller then walks
+/// `content`.
 pub(crate) fn indexed_blocks<'a, 'k, const N: usize>(
     text: &'a str,
     members: &'a [MemberSpan],
@@ -216,20 +217,19 @@ pub(crate) fn indexed_blocks<'a, 'k, const N: usize>(
     content: JsonRef<'a>,
     keys: [&'k str; N],
 ) -> Option<IndexedBlocks<'a, 'k, N>> {
-    let at = members.iter().position(|m| {
-        m.depth == depth
-            && !is_marker(m)
-            && text
-                .get(m.key.0 as usize..m.key.1 as usize)
-                .is_some_and(|k| key_is(k, "content"))
-    })?;
-    let member = members.get(at)?;
-    let value = text.get(member.value.0 as usize..member.value.1 as usize)?;
-    // The caller's content must be this very text (not an equal copy elsewhere).
-    if !value.starts_with('[') || !std::ptr::eq(value, content.text) {
+    // The member is found by where its value lies in the text: no key is compared.
+    let start = (content.text.as_ptr() as usize).checked_sub(text.as_ptr() as usize)?;
+    let end = start.checked_add(content.text.len())?;
+    if end > text.len() || !content.text.starts_with('[') {
         return None;
     }
-    // The array's block entries come just before its member (none for an empty array).
+    let value = span(start, end)?;
+    let at = members
+        .iter()
+        .position(|m| m.depth == depth && !is_marker(m) && m.value == value)?;
+    // Block entries are made for the first `content` array only, just before its member:
+    // a run of them before this member says it is that array. A member with no run is
+    // another one, or an empty array.
     let inner = block_depth(depth);
     let run = members
         .get(..at)?
@@ -237,6 +237,10 @@ pub(crate) fn indexed_blocks<'a, 'k, const N: usize>(
         .rev()
         .take_while(|m| m.depth == inner)
         .count();
+    let empty = skip_ws(content.text.as_bytes(), 1) + 1 == content.text.len();
+    if run == 0 && !empty {
+        return None;
+    }
     Some(IndexedBlocks {
         text,
         members: members.get(at - run..at)?,
