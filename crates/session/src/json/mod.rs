@@ -1004,12 +1004,6 @@ impl<'a, 'k, const N: usize> Blocks<'a, 'k, N> {
     }
 }
 
-impl<'a, 'k, const N: usize> From<ElementFields<'a, 'k, N>> for Blocks<'a, 'k, N> {
-    fn from(blocks: ElementFields<'a, 'k, N>) -> Self {
-        Blocks::walked(blocks)
-    }
-}
-
 impl<'a, const N: usize> Iterator for Blocks<'a, '_, N> {
     type Item = (JsonRef<'a>, [Option<JsonRef<'a>>; N]);
 

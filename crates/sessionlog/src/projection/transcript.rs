@@ -502,8 +502,7 @@ impl SessionTranscript {
             self.tool_names()?.insert(id, name);
         }
         let surface = e.version.surface_type(event_type);
-        let surface_type = surface.is_some();
-        if surface_type {
+        if surface.is_some() {
             if let Some(SurfaceOp::Replace { .. }) = event.surface_op() {
                 self.replacements += 1;
                 for s in event.source_event_seqs().unwrap_or_default() {
@@ -516,9 +515,11 @@ impl SessionTranscript {
             self.surface_added.push(seq);
         }
         // Only an event of a surface type derives a message.
-        let derived = surface.and_then(|surface| derive_surface_content(surface, event));
+        let derived = surface.and_then(|surface| {
+            derive_surface_content(surface, event).map(|(_, content)| (surface.message, content))
+        });
         match derived {
-            None if surface_type => {
+            None if surface.is_some() => {
                 push_line(&mut self.text, role_of(event_type));
                 push_line(&mut self.text, "(empty message)");
                 self.push_row(RowKind::Empty, event);
@@ -532,7 +533,7 @@ impl SessionTranscript {
                 self.text.push('\n');
                 self.push_row(RowKind::Structural, event);
             }
-            Some((_, content)) => {
+            Some((location, content)) => {
                 let mut text = std::mem::take(&mut self.text);
                 push_line(&mut text, role_of(event_type));
                 if let Some(SurfaceOp::Replace { start, end }) = event.surface_op() {
@@ -544,7 +545,6 @@ impl SessionTranscript {
                     cited(&mut text, event.source_event_seqs().unwrap_or_default());
                     text.push_str("]\n");
                 }
-                let location = surface.map(|s| s.message);
                 let written = message_lines(&mut text, content, event, location, self);
                 self.text = text;
                 if !written? {
@@ -1070,7 +1070,7 @@ fn message_lines<'e>(
     out: &mut String,
     content: Option<JsonRef<'e>>,
     event: &'e Event,
-    location: Option<MessageLocation>,
+    location: MessageLocation,
     transcript: &mut SessionTranscript,
 ) -> Result<bool, ProjectionError> {
     let Some(content) = content else {
@@ -1094,10 +1094,7 @@ fn message_lines<'e>(
         "isError",
         "content",
     ];
-    let blocks = match location {
-        Some(location) => event.content_blocks(location, content, keys),
-        None => content.element_fields(keys).into(),
-    };
+    let blocks = event.content_blocks(location, content, keys);
     for (_, [kind, text, name, arguments, id, call_id, is_error, items]) in blocks {
         written = true;
         let kind = block_kind(kind);
