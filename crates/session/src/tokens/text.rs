@@ -35,29 +35,20 @@ pub(crate) fn count_with_overhead(counter: &dyn TokenCounter, text: &str) -> u32
 /// Appends the model-visible text of `message` (an object with a `content` array) to
 /// `out`, pieces separated by `\n`.
 pub fn write_visible_text(message: JsonRef<'_>, out: &mut String) {
-    write_content_text(message.get("content"), out);
+    if let Some(content) = message.get("content") {
+        write_blocks(content, out);
+    }
 }
 
 /// [`write_visible_text`] of the message `event` derives, as `derived` found it: its
 /// blocks read from the index the event's parse made of them, where it holds them.
 pub(crate) fn write_derived_text(event: &Event, derived: &DerivedRef<'_>, out: &mut String) {
-    let Some(content) = derived.content else {
-        return;
-    };
-    if let Some(text) = content.as_str() {
-        push_piece(out, &text);
-        return;
-    }
-    write_block_list(
-        event.content_blocks(derived.location, content, BLOCK_KEYS),
-        out,
-    );
-}
-
-/// [`write_visible_text`] given the message's `content` (already looked up).
-pub(crate) fn write_content_text(content: Option<JsonRef<'_>>, out: &mut String) {
-    if let Some(content) = content {
-        write_blocks(content, out);
+    if let Some(content) = derived.content {
+        write_content(
+            content,
+            || event.content_blocks(derived.location, content, BLOCK_KEYS),
+            out,
+        );
     }
 }
 
@@ -76,12 +67,21 @@ fn push_piece(out: &mut String, piece: &str) {
 }
 
 fn write_blocks(blocks: JsonRef<'_>, out: &mut String) {
-    if let Some(text) = blocks.as_str() {
+    write_content(blocks, || blocks.element_fields(BLOCK_KEYS), out);
+}
+
+/// Appends the visible text of `content`: its blocks as `blocks` reads them, or the text
+/// of a bare string.
+fn write_content<'a, I>(content: JsonRef<'a>, blocks: impl FnOnce() -> I, out: &mut String)
+where
+    I: Iterator<Item = (JsonRef<'a>, [Option<JsonRef<'a>>; 5])>,
+{
+    if let Some(text) = content.as_str() {
         // Some producers store a bare string where blocks are expected.
         push_piece(out, &text);
         return;
     }
-    write_block_list(blocks.element_fields(BLOCK_KEYS), out);
+    write_block_list(blocks(), out);
 }
 
 /// Every key any block type reads, found in the one pass over each block.
