@@ -522,3 +522,111 @@ fn a_writer_hands_its_estimates_only_to_folds_that_read_them_and_asks_for_kinds_
     // Every surface event appended reaches its fold with the writer's estimate.
     assert_eq!(reads.without, 0, "{reads:?}");
 }
+
+/// A result's error is found wherever it is marked: in its block after a long output or
+/// before it, or in the result's own `error`; read from the payload index of a writer's
+/// events and of events read back from the log alike.
+#[test]
+fn a_tool_results_error_is_found_in_any_block_of_its_message() {
+    use sessionlog::session::{EventInput, Seq, SurfaceOp};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path(), opts()).expect("store");
+    let mut h = store
+        .create_session("e", SessionHeader::new("e", 1, None))
+        .expect("create");
+    let t = 1_700_000_000_000i64;
+    let long = "x".repeat(20_000);
+    let result = |id: &str, blocks: String, error: &str| {
+        format!(
+            r#"{{"turn":1,"step":1,"message":{{"id":"r-{id}","role":"user","source":{{"kind":"tool","callId":"{id}"}},"content":[{blocks}]}}{error}}}"#
+        )
+    };
+    let block = |id: &str, text: &str, error: bool| {
+        format!(
+            r#"{{"type":"tool-result","toolCallId":"{id}","content":[{{"type":"text","text":"{text}"}}],"isError":{error}}}"#
+        )
+    };
+    let calls = ["late", "first", "data", "clean"];
+    let mut inputs = vec![
+        EventInput::new("turn/start", t, r#"{"turn":1}"#),
+        EventInput::new("step/start", t, r#"{"turn":1,"step":1}"#),
+    ];
+    let tool_calls: Vec<String> = calls
+        .iter()
+        .map(|id| format!(r#"{{"type":"tool-call","id":"{id}","name":"bash","arguments":"{{}}"}}"#))
+        .collect();
+    inputs.push(
+        EventInput::new(
+            "assistant/message",
+            t,
+            format!(
+                r#"{{"turn":1,"step":1,"message":{{"id":"a1","role":"assistant","content":[{}],"source":{{"kind":"model","provider":"p","model":"m"}}}}}}"#,
+                tool_calls.join(",")
+            ),
+        )
+        .with_surface_op(SurfaceOp::Append),
+    );
+    for id in calls {
+        inputs.push(EventInput::new(
+            "tool/call",
+            t,
+            format!(r#"{{"turn":1,"step":1,"callId":"{id}","name":"bash","arguments":"{{\"cmd\":\"{long}\"}}"}}"#),
+        ));
+    }
+    // A tool result message holds one block; its flag may follow the output or lead it.
+    let results = [
+        result("late", block("late", &long, true), ""),
+        result(
+            "first",
+            r#"{"type":"tool-result","toolCallId":"first","isError":true,"content":[{"type":"text","text":"no"}]}"#.to_owned(),
+            "",
+        ),
+        result(
+            "data",
+            block("data", &long, false),
+            r#","error":{"message":"killed"}"#,
+        ),
+        result("clean", block("clean", &long, false), r#","error":null"#),
+    ];
+    for (i, data) in results.into_iter().enumerate() {
+        inputs.push(
+            EventInput::new("tool/result", t, data)
+                .with_surface_op(SurfaceOp::Append)
+                .with_sources(vec![Seq(4 + i as u64)]),
+        );
+    }
+    for input in inputs {
+        h.append(input).expect("append");
+    }
+    h.commit().expect("commit");
+    let check = |store: &Store, how: &str| {
+        let bash = stats(store, "e").state.tools["bash"];
+        assert_eq!((bash.calls, bash.results, bash.errors), (4, 4, 3), "{how}");
+        let errors: Vec<(String, bool)> = audit(store, "e")
+            .state
+            .calls
+            .iter()
+            .map(|c| {
+                (
+                    c.call_id.clone(),
+                    c.result.as_ref().expect("answered").error,
+                )
+            })
+            .collect();
+        let expected = [
+            ("late", true),
+            ("first", true),
+            ("data", true),
+            ("clean", false),
+        ];
+        assert_eq!(
+            errors,
+            expected.map(|(id, e)| (id.to_owned(), e)).to_vec(),
+            "{how}"
+        );
+    };
+    check(&store, "the writer's store");
+    drop(h);
+    store.close().expect("close");
+    check(&fresh(dir.path()), "folded from the whole log");
+}

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use sessionlog_session::json::JsonRef;
 use sessionlog_session::tokens::{estimate_message, HeuristicCounter, TokenCounter, Usage};
-use sessionlog_session::{derive_message, SessionHeader};
+use sessionlog_session::{derive_message, Event, MessageLocation, SessionHeader};
 
 use super::bytes::{put_str, put_u64, Reader};
 use super::tool_audit::{ToolCallFields, ToolResultFields};
@@ -169,16 +169,21 @@ impl UsageTotals {
     }
 }
 
-/// Whether a tool result reports an error: an `error` in its data, or a block of its
-/// message's `content` marked `isError`.
-pub(crate) fn result_is_error(content: Option<JsonRef<'_>>, error: Option<JsonRef<'_>>) -> bool {
+/// Whether the tool result `event` reports an error: an `error` in its data, or a block of
+/// its message's `content` marked `isError`. The blocks are read from the payload index the
+/// event was parsed with (walked only when it has none), so a long output in them is not
+/// scanned again.
+pub(crate) fn result_is_error(
+    event: &Event,
+    content: Option<JsonRef<'_>>,
+    error: Option<JsonRef<'_>>,
+) -> bool {
     if error.is_some_and(|e| e.kind() != sessionlog_session::json::JsonKind::Null) {
         return true;
     }
-    // Each block walked once for its `isError` (a tool's output in it may be long).
-    content.is_some_and(|blocks| {
-        blocks
-            .element_fields(["isError"])
+    content.is_some_and(|content| {
+        event
+            .content_blocks(MessageLocation::DataMessage, content, ["isError"])
             .any(|(_, [is_error])| is_error.and_then(|v| v.as_bool()) == Some(true))
     })
 }
@@ -277,10 +282,9 @@ impl Projection for Stats {
                 *s.turn_ends.entry(reason).or_default() += 1;
             }
             "tool/call" => {
-                let call = ToolCallFields::read(event)?;
-                s.tool(&call.name, |t| t.calls += 1);
-                s.open_calls
-                    .insert(call.call_id.into_owned(), call.name.into_owned());
+                let (call_id, name) = ToolCallFields::names(event)?;
+                s.tool(&name, |t| t.calls += 1);
+                s.open_calls.insert(call_id.into_owned(), name.into_owned());
             }
             "tool/result" => {
                 // A replacement of a result (a shortened one) is not another answer.
@@ -295,7 +299,7 @@ impl Projection for Stats {
                     .open_calls
                     .remove(result.call_id.as_ref())
                     .unwrap_or_else(|| "?".to_owned());
-                let failed = result_is_error(result.content, result.error);
+                let failed = result_is_error(event, result.content, result.error);
                 s.tool(&name, |t| {
                     t.results += 1;
                     t.errors += u64::from(failed);

@@ -150,7 +150,7 @@ impl Projection for ToolAudit {
                     call.result = Some(ToolOutcome {
                         seq: event.seq().get(),
                         time: event.time(),
-                        error: result_is_error(result.content, result.error),
+                        error: result_is_error(event, result.content, result.error),
                     });
                     s.results.insert(event.seq().get(), i);
                 }
@@ -285,6 +285,16 @@ impl<'a> ToolCallFields<'a> {
             name: string(event, name, "name")?,
             arguments: string(event, arguments, "arguments")?,
         })
+    }
+
+    /// The call id and the tool name of `event`, a `tool/call`, alone: its arguments (a
+    /// JSON text escaped into a string, often long) are neither found nor decoded.
+    pub(crate) fn names(event: &'a Event) -> Result<(Cow<'a, str>, Cow<'a, str>), ProjectionError> {
+        let [call_id, name] = event.data_fields(["callId", "name"]);
+        Ok((
+            string(event, call_id, "callId")?,
+            string(event, name, "name")?,
+        ))
     }
 }
 
