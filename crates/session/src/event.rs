@@ -722,31 +722,45 @@ impl EventInput {
     /// [`EventInput::into_event`] for a session of DSH format `format`, whose replacements
     /// are spelled `{op, startSeq, endSeq}` from V3 on.
     pub fn into_event_for(self, seq: u64, format: DshFormat) -> Result<Event, Error> {
-        let mut out = String::with_capacity(self.data.len() + self.event_type.len() + 96);
-        out.push_str("{\"type\":");
-        write_js_string(&mut out, &self.event_type);
-        // Writing into the buffer cannot fail.
-        let _ = write!(out, ",\"seq\":{seq},\"time\":{},\"data\":", self.time);
-        out.push_str(&self.data);
-        // DSH's `Session.append` writes the cited sources before the surface operation.
-        if let Some(sources) = &self.source_event_seqs {
-            out.push_str(",\"sourceEventSeqs\":[");
-            for (i, s) in sources.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
+        // The envelope is written around the data in two small parts, then put together in
+        // one buffer of exactly its length: the event keeps it as a `Box<str>`, which a
+        // buffer with room to spare would be reallocated to fit.
+        thread_local!(static PARTS: std::cell::RefCell<(String, String)> = const {
+            std::cell::RefCell::new((String::new(), String::new()))
+        });
+        let out = PARTS.with(|parts| {
+            let (head, tail) = &mut *parts.borrow_mut();
+            head.clear();
+            tail.clear();
+            head.push_str("{\"type\":");
+            write_js_string(head, &self.event_type);
+            // Writing into the buffer cannot fail.
+            let _ = write!(head, ",\"seq\":{seq},\"time\":{},\"data\":", self.time);
+            // DSH's `Session.append` writes the cited sources before the surface operation.
+            if let Some(sources) = &self.source_event_seqs {
+                tail.push_str(",\"sourceEventSeqs\":[");
+                for (i, s) in sources.iter().enumerate() {
+                    if i > 0 {
+                        tail.push(',');
+                    }
+                    let _ = write!(tail, "{s}");
                 }
-                let _ = write!(out, "{s}");
+                tail.push(']');
             }
-            out.push(']');
-        }
-        if let Some(op) = &self.surface_op {
-            out.push_str(",\"surfaceOp\":");
-            op.write(&mut out, format);
-        }
-        if self.ignorable {
-            out.push_str(",\"ignorable\":true");
-        }
-        out.push('}');
+            if let Some(op) = &self.surface_op {
+                tail.push_str(",\"surfaceOp\":");
+                op.write(tail, format);
+            }
+            if self.ignorable {
+                tail.push_str(",\"ignorable\":true");
+            }
+            tail.push('}');
+            let mut out = String::with_capacity(head.len() + self.data.len() + tail.len());
+            out.push_str(head);
+            out.push_str(&self.data);
+            out.push_str(tail);
+            out
+        });
         // Everything but the data is written here and is lossless JSON by construction, so a
         // lossless scan of the data alone (at its depth in the envelope) stands for one of
         // the whole envelope, which then needs only its envelope rules checked. Data that
