@@ -734,8 +734,11 @@ impl EventInput {
             tail.clear();
             head.push_str("{\"type\":");
             write_js_string(head, &self.event_type);
-            // Writing into the buffer cannot fail.
-            let _ = write!(head, ",\"seq\":{seq},\"time\":{},\"data\":", self.time);
+            head.push_str(",\"seq\":");
+            json::push_u64(head, seq);
+            head.push_str(",\"time\":");
+            json::push_i64(head, self.time);
+            head.push_str(",\"data\":");
             // DSH's `Session.append` writes the cited sources before the surface operation.
             if let Some(sources) = &self.source_event_seqs {
                 tail.push_str(",\"sourceEventSeqs\":[");
@@ -743,7 +746,7 @@ impl EventInput {
                     if i > 0 {
                         tail.push(',');
                     }
-                    let _ = write!(tail, "{s}");
+                    json::push_u64(tail, s.get());
                 }
                 tail.push(']');
             }

@@ -20,6 +20,7 @@ use index::IndexedBlocks;
 pub(crate) use index::{envelope_members_indexing, indexed_blocks, indexed_fields, MemberIndex};
 use plain::plain_run;
 pub use write::{js_number, write_js_string, ObjectWriter};
+pub(crate) use write::{push_i64, push_u64};
 
 /// Deepest nesting accepted; bounds recursion so hostile input cannot overflow the stack.
 pub const MAX_DEPTH: usize = 256;
