@@ -19,7 +19,7 @@ mod write;
 use index::IndexedBlocks;
 pub(crate) use index::{envelope_members_indexing, indexed_blocks, indexed_fields, MemberIndex};
 use plain::plain_run;
-pub use write::{js_number, write_js_string, ObjectWriter};
+pub use write::{decimal_into, js_number, write_js_string, ObjectWriter};
 pub(crate) use write::{push_i64, push_u64};
 
 /// Deepest nesting accepted; bounds recursion so hostile input cannot overflow the stack.

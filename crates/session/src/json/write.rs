@@ -22,13 +22,13 @@ pub fn write_js_string(out: &mut String, s: &str) {
     out.push('"');
 }
 
-/// Appends `v` in decimal, as `{v}` formats it, without the formatting machinery (whose
-/// cost, per integer, is several times that of making the digits).
-pub(crate) fn push_u64(out: &mut String, v: u64) {
-    let mut buf = [0u8; 20];
+/// Writes the decimal digits of `v` at the end of `buf` and returns where they begin
+/// (`buf` holds at least the 20 digits of `u64::MAX`, or the digits that fit): the bytes
+/// before are left as they were, for a caller's padding.
+pub fn decimal_into(buf: &mut [u8], v: u64) -> usize {
     let mut start = buf.len();
     let mut rest = v;
-    loop {
+    while start > 0 {
         start -= 1;
         if let Some(d) = buf.get_mut(start) {
             *d = b'0' + (rest % 10) as u8;
@@ -38,6 +38,14 @@ pub(crate) fn push_u64(out: &mut String, v: u64) {
             break;
         }
     }
+    start
+}
+
+/// Appends `v` in decimal, as `{v}` formats it, without the formatting machinery (whose
+/// cost, per integer, is several times that of making the digits).
+pub(crate) fn push_u64(out: &mut String, v: u64) {
+    let mut buf = [0u8; 20];
+    let start = decimal_into(&mut buf, v);
     // ASCII digits: valid UTF-8, appended in one call (checking a few bytes costs less
     // than pushing them one character at a time).
     if let Ok(digits) = std::str::from_utf8(buf.get(start..).unwrap_or_default()) {

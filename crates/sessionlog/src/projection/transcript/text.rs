@@ -165,19 +165,7 @@ pub(super) fn push_u64(line: &mut String, v: u64, width: usize) {
         return push_u64(line, v, 0);
     }
     let mut buf = [b' '; ROOM];
-    let mut start = ROOM;
-    let mut rest = v;
-    loop {
-        start -= 1;
-        if let Some(d) = buf.get_mut(start) {
-            *d = b'0' + (rest % 10) as u8;
-        }
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    let start = start.min(ROOM - width);
+    let start = sessionlog_session::json::decimal_into(&mut buf, v).min(ROOM - width);
     // Spaces and ASCII digits: valid UTF-8, appended in one call (the check of a few ASCII
     // bytes costs less than pushing them as characters one at a time).
     let column = buf.get(start..).unwrap_or_default();
