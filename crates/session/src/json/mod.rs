@@ -239,17 +239,20 @@ impl<'a> Scanner<'a> {
     }
 
     /// Scans a string starting at the opening quote; returns its span including quotes.
-    fn string(&mut self) -> Result<(usize, usize), JsonError> {
+    /// Scans a string: its span with the quotes, and whether it holds an escape.
+    fn string(&mut self) -> Result<(usize, usize, bool), JsonError> {
         let start = self.pos;
         self.pos += 1;
+        let mut escaped = false;
         loop {
             match self.peek() {
                 None => return Err(self.syntax("a closing quote")),
                 Some(b'"') => {
                     self.pos += 1;
-                    return Ok((start, self.pos));
+                    return Ok((start, self.pos, escaped));
                 }
                 Some(b'\\') => {
+                    escaped = true;
                     self.pos += 1;
                     match self.peek() {
                         Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => {
@@ -317,11 +320,17 @@ impl<'a> Scanner<'a> {
             if self.peek() != Some(b'"') {
                 break Err(self.syntax("an object key"));
             }
-            let (ks, ke) = match self.string() {
+            let (ks, ke, escaped) = match self.string() {
                 Ok(span) => span,
                 Err(e) => break Err(e),
             };
-            let key = decode_string(self.text.get(ks..ke).unwrap_or("\"\""));
+            // The scan just said whether the key holds an escape: a plain one is borrowed
+            // between its quotes without looking for one again.
+            let key = if escaped {
+                decode_string(self.text.get(ks..ke).unwrap_or("\"\""))
+            } else {
+                Cow::Borrowed(self.text.get(ks + 1..ke - 1).unwrap_or_default())
+            };
             let duplicate = match &key_set {
                 Some(set) => set.contains(&key),
                 None => self
