@@ -238,7 +238,6 @@ impl<'a> Scanner<'a> {
         Ok(())
     }
 
-    /// Scans a string starting at the opening quote; returns its span including quotes.
     /// Scans a string: its span with the quotes, and whether it holds an escape.
     fn string(&mut self) -> Result<(usize, usize, bool), JsonError> {
         let start = self.pos;
