@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use sessionlog_session::json::JsonRef;
 use sessionlog_session::tokens::{estimate_message, HeuristicCounter, TokenCounter, Usage};
-use sessionlog_session::{derive_message, Event, MessageLocation, SessionHeader};
+use sessionlog_session::{derive_message, SessionHeader};
 
 use super::bytes::{put_str, put_u64, Reader};
 use super::tool_audit::{ToolCallFields, ToolResultFields};
@@ -169,25 +169,6 @@ impl UsageTotals {
     }
 }
 
-/// Whether the tool result `event` reports an error: an `error` in its data, or a block of
-/// its message's `content` marked `isError`. The blocks are read from the payload index the
-/// event was parsed with (walked only when it has none), so a long output in them is not
-/// scanned again.
-pub(crate) fn result_is_error(
-    event: &Event,
-    content: Option<JsonRef<'_>>,
-    error: Option<JsonRef<'_>>,
-) -> bool {
-    if error.is_some_and(|e| e.kind() != sessionlog_session::json::JsonKind::Null) {
-        return true;
-    }
-    content.is_some_and(|content| {
-        event
-            .content_blocks(MessageLocation::DataMessage, content, ["isError"])
-            .any(|(_, [is_error])| is_error.and_then(|v| v.as_bool()) == Some(true))
-    })
-}
-
 /// The `heuristic-bytes/4` estimate of the message `e` derives (0 when it derives none):
 /// the one the writer's session state made, when it made it with that counter, else made
 /// here.
@@ -299,7 +280,7 @@ impl Projection for Stats {
                     .open_calls
                     .remove(result.call_id.as_ref())
                     .unwrap_or_else(|| "?".to_owned());
-                let failed = result_is_error(event, result.content, result.error);
+                let failed = result.is_error();
                 s.tool(&name, |t| {
                     t.results += 1;
                     t.errors += u64::from(failed);

@@ -7,11 +7,10 @@ use std::collections::HashMap;
 use std::borrow::Cow;
 
 use sessionlog_session::codec::kind;
-use sessionlog_session::json::JsonRef;
-use sessionlog_session::{Event, SessionHeader, SurfaceOp};
+use sessionlog_session::json::{JsonKind, JsonRef};
+use sessionlog_session::{Event, MessageLocation, SessionHeader, SurfaceOp};
 
 use super::bytes::{put_str, put_u64, Reader};
-use super::stats::result_is_error;
 use super::{Projection, ProjectionError, SeqMap, StoredEvent};
 
 /// The `tool-audit` projection. Register with
@@ -150,7 +149,7 @@ impl Projection for ToolAudit {
                     call.result = Some(ToolOutcome {
                         seq: event.seq().get(),
                         time: event.time(),
-                        error: result_is_error(event, result.content, result.error),
+                        error: result.is_error(),
                     });
                     s.results.insert(event.seq().get(), i);
                 }
@@ -301,11 +300,13 @@ impl<'a> ToolCallFields<'a> {
 /// What the projections read of a `tool/result`, found in the payload index the event
 /// was parsed with, not by walking its message again.
 pub(crate) struct ToolResultFields<'a> {
+    /// The event the fields were read from.
+    event: &'a Event,
     /// The call it answers: its message's `source.callId` (or the message's own).
     pub(crate) call_id: Cow<'a, str>,
     /// Its message's `content`.
-    pub(crate) content: Option<JsonRef<'a>>,
-    pub(crate) error: Option<JsonRef<'a>>,
+    content: Option<JsonRef<'a>>,
+    error: Option<JsonRef<'a>>,
 }
 
 impl<'a> ToolResultFields<'a> {
@@ -321,9 +322,25 @@ impl<'a> ToolResultFields<'a> {
             None => own_call_id,
         };
         Ok(ToolResultFields {
+            event,
             call_id: string(event, call_id, "callId")?,
             content,
             error,
+        })
+    }
+
+    /// Whether the result reports an error: an `error` in its data, or a block of its
+    /// message's `content` marked `isError`. The blocks are read from the payload index the
+    /// event was parsed with (walked only when it has none), so a long output in them is
+    /// not scanned again.
+    pub(crate) fn is_error(&self) -> bool {
+        if self.error.is_some_and(|e| e.kind() != JsonKind::Null) {
+            return true;
+        }
+        self.content.is_some_and(|content| {
+            self.event
+                .content_blocks(MessageLocation::DataMessage, content, ["isError"])
+                .any(|(_, [is_error])| is_error.and_then(|v| v.as_bool()) == Some(true))
         })
     }
 }
