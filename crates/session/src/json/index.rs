@@ -237,8 +237,7 @@ pub(crate) fn indexed_blocks<'a, 'k, const N: usize>(
         .rev()
         .take_while(|m| m.depth == inner)
         .count();
-    let empty = skip_ws(content.text.as_bytes(), 1) + 1 == content.text.len();
-    if run == 0 && !empty {
+    if run == 0 && skip_ws(content.text.as_bytes(), 1) + 1 != content.text.len() {
         return None;
     }
     Some(IndexedBlocks {
