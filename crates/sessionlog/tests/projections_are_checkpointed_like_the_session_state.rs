@@ -588,11 +588,12 @@ fn a_tool_results_error_is_found_in_any_block_of_its_message() {
         ),
         result("clean", block("clean", &long, false), r#","error":null"#),
     ];
+    // Each result cites its call: seqs 3..=6, after the turn, the step and the message.
     for (i, data) in results.into_iter().enumerate() {
         inputs.push(
             EventInput::new("tool/result", t, data)
                 .with_surface_op(SurfaceOp::Append)
-                .with_sources(vec![Seq(4 + i as u64)]),
+                .with_sources(vec![Seq(3 + i as u64)]),
         );
     }
     for input in inputs {
