@@ -2,8 +2,8 @@
 //! (against folding it from the whole log), `show` and `stats --session` as the CLI runs them
 //! (a read-only open, the projection from its checkpoint, the output written) against the
 //! whole-session load that every `show` began with before the transcript was a projection,
-//! and each projection's upkeep while appending (buffered appends with and without it, in
-//! interleaved rounds). Figures come with the probe and as ratios to baselines of the same
+//! and each projection's upkeep while appending (buffered appends with and without it,
+//! taking turns of a thousand events). Figures come with the probe and as ratios to baselines of the same
 //! run; every store is removed at the end.
 
 use std::io::Write;
@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use sessionlog::projection::{Stats, ToolAudit, Totals, Transcript};
 use sessionlog::session::{EventInput, SessionHeader};
-use sessionlog::{Access, CacheUse, LogOptions, Projection, Store, StoreOptions};
+use sessionlog::{Access, CacheUse, LogOptions, Projection, SessionHandle, Store, StoreOptions};
 use sessionlog_benches::{fill_long_session, fresh_dir, human_ns, ns, probe};
 
 /// Events of the long session; `SESSIONLOG_PROJECTION_BENCH_EVENTS` sets fewer for a quick
@@ -190,21 +190,16 @@ fn inputs(dir: &Path) -> Vec<EventInput> {
         .collect()
 }
 
-/// CPU time this thread has run, in ns (`/proc/thread-self/schedstat`): appends, their
+/// CPU time this thread has run, in ns (`CLOCK_THREAD_CPUTIME_ID`): appends, their
 /// validation and the projections' folds all run on the appending thread, and its CPU time
 /// is much less disturbed than wall time by other work on a shared machine.
 fn thread_cpu_ns() -> u64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().next().and_then(|n| n.parse().ok()))
-        .unwrap_or(0)
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
-/// Appends `inputs` to a new session of a new store keeping `projection` (or none),
-/// committing every `COMMIT_EVERY` events; returns the appends per second of the appending
-/// thread's CPU time.
-#[inline(never)]
-fn append_rate(root: &Path, inputs: &[EventInput], projection: Option<&str>) -> f64 {
+/// A new store in `root` keeping `projection` (or none), with one new session to append to.
+fn upkeep_store(root: &Path, projection: Option<&str>) -> (Store, SessionHandle) {
     let dir = root.join(projection.unwrap_or("none"));
     let _ = std::fs::remove_dir_all(&dir);
     let log = LogOptions::default()
@@ -218,22 +213,69 @@ fn append_rate(root: &Path, inputs: &[EventInput], projection: Option<&str>) -> 
         _ => options,
     };
     let store = Store::open(&dir, options).expect("store");
-    let mut h = store
+    let h = store
         .create_session("u", SessionHeader::new("u", 1, None))
         .expect("create");
-    let started = thread_cpu_ns();
+    (store, h)
+}
+
+/// Appends `inputs` to the session of `h`, committing after every `COMMIT_EVERY`-th
+/// event of the session (counting from `appended`, the events appended to it before).
+fn append_chunk(h: &mut SessionHandle, inputs: &[EventInput], appended: usize) {
     for (i, input) in inputs.iter().enumerate() {
         h.append(input.clone()).expect("append");
-        if (i + 1) % COMMIT_EVERY == 0 {
+        if (appended + i + 1) % COMMIT_EVERY == 0 {
             h.commit().expect("commit");
         }
     }
+}
+
+/// Appends `inputs` to a new session of a new store keeping `projection` (or none),
+/// committing every `COMMIT_EVERY` events; returns the appends per second of the appending
+/// thread's CPU time.
+#[inline(never)]
+fn append_rate(root: &Path, inputs: &[EventInput], projection: Option<&str>) -> f64 {
+    let (store, mut h) = upkeep_store(root, projection);
+    let started = thread_cpu_ns();
+    append_chunk(&mut h, inputs, 0);
     h.commit().expect("commit");
     let elapsed = Duration::from_nanos(thread_cpu_ns().saturating_sub(started).max(1));
     drop(h);
     drop(store);
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(root.join(projection.unwrap_or("none")));
     inputs.len() as f64 / elapsed.as_secs_f64()
+}
+
+/// Events each configuration appends before the next takes its turn.
+const CHUNK: usize = 1024;
+
+/// One pass of the upkeep measurement: a store per configuration, all open at once, each
+/// appending `inputs` in turns of `CHUNK` events (the order of the turns rotated from chunk
+/// to chunk). A slower or faster stretch of the machine lasting longer than a few
+/// milliseconds thus falls on every configuration alike. Returns each configuration's
+/// thread CPU time for all of its appends and commits, in ns.
+fn upkeep_pass(root: &Path, inputs: &[EventInput], configs: &[Option<&str>]) -> Vec<u64> {
+    let mut open: Vec<(Store, SessionHandle)> =
+        configs.iter().map(|c| upkeep_store(root, *c)).collect();
+    let mut cpu = vec![0u64; configs.len()];
+    for (n, chunk) in inputs.chunks(CHUNK).enumerate() {
+        for k in 0..configs.len() {
+            let i = (n + k) % configs.len();
+            let started = thread_cpu_ns();
+            append_chunk(&mut open[i].1, chunk, n * CHUNK);
+            cpu[i] += thread_cpu_ns().saturating_sub(started);
+        }
+    }
+    for (i, (_, h)) in open.iter_mut().enumerate() {
+        let started = thread_cpu_ns();
+        h.commit().expect("commit");
+        cpu[i] += thread_cpu_ns().saturating_sub(started);
+    }
+    drop(open);
+    for c in configs {
+        let _ = std::fs::remove_dir_all(root.join(c.unwrap_or("none")));
+    }
+    cpu
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -355,16 +397,11 @@ fn main() {
         Some(ToolAudit::NAME),
         Some(Transcript::NAME),
     ];
-    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
-    // Each round runs every configuration once, in an order rotated from round to round,
-    // so that none of them always runs after the same other (a run leaves its store's pages
-    // for the kernel to write back and free while the next runs).
-    for round in 0..RUNS {
-        for k in 0..configs.len() {
-            let i = (round + k) % configs.len();
-            rates[i].push(append_rate(&upkeep_root, &inputs, configs[i]));
-        }
-    }
+    // Each pass is a fresh store per configuration; the configurations take turns within
+    // it (see `upkeep_pass`), so each pass gives a ratio of the same stretch of time.
+    let passes: Vec<Vec<u64>> = (0..RUNS)
+        .map(|_| upkeep_pass(&upkeep_root, &inputs, &configs))
+        .collect();
     let _ = std::fs::remove_dir_all(&upkeep_root);
     let _ = std::fs::remove_dir_all(&dir);
 
@@ -400,22 +437,28 @@ fn main() {
         r(show_time, load_time),
         r(stats_time, load_time)
     );
-    let (base, base_median) = (top(&rates[0]), median(rates[0].clone()));
+    let rate = |cpu: u64| inputs.len() as f64 / Duration::from_nanos(cpu.max(1)).as_secs_f64();
+    let base: Vec<f64> = passes.iter().map(|p| rate(p[0])).collect();
     println!(
-        "upkeep: buffered appends of {UPKEEP_EVENTS} events, a commit every {COMMIT_EVERY}, {RUNS} interleaved rounds, per second of the appending thread's CPU time (best round; median):"
+        "upkeep: buffered appends of {} events, a commit every {COMMIT_EVERY}, the configurations taking turns of {CHUNK} events, {RUNS} passes, per second of the appending thread's CPU time:",
+        inputs.len()
     );
-    println!("  no projection {base:>10.0} events/s; median {base_median:.0}");
-    for (config, rate) in configs.iter().zip(&rates).skip(1) {
-        let (b, m) = (top(rate), median(rate.clone()));
-        // The ratio of each round to the baseline of the same round, and their median.
-        let per_round = median(rate.iter().zip(&rates[0]).map(|(r, b)| r / b).collect());
+    println!(
+        "  no projection median {:.0} events/s (passes {:.0} to {:.0})",
+        median(base.clone()),
+        base.iter().copied().fold(f64::INFINITY, f64::min),
+        top(&base)
+    );
+    for (i, config) in configs.iter().enumerate().skip(1) {
+        // A pass's ratio: the configuration's rate to the baseline's over the same turns.
+        let ratios: Vec<f64> = passes.iter().map(|p| p[0] as f64 / p[i] as f64).collect();
+        let m = median(ratios.clone());
         println!(
-            "  {:<13} {b:>10.0} events/s  ({:.3}x, upkeep {:.1}% of append throughput); median {m:.0} ({:.3}x); median of the rounds' ratios {per_round:.3}x (upkeep {:.1}%)",
+            "  {:<13} median of the passes' ratios {m:.3}x (upkeep {:.1}% of append throughput); passes {:.3}x to {:.3}x",
             config.unwrap_or("?"),
-            b / base,
-            (1.0 - b / base) * 100.0,
-            m / base_median,
-            (1.0 - per_round) * 100.0
+            (1.0 - m) * 100.0,
+            ratios.iter().copied().fold(f64::INFINITY, f64::min),
+            top(&ratios)
         );
     }
 }
