@@ -23,9 +23,11 @@ use sessionlog_session::{
 use super::bytes::{put_str, put_u64, Reader};
 use super::{Projection, ProjectionError, SeqSet, StoredEvent};
 
+mod chunks;
 mod stored;
 mod text;
 
+use chunks::{RecordChunks, TextChunks};
 use stored::{Cursor, Stored};
 pub use text::abbreviate;
 use text::{
@@ -103,8 +105,8 @@ struct Row {
 }
 
 impl Row {
-    /// Appends the row as the checkpoint stores it. spec: cache.md#transcript
-    fn encode(&self, out: &mut Vec<u8>) {
+    /// The row as the checkpoint stores it. spec: cache.md#transcript
+    fn encode(&self) -> [u8; stored::ROW_BYTES] {
         let mut b = [0u8; stored::ROW_BYTES];
         b[0] = self.kind as u8 | if self.replacement { 0x80 } else { 0 };
         for (at, v) in [
@@ -117,7 +119,7 @@ impl Row {
                 field.copy_from_slice(&v.to_le_bytes());
             }
         }
-        out.extend_from_slice(&b);
+        b
     }
 
     /// A row as [`Row::encode`] stored it, if its kind is known.
@@ -143,32 +145,36 @@ impl Row {
 /// checkpoint copies them instead of encoding each again: a writer rewrites a long
 /// session's checkpoint many times over.
 #[derive(Clone, Default)]
-struct RowTable(Vec<u8>);
+struct RowTable(RecordChunks<{ stored::ROW_BYTES }, ROWS_PER_CHUNK>);
+
+/// Rows in a chunk of the row table (about 66 KB; fewer in unit tests, so that short
+/// sessions cross chunks).
+const ROWS_PER_CHUNK: usize = if cfg!(test) { 16 } else { 2048 };
 
 impl RowTable {
     fn len(&self) -> usize {
-        self.0.len() / stored::ROW_BYTES
+        self.0.len()
     }
 
     fn push(&mut self, row: Row) {
-        row.encode(&mut self.0);
+        self.0.push(row.encode());
     }
 
     fn get(&self, i: usize) -> Option<Row> {
-        let at = i.checked_mul(stored::ROW_BYTES)?;
-        Row::decode(self.0.get(at..at + stored::ROW_BYTES)?)
+        Row::decode(self.0.get(i)?)
     }
 
     /// Sets row `i`'s settlement.
     fn settle(&mut self, i: usize, by: u64) {
-        let at = i * stored::ROW_BYTES + stored::ROW_SETTLED;
-        if let Some(field) = self.0.get_mut(at..at + 8) {
+        let at = stored::ROW_SETTLED;
+        if let Some(field) = self.0.get_mut(i).and_then(|r| r.get_mut(at..at + 8)) {
             field.copy_from_slice(&by.to_le_bytes());
         }
     }
 
-    fn bytes(&self) -> &[u8] {
-        &self.0
+    /// The bytes of rows `range`, as pieces in order.
+    fn pieces(&self, range: std::ops::Range<usize>) -> impl Iterator<Item = &[u8]> {
+        self.0.pieces(range)
     }
 }
 
@@ -288,7 +294,7 @@ pub struct SessionTranscript {
     /// Rows folded after the checkpoint.
     rows: RowTable,
     /// Their text; offsets continue the stored text's.
-    text: String,
+    text: TextChunks,
     /// The chunk run being read: its first and last seq.
     run: Option<(u64, u64)>,
     /// Rows of chunk runs not settled yet.
@@ -358,8 +364,8 @@ impl SessionTranscript {
             self.stored.text.get(to_usize(start)..to_usize(row.end))
         } else {
             self.text
-                .as_bytes()
                 .get(to_usize(start.saturating_sub(base))..to_usize(row.end - base))
+                .map(str::as_bytes)
         };
         Some((row, text.unwrap_or_default()))
     }
@@ -420,7 +426,7 @@ impl SessionTranscript {
     fn close_run(&mut self) {
         if let Some((first, last)) = self.run.take() {
             self.unsettled.push(self.row_count());
-            self.text.push_str("stream\n");
+            self.text.for_row().push_str("stream\n");
             let end = self.text_end();
             self.rows.push(Row {
                 kind: RowKind::Stream,
@@ -454,10 +460,10 @@ impl SessionTranscript {
             .unwrap_or_else(|| self.row_count())
     }
 
-    /// The bytes of the rows folded since the checkpoint that are final (the rest of
-    /// them are held).
-    fn final_folded_bytes(&self) -> usize {
-        self.final_rows().saturating_sub(self.stored.row_count()) * stored::ROW_BYTES
+    /// How many of the rows folded since the checkpoint are final (the rest of them are
+    /// held).
+    fn final_folded_rows(&self) -> usize {
+        self.final_rows().saturating_sub(self.stored.row_count())
     }
 
     /// Accounts for events `self.events..events`, which the fold was not handed: the
@@ -520,21 +526,25 @@ impl SessionTranscript {
         });
         match derived {
             None if surface.is_some() => {
-                push_line(&mut self.text, role_of(event_type));
-                push_line(&mut self.text, "(empty message)");
+                let text = self.text.for_row();
+                push_line(text, role_of(event_type));
+                push_line(text, "(empty message)");
                 self.push_row(RowKind::Empty, event);
             }
             None => {
-                push_line(&mut self.text, kind_of(event_type));
+                let text = self.text.for_row();
+                push_line(text, kind_of(event_type));
                 match &call {
-                    Some([name, id]) => tool_call_line(&mut self.text, name, id),
-                    None => structural(&mut self.text, event_type, event),
+                    Some([name, id]) => tool_call_line(text, name, id),
+                    None => structural(text, event_type, event),
                 }
-                self.text.push('\n');
+                text.push('\n');
                 self.push_row(RowKind::Structural, event);
             }
             Some((location, content)) => {
-                let mut text = std::mem::take(&mut self.text);
+                // The row's chunk is taken out while the lines are written, which read the
+                // rest of the transcript (the tool names).
+                let mut text = std::mem::take(self.text.for_row());
                 push_line(&mut text, role_of(event_type));
                 if let Some(SurfaceOp::Replace { start, end }) = event.surface_op() {
                     text.push_str("[replaces seq ");
@@ -546,11 +556,15 @@ impl SessionTranscript {
                     text.push_str("]\n");
                 }
                 let written = message_lines(&mut text, content, event, location, self);
-                self.text = text;
+                let text = {
+                    let open = self.text.for_row();
+                    *open = text;
+                    open
+                };
                 if !written? {
-                    self.text.push('(');
-                    self.text.push_str(event_type);
-                    self.text.push_str(" with no content)\n");
+                    text.push('(');
+                    text.push_str(event_type);
+                    text.push_str(" with no content)\n");
                 }
                 self.push_row(RowKind::Message, event);
             }
@@ -740,7 +754,7 @@ impl SessionTranscript {
                 .ok_or_else(|| bad("a row count"))?,
         )?;
         let mut stored = Stored::read(text, rows, held, events)?;
-        let held = RowTable(held.to_vec());
+        let held = RowTable(RecordChunks::from_bytes(held));
         let run = match r.u8()? {
             0 => None,
             1 => Some((r.u64()?, r.u64()?)),
@@ -780,15 +794,14 @@ impl SessionTranscript {
     /// not settled yet, the stored ones and those folded since, handed over as kept; the
     /// tool names of the calls, in their order. All only grow, since rows before that run
     /// never change. spec: cache.md#transcript
-    fn parts(&self) -> [[&[u8]; 2]; 3] {
-        let folded = self.final_folded_bytes();
+    fn parts(&self) -> [Vec<&[u8]>; 3] {
+        let folded = self.final_folded_rows();
+        let text = std::iter::once(&self.stored.text[..]).chain(self.text.pieces());
+        let rows = std::iter::once(self.stored.row_bytes()).chain(self.rows.pieces(0..folded));
         [
-            [&self.stored.text[..], self.text.as_bytes()],
-            [
-                self.stored.row_bytes(),
-                self.rows.bytes().get(..folded).unwrap_or_default(),
-            ],
-            [self.stored.name_bytes(), &self.names],
+            text.collect(),
+            rows.collect(),
+            vec![self.stored.name_bytes(), &self.names],
         ]
     }
 
@@ -800,12 +813,11 @@ impl SessionTranscript {
         put_u64(&mut head, self.events);
         put_u64(&mut head, self.replacements);
         put_u64(&mut head, self.row_count() as u64);
-        let folded = self.final_folded_bytes();
-        vec![
-            Cow::Owned(head),
-            Cow::Borrowed(self.rows.bytes().get(folded..).unwrap_or_default()),
-            Cow::Owned(self.tail()),
-        ]
+        let folded = self.final_folded_rows();
+        let mut pieces = vec![Cow::Owned(head)];
+        pieces.extend(self.rows.pieces(folded..usize::MAX).map(Cow::Borrowed));
+        pieces.push(Cow::Owned(self.tail()));
+        pieces
     }
 
     /// The part of the checkpoint after the rows: the chunk run being read, the unsettled
@@ -987,7 +999,7 @@ impl Projection for Transcript {
     }
 
     fn appended<'s>(&self, s: &'s SessionTranscript, parts: &mut Vec<Vec<&'s [u8]>>) {
-        parts.extend(s.parts().map(|part| part.to_vec()));
+        parts.extend(s.parts());
     }
 
     fn decode_appended(
@@ -1475,6 +1487,85 @@ mod tests {
             caught_up.write("s", &mut a).expect("writes");
             every.write("s", &mut b).expect("writes");
             assert_eq!(a, b, "after event {i}");
+        }
+    }
+
+    #[test]
+    fn a_transcript_over_many_chunks_writes_and_checkpoints_as_one_buffer_would() {
+        use crate::workload::{Workload, WorkloadConfig};
+        let version = FormatVersion::dsh_v0();
+        let mut w = Workload::new(
+            3,
+            WorkloadConfig::default().with_compact_every_turns(Some(3)),
+        );
+        let mut t = SessionTranscript::default();
+        // Checkpoints taken as the fold goes, each decoded and folded on from.
+        let mut resumed: Vec<(SessionTranscript, u64)> = Vec::new();
+        let mut seq = 0u64;
+        for turn in 0..60 {
+            for input in w.turn(seq, 1, None) {
+                let event = input.into_event(seq).expect("an event");
+                let e = StoredEvent {
+                    kind: kind_tag(&event),
+                    record_bytes: 0,
+                    event: &event,
+                    version: &version,
+                    message_estimate: None,
+                    usage: None,
+                };
+                if Transcript.wants(e.kind) {
+                    Transcript.apply(&mut t, &e).expect("folds");
+                    for (r, _) in &mut resumed {
+                        Transcript.apply(r, &e).expect("folds");
+                    }
+                }
+                seq += 1;
+            }
+            if turn % 20 == 10 {
+                let mut bytes = Vec::new();
+                Transcript.encode(&t, &mut bytes);
+                resumed.push((Transcript.decode(&bytes).expect("decodes"), seq));
+            }
+        }
+        Transcript.skipped(&mut t, seq);
+        let text_chunks = t.text.pieces().count();
+        assert!(text_chunks > 4, "{text_chunks} text chunks");
+        assert!(
+            t.rows.len() > 4 * super::ROWS_PER_CHUNK,
+            "{} rows",
+            t.rows.len()
+        );
+        let written = |t: &SessionTranscript| {
+            let mut out = Vec::new();
+            t.write("s", &mut out).expect("writes");
+            String::from_utf8(out).expect("UTF-8")
+        };
+        let shown = written(&t);
+        // Its checkpoint holds the text and rows in one buffer each, read in place: what the
+        // chunks hold, row for row.
+        let mut bytes = Vec::new();
+        Transcript.encode(&t, &mut bytes);
+        let decoded = Transcript.decode(&bytes).expect("decodes");
+        assert_eq!(decoded.text.len(), 0, "nothing folded past the checkpoint");
+        assert_eq!(written(&decoded), shown);
+        // The appended parts, as the store writes them, are the checkpoint's parts.
+        let mut parts = Vec::new();
+        Transcript.appended(&t, &mut parts);
+        let mut rest = Vec::new();
+        Transcript.encode_pieces(&t, &mut rest);
+        let parts: Vec<bytes::Bytes> = parts.iter().map(|p| p.concat().into()).collect();
+        let rest: Vec<u8> = rest.concat();
+        let from_parts = Transcript
+            .decode_appended(rest.into(), parts)
+            .expect("decodes");
+        assert!(from_parts == t);
+        assert_eq!(written(&from_parts), shown);
+        // Folded on from checkpoints taken mid-way, over chunks of their own.
+        assert_eq!(resumed.len(), 3);
+        for (mut r, at) in resumed {
+            Transcript.skipped(&mut r, seq);
+            assert!(r == t, "from the checkpoint at seq {at}");
+            assert_eq!(written(&r), shown, "from the checkpoint at seq {at}");
         }
     }
 
