@@ -190,16 +190,14 @@ fn inputs(dir: &Path) -> Vec<EventInput> {
         .collect()
 }
 
-/// CPU time this thread has run, in ns (`/proc/thread-self/schedstat`): appends, their
-/// validation and the projections' folds all run on the appending thread, and its CPU time
-/// is much less disturbed than wall time by other work on a shared machine. (A few
-/// microseconds a read, against a turn's milliseconds; and unlike a clock read through the
-/// vDSO, callgrind follows it.)
+/// CPU time this thread has run, in ns (`CLOCK_THREAD_CPUTIME_ID`, exact to the call: the
+/// running thread's figure in `/proc/thread-self/schedstat` moves only at scheduler ticks,
+/// too coarse for turns of a millisecond): appends, their validation and the projections'
+/// folds all run on the appending thread, and its CPU time is much less disturbed than
+/// wall time by other work on a shared machine.
 fn thread_cpu_ns() -> u64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().next().and_then(|n| n.parse().ok()))
-        .unwrap_or(0)
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 /// A new store in `root` keeping `projection` (or none), with one new session to append to.
@@ -236,19 +234,17 @@ fn append_chunk(h: &mut SessionHandle, inputs: &[EventInput], appended: usize) {
 }
 
 /// Appends `inputs` to a new session of a new store keeping `projection` (or none),
-/// committing every `COMMIT_EVERY` events; returns the appends per second of the appending
-/// thread's CPU time.
+/// committing every `COMMIT_EVERY` events, and removes the store. Reads no clock: under
+/// `valgrind --tool=callgrind --toggle-collect='*append_all*'` its instructions are the
+/// appends' (callgrind does not follow a clock read through the vDSO).
 #[inline(never)]
-fn append_rate(root: &Path, inputs: &[EventInput], projection: Option<&str>) -> f64 {
+fn append_all(root: &Path, inputs: &[EventInput], projection: Option<&str>) {
     let (store, mut h) = upkeep_store(root, projection);
-    let started = thread_cpu_ns();
     append_chunk(&mut h, inputs, 0);
     h.commit().expect("commit");
-    let elapsed = Duration::from_nanos(thread_cpu_ns().saturating_sub(started).max(1));
     drop(h);
     drop(store);
     let _ = std::fs::remove_dir_all(root.join(projection.unwrap_or("none")));
-    inputs.len() as f64 / elapsed.as_secs_f64()
 }
 
 /// Events each configuration appends before the next takes its turn.
@@ -295,7 +291,7 @@ fn top(v: &[f64]) -> f64 {
 
 /// `SESSIONLOG_PROJECTION_UPKEEP_ONLY=none|stats|tool-audit|transcript`: appends the events
 /// of a freshly generated session of `UPKEEP_EVENTS` (or `SESSIONLOG_PROJECTION_BENCH_EVENTS`,
-/// if fewer) events once, keeping that projection (or none), and exits. Run under `valgrind --tool=callgrind --toggle-collect='*append_rate*'`,
+/// if fewer) events once, keeping that projection (or none), and exits. Run under `valgrind --tool=callgrind --toggle-collect='*append_all*'`,
 /// the instructions of each configuration give a projection's upkeep per appended event,
 /// a figure that other work on the machine does not disturb.
 fn upkeep_only(config: &str) {
@@ -310,12 +306,9 @@ fn upkeep_only(config: &str) {
     store.close().expect("close");
     let inputs = inputs(&dir);
     let projection = (config != "none").then_some(config);
-    let rate = append_rate(&dir.join("upkeep"), &inputs, projection);
+    append_all(&dir.join("upkeep"), &inputs, projection);
     let _ = std::fs::remove_dir_all(&dir);
-    println!(
-        "{config}: {} events appended, {rate:.0} events/s of thread CPU time",
-        inputs.len()
-    );
+    println!("{config}: {} events appended", inputs.len());
 }
 
 /// `SESSIONLOG_PROJECTION_SHOW_ONLY=1`: builds the long session (of
