@@ -30,7 +30,7 @@ pub(crate) fn stats(dir: &Path, name: &str, json_out: bool) -> Result<u8, Failur
         let by_type: serde_json::Map<String, Value> = s
             .by_type
             .iter()
-            .map(|(t, c)| (t.clone(), json!({"events": c.events, "bytes": c.bytes})))
+            .map(|(t, c)| (t.to_owned(), json!({"events": c.events, "bytes": c.bytes})))
             .collect();
         let tools: serde_json::Map<String, Value> = s
             .tools

@@ -29,7 +29,7 @@ pub mod tool_audit;
 pub mod totals;
 pub mod transcript;
 
-pub use stats::{SessionStats, Stats};
+pub use stats::{SessionStats, Stats, TypeCounts};
 pub use store_wide::{StoreProjected, StoreProjection};
 pub use tool_audit::{ToolAudit, ToolCallRecord, ToolCalls};
 pub use totals::{SessionTotals, StoreTotals, Totals};

@@ -36,6 +36,121 @@ pub struct TypeCount {
     pub bytes: u64,
 }
 
+/// Events and bytes by event type, in the order of the type names.
+///
+/// The fold looks a type up for every event appended: the type found last is tried first
+/// (a session's events come in runs of one type, streamed chunks most of all), then a
+/// binary search of the few types there are. A map would compare the name with each of
+/// them in turn.
+#[derive(Clone, Default)]
+pub struct TypeCounts {
+    /// By type name, ascending.
+    entries: Vec<(String, TypeCount)>,
+    /// Where the type looked up last is (a hint: checked before use).
+    last: usize,
+}
+
+impl TypeCounts {
+    /// The counts of event type `ty`, if the session has any.
+    pub fn get(&self, ty: &str) -> Option<&TypeCount> {
+        let i = self.find(ty).ok()?;
+        self.entries.get(i).map(|(_, c)| c)
+    }
+
+    /// Each type with its counts, in the order of the type names.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &TypeCount)> {
+        self.entries.iter().map(|(ty, c)| (ty.as_str(), c))
+    }
+
+    /// The counts, in the order of the type names.
+    pub fn values(&self) -> impl Iterator<Item = &TypeCount> {
+        self.entries.iter().map(|(_, c)| c)
+    }
+
+    /// Types counted.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether no type is counted.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn find(&self, ty: &str) -> Result<usize, usize> {
+        self.entries.binary_search_by(|(t, _)| t.as_str().cmp(ty))
+    }
+
+    /// Adds `c` for a type not counted yet; the counts it had if it was.
+    fn insert(&mut self, ty: String, c: TypeCount) -> Option<TypeCount> {
+        match self.find(&ty) {
+            Ok(i) => self
+                .entries
+                .get_mut(i)
+                .map(|(_, old)| std::mem::replace(old, c)),
+            Err(i) => {
+                self.entries.insert(i, (ty, c));
+                None
+            }
+        }
+    }
+
+    /// Counts one event of type `ty` of `bytes` record bytes.
+    fn count(&mut self, ty: &str, bytes: u64) {
+        let i = match self.entries.get(self.last) {
+            Some((t, _)) if t == ty => self.last,
+            _ => match self.find(ty) {
+                Ok(i) => i,
+                Err(i) => {
+                    self.entries
+                        .insert(i, (ty.to_owned(), TypeCount::default()));
+                    i
+                }
+            },
+        };
+        self.last = i;
+        if let Some((_, c)) = self.entries.get_mut(i) {
+            c.events += 1;
+            c.bytes += bytes;
+        }
+    }
+}
+
+impl PartialEq for TypeCounts {
+    fn eq(&self, other: &Self) -> bool {
+        self.entries == other.entries
+    }
+}
+
+impl Eq for TypeCounts {}
+
+impl std::fmt::Debug for TypeCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+impl std::ops::Index<&str> for TypeCounts {
+    type Output = TypeCount;
+
+    /// The counts of `ty`; panics when the session has no event of that type.
+    fn index(&self, ty: &str) -> &TypeCount {
+        match self.get(ty) {
+            Some(c) => c,
+            None => panic!("no event of type {ty:?} counted"),
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a TypeCounts {
+    type Item = (&'a str, &'a TypeCount);
+    type IntoIter = Box<dyn Iterator<Item = (&'a str, &'a TypeCount)> + 'a>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        Box::new(self.iter())
+    }
+}
+
 /// Calls, results and errors of one tool.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ToolCount {
@@ -66,7 +181,7 @@ pub struct SessionStats {
     /// Record payload bytes of those events.
     pub bytes: u64,
     /// Events and bytes by event type (as the event names it, after upgrade).
-    pub by_type: BTreeMap<String, TypeCount>,
+    pub by_type: TypeCounts,
     /// `turn/start` events.
     pub turns: u64,
     /// `turn/end` events by reason kind.
@@ -210,22 +325,7 @@ impl Projection for Stats {
         let event = e.event;
         s.events += 1;
         s.bytes += e.record_bytes;
-        let ty = event.event_type();
-        match s.by_type.get_mut(ty) {
-            Some(c) => {
-                c.events += 1;
-                c.bytes += e.record_bytes;
-            }
-            None => {
-                s.by_type.insert(
-                    ty.to_owned(),
-                    TypeCount {
-                        events: 1,
-                        bytes: e.record_bytes,
-                    },
-                );
-            }
-        }
+        s.by_type.count(event.event_type(), e.record_bytes);
         s.first_time.get_or_insert(event.time());
         s.last_time = Some(event.time());
         if matches!(
@@ -406,5 +506,58 @@ fn get_time(r: &mut Reader<'_>) -> Result<Option<i64>, ProjectionError> {
         other => Err(ProjectionError::Undecodable(format!(
             "presence flag {other}"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::{TypeCount, TypeCounts};
+
+    #[test]
+    fn type_counts_count_as_a_map_by_name_would() {
+        let types = [
+            "assistant/chunk",
+            "turn/start",
+            "assistant/chunk",
+            "assistant/chunk",
+            "tool/result",
+            "a/custom",
+            "tool/result",
+            "zz/last",
+            "assistant/chunk",
+            "turn/start",
+            // As long as the type before it.
+            "step/start",
+        ];
+        let mut counts = TypeCounts::default();
+        let mut model: BTreeMap<String, TypeCount> = BTreeMap::new();
+        for (i, ty) in types.iter().cycle().take(200).enumerate() {
+            let bytes = (i % 7) as u64 * 10;
+            counts.count(ty, bytes);
+            let c = model.entry((*ty).to_owned()).or_default();
+            c.events += 1;
+            c.bytes += bytes;
+            let listed: Vec<(String, TypeCount)> =
+                counts.iter().map(|(t, c)| (t.to_owned(), *c)).collect();
+            let expected: Vec<(String, TypeCount)> =
+                model.iter().map(|(t, c)| (t.clone(), *c)).collect();
+            assert_eq!(listed, expected, "after event {i}");
+        }
+        assert_eq!(counts.len(), 6);
+        assert_eq!(counts["tool/result"], model["tool/result"]);
+        assert_eq!(counts.get("user/message"), None);
+        // Equal counts are equal whichever type was looked up last.
+        let mut other = TypeCounts::default();
+        for (ty, c) in &model {
+            assert_eq!(other.insert(ty.clone(), *c), None);
+        }
+        assert_eq!(other, counts);
+        assert_eq!(
+            other.insert("turn/start".into(), TypeCount::default()),
+            Some(model["turn/start"]),
+            "a type inserted twice is reported"
+        );
     }
 }
