@@ -178,6 +178,68 @@ impl RowTable {
     }
 }
 
+/// Tool names by call id, for the rows of results: the latest call with an id names its
+/// tool. A result usually follows its call closely, so the calls folded last are looked
+/// through first, newest first, in the checkpoint's list of calls (no copy of a name is
+/// made for them); a result whose call is older has a map of every call built, once, then
+/// extended by the calls folded since.
+#[derive(Clone, Default)]
+struct ToolNames {
+    /// Where the last [`RECENT_CALLS`] calls folded since the checkpoint begin in its list
+    /// of calls, oldest first.
+    recent: std::collections::VecDeque<usize>,
+    /// Every call's tool by id, the stored calls and those folded since up to `mapped`
+    /// bytes of their list; built on the first look-up the recent calls do not answer.
+    map: Option<HashMap<String, String>>,
+    mapped: usize,
+}
+
+/// Calls [`ToolNames`] looks through before its map.
+const RECENT_CALLS: usize = 32;
+
+impl ToolNames {
+    /// A call was folded; its id and tool begin at `at` in the list of calls.
+    fn called(&mut self, at: usize) {
+        if self.recent.len() == RECENT_CALLS {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(at);
+    }
+
+    /// The tool of the latest call with id `id`: `stored` holds the checkpoint's calls and
+    /// `names` those folded since, each an id then a tool name.
+    fn find<'a>(
+        &'a mut self,
+        stored: &Stored,
+        names: &'a [u8],
+        id: &str,
+    ) -> Result<Option<&'a str>, ProjectionError> {
+        for &at in self.recent.iter().rev() {
+            let mut r = Reader::new(names.get(at..).unwrap_or_default());
+            if r.str_bytes()? == id.as_bytes() {
+                let tool = std::str::from_utf8(r.str_bytes()?)
+                    .map_err(|_| ProjectionError::Undecodable("text that is not UTF-8".into()))?;
+                return Ok(Some(tool));
+            }
+        }
+        if self.map.is_none() {
+            self.mapped = 0;
+            // In the order of the calls: a call id called again names the later call's
+            // tool.
+            self.map = Some(stored.name_pairs()?.into_iter().collect());
+        }
+        let map = self.map.get_or_insert_with(HashMap::new);
+        let mut r = Reader::new(names.get(self.mapped..).unwrap_or_default());
+        while !r.rest().is_empty() {
+            let call = String::from_utf8_lossy(r.str_bytes()?).into_owned();
+            let tool = String::from_utf8_lossy(r.str_bytes()?).into_owned();
+            map.insert(call, tool);
+        }
+        self.mapped = names.len();
+        Ok(map.get(id).map(String::as_str))
+    }
+}
+
 /// Surface events added since the checkpoint, in seq order (a checkpoint lists them in
 /// order, and they are folded in order): a list they are pushed onto, and the set of those
 /// that left the surface since, dropped from the list once it holds half of it, so that a
@@ -309,9 +371,8 @@ pub struct SessionTranscript {
     shadowed_by: ShadowedBy,
     /// Shadowed events in all.
     shadowed: u64,
-    /// Tool names by call id, from `tool/call` events; `None` until the stored ones are
-    /// needed (they are read then, once).
-    tool_names: Option<HashMap<String, String>>,
+    /// Tool names by call id, for the rows of results.
+    tool_names: ToolNames,
     /// Call ids and tool names of the calls folded since the checkpoint, in order, as
     /// the checkpoint's appended part lists them.
     names: Vec<u8>,
@@ -393,15 +454,9 @@ impl SessionTranscript {
         }
     }
 
-    /// The tool names by call id, the stored ones read in on first use.
-    fn tool_names(&mut self) -> Result<&mut HashMap<String, String>, ProjectionError> {
-        if self.tool_names.is_none() {
-            // Collected in the order of the calls: a call id called again names the later
-            // call's tool.
-            let pairs = self.stored.name_pairs()?;
-            self.tool_names = Some(pairs.into_iter().collect());
-        }
-        Ok(self.tool_names.get_or_insert_with(HashMap::new))
+    /// The tool of the latest call with id `id`, if a call had it.
+    fn tool_name(&mut self, id: &str) -> Result<Option<&str>, ProjectionError> {
+        self.tool_names.find(&self.stored, &self.names, id)
     }
 
     /// End of the text so far.
@@ -502,10 +557,9 @@ impl SessionTranscript {
             [text_of(name), text_of(id)]
         });
         if let Some([Some(name), Some(id)]) = &call {
+            self.tool_names.called(self.names.len());
             put_str(&mut self.names, id);
             put_str(&mut self.names, name);
-            let (id, name) = (String::from(id.as_ref()), String::from(name.as_ref()));
-            self.tool_names()?.insert(id, name);
         }
         let surface = e.version.surface_type(event_type);
         if surface.is_some() {
@@ -1125,7 +1179,7 @@ fn message_lines<'e>(
                 out.push_str(&str_or(id));
                 out.push(']');
             }
-            "tool-result" => tool_result(out, [call_id, is_error, items], transcript.tool_names()?),
+            "tool-result" => tool_result(out, [call_id, is_error, items], transcript)?,
             other => {
                 out.push('[');
                 out.push_str(other);
@@ -1158,11 +1212,11 @@ fn arguments_line(value: Option<JsonRef<'_>>) -> String {
 fn tool_result(
     out: &mut String,
     [id, is_error, content]: [Option<JsonRef<'_>>; 3],
-    tools: &HashMap<String, String>,
-) {
+    transcript: &mut SessionTranscript,
+) -> Result<(), ProjectionError> {
     let id = text_of(id);
     let id = id.as_deref().unwrap_or("?");
-    let name = tools.get(id).map_or("?", String::as_str);
+    let name = transcript.tool_name(id)?.unwrap_or("?");
     let status = if is_error.and_then(|v| v.as_bool()) == Some(true) {
         "error"
     } else {
@@ -1188,7 +1242,7 @@ fn tool_result(
         if prefix.cut {
             out.push_str(prefix.text);
             out.push('…');
-            return;
+            return Ok(());
         }
     }
     let mut texts = content
@@ -1202,7 +1256,7 @@ fn tool_result(
         if prefix.cut {
             out.push_str(prefix.text);
             out.push('…');
-            return;
+            return Ok(());
         }
     }
     let text: Vec<std::borrow::Cow<'_, str>> = first
@@ -1211,6 +1265,7 @@ fn tool_result(
         .filter_map(|t| t.as_str())
         .collect();
     abbreviate_into(out, &text.join(" "), TEXT_CHARS);
+    Ok(())
 }
 
 /// The kind column of a structural event: the part of its type before the slash.
@@ -1314,14 +1369,14 @@ fn structural(out: &mut String, ty: &str, e: &Event) {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::{BTreeMap, HashMap};
+    use std::collections::BTreeMap;
 
     use sessionlog_session::json::JsonRef;
     use sessionlog_session::{kind_tag, EventInput, FormatVersion};
 
     use super::{
         abbreviate, abbreviate_value, tool_result, SessionTranscript, ShadowedBy, StoredEvent,
-        Transcript, TEXT_CHARS,
+        Transcript, RECENT_CALLS, TEXT_CHARS,
     };
     use crate::projection::Projection;
 
@@ -1366,8 +1421,9 @@ mod tests {
             tool_result(
                 &mut line,
                 [None, None, Some(JsonRef::new(&items))],
-                &HashMap::new(),
-            );
+                &mut SessionTranscript::default(),
+            )
+            .expect("written");
             let joined = abbreviate(&format!("{text} {text}"), TEXT_CHARS);
             assert_eq!(line, format!("← ? [?] ok: {joined}"), "{items}");
         }
@@ -1390,8 +1446,9 @@ mod tests {
                 tool_result(
                     &mut line,
                     [None, None, Some(JsonRef::new(&items))],
-                    &HashMap::new(),
-                );
+                    &mut SessionTranscript::default(),
+                )
+                .expect("written");
                 let value: serde_json::Value = serde_json::from_str(&items).expect("JSON");
                 let texts: Vec<&str> = value
                     .as_array()
@@ -1567,6 +1624,80 @@ mod tests {
             assert!(r == t, "from the checkpoint at seq {at}");
             assert_eq!(written(&r), shown, "from the checkpoint at seq {at}");
         }
+    }
+
+    #[test]
+    fn a_result_names_the_tool_of_the_latest_call_with_its_id_however_far_back() {
+        let version = FormatVersion::current();
+        let result = |id: &str| {
+            EventInput::new(
+                "tool/result",
+                0,
+                format!(
+                    r#"{{"turn":1,"step":1,"message":{{"id":"r-{id}","role":"user","source":{{"kind":"tool","callId":"{id}"}},"content":[{{"type":"tool-result","toolCallId":"{id}","content":[{{"type":"text","text":"out"}}],"isError":false}}]}}}}"#
+                ),
+            )
+        };
+        let call = |id: &str, tool: &str| {
+            EventInput::new(
+                "tool/call",
+                0,
+                format!(
+                    r#"{{"turn":1,"step":1,"callId":"{id}","name":"{tool}","arguments":"{{}}"}}"#
+                ),
+            )
+        };
+        let mut calls = vec![
+            EventInput::new("turn/start", 0, r#"{"turn":1}"#),
+            EventInput::new("step/start", 0, r#"{"turn":1,"step":1}"#),
+        ];
+        // More calls than are looked through before the map, one id called twice.
+        calls.extend((0..2 * RECENT_CALLS).map(|k| call(&format!("c{k}"), &format!("t{k}"))));
+        calls.push(call("c3", "again"));
+        let results = ["c0", "c3", "c40", "c63", "nobody", "c1"].map(result);
+        let fold = |t: &mut SessionTranscript, inputs: &[EventInput], from: usize| {
+            for (i, input) in inputs.iter().enumerate() {
+                let event = input
+                    .clone()
+                    .into_event((from + i) as u64)
+                    .expect("an event");
+                let stored = StoredEvent {
+                    kind: kind_tag(&event),
+                    record_bytes: 0,
+                    event: &event,
+                    version: &version,
+                    message_estimate: None,
+                    usage: None,
+                };
+                t.fold(&stored).expect("folds");
+            }
+        };
+        let written = |t: &SessionTranscript| {
+            let mut out = Vec::new();
+            t.write("s", &mut out).expect("writes");
+            String::from_utf8(out).expect("UTF-8")
+        };
+        let mut t = SessionTranscript::default();
+        fold(&mut t, &calls, 0);
+        // The same calls from a checkpoint: the results look them up among the stored ones.
+        let mut bytes = Vec::new();
+        Transcript.encode(&t, &mut bytes);
+        let mut resumed = Transcript.decode(&bytes).expect("decodes");
+        fold(&mut t, &results, calls.len());
+        fold(&mut resumed, &results, calls.len());
+        let shown = written(&t);
+        for line in [
+            "← t0 [c0] ok: out",
+            "← again [c3] ok: out",
+            "← t40 [c40] ok: out",
+            "← t63 [c63] ok: out",
+            "← ? [nobody] ok: out",
+            "← t1 [c1] ok: out",
+        ] {
+            assert!(shown.contains(line), "{line} missing from\n{shown}");
+        }
+        assert!(!shown.contains("← t3 [c3]"), "{shown}");
+        assert_eq!(written(&resumed), shown);
     }
 
     /// A transcript of a turn's start and a step's start, its checkpoint's bytes.
