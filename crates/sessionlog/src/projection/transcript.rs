@@ -1380,6 +1380,28 @@ mod tests {
     };
     use crate::projection::Projection;
 
+    /// `event` as a writer hands it to a fold, without the writer's figures.
+    fn stored<'a>(
+        event: &'a sessionlog_session::Event,
+        version: &'a FormatVersion,
+    ) -> StoredEvent<'a> {
+        StoredEvent {
+            kind: kind_tag(event),
+            record_bytes: 0,
+            event,
+            version,
+            message_estimate: None,
+            usage: None,
+        }
+    }
+
+    /// The transcript as `show` writes it.
+    fn written(t: &SessionTranscript) -> String {
+        let mut out = Vec::new();
+        t.write("s", &mut out).expect("writes");
+        String::from_utf8(out).expect("UTF-8")
+    }
+
     #[test]
     fn a_json_string_abbreviates_undecoded_as_its_decoded_text_does() {
         let pieces = [
@@ -1510,19 +1532,6 @@ mod tests {
                 events.push(input.into_event(seq).expect("an event"));
             }
         }
-        fn stored<'a>(
-            event: &'a sessionlog_session::Event,
-            version: &'a FormatVersion,
-        ) -> StoredEvent<'a> {
-            StoredEvent {
-                kind: kind_tag(event),
-                record_bytes: 0,
-                event,
-                version,
-                message_estimate: None,
-                usage: None,
-            }
-        }
         let chunks = events
             .iter()
             .filter(|e| !Transcript.wants(kind_tag(e)))
@@ -1562,14 +1571,7 @@ mod tests {
         for turn in 0..60 {
             for input in w.turn(seq, 1, None) {
                 let event = input.into_event(seq).expect("an event");
-                let e = StoredEvent {
-                    kind: kind_tag(&event),
-                    record_bytes: 0,
-                    event: &event,
-                    version: &version,
-                    message_estimate: None,
-                    usage: None,
-                };
+                let e = stored(&event, &version);
                 if Transcript.wants(e.kind) {
                     Transcript.apply(&mut t, &e).expect("folds");
                     for (r, _) in &mut resumed {
@@ -1592,11 +1594,6 @@ mod tests {
             "{} rows",
             t.rows.len()
         );
-        let written = |t: &SessionTranscript| {
-            let mut out = Vec::new();
-            t.write("s", &mut out).expect("writes");
-            String::from_utf8(out).expect("UTF-8")
-        };
         let shown = written(&t);
         // Its checkpoint holds the text and rows in one buffer each, read in place: what the
         // chunks hold, row for row.
@@ -1661,21 +1658,8 @@ mod tests {
                     .clone()
                     .into_event((from + i) as u64)
                     .expect("an event");
-                let stored = StoredEvent {
-                    kind: kind_tag(&event),
-                    record_bytes: 0,
-                    event: &event,
-                    version: &version,
-                    message_estimate: None,
-                    usage: None,
-                };
-                t.fold(&stored).expect("folds");
+                t.fold(&stored(&event, &version)).expect("folds");
             }
-        };
-        let written = |t: &SessionTranscript| {
-            let mut out = Vec::new();
-            t.write("s", &mut out).expect("writes");
-            String::from_utf8(out).expect("UTF-8")
         };
         let mut t = SessionTranscript::default();
         fold(&mut t, &calls, 0);
@@ -1710,15 +1694,7 @@ mod tests {
         ];
         for (seq, input) in inputs.into_iter().enumerate() {
             let event = input.into_event(seq as u64).expect("an event");
-            let stored = StoredEvent {
-                kind: kind_tag(&event),
-                record_bytes: 0,
-                event: &event,
-                version: &version,
-                message_estimate: None,
-                usage: None,
-            };
-            t.fold(&stored).expect("folds");
+            t.fold(&stored(&event, &version)).expect("folds");
         }
         let mut bytes = Vec::new();
         Transcript.encode(&t, &mut bytes);
