@@ -1,5 +1,5 @@
 //! The golden projection checkpoints in `format-spec/vectors/` (`stats` and `tool-audit`
-//! version 1, `transcript` version 3) are what the shipped folds encode for the session below, and decode to the
+//! version 1, `transcript` version 4) are what the shipped folds encode for the session below, and decode to the
 //! states `format-spec/vectors/README.md` describes, so `format-spec/cache.md#projections`
 //! cannot drift from the code.
 //!
@@ -21,10 +21,10 @@ use sessionlog::{Projection, StoredEvent};
 const REGENERATE_ENV: &str = "SESSIONLOG_REGENERATE_VECTORS";
 const STATS_FILE: &str = "projection_stats_v1.bin";
 const AUDIT_FILE: &str = "projection_tool_audit_v1.bin";
-const TRANSCRIPT_FILE: &str = "projection_transcript_v3.bin";
+const TRANSCRIPT_FILE: &str = "projection_transcript_v4.bin";
 /// The transcript of [`longer_events`], whose last chunk run is never settled: its rows
 /// from that run on are held in the rest, not in the row table.
-const TRANSCRIPT_HELD_FILE: &str = "projection_transcript_v3_held.bin";
+const TRANSCRIPT_HELD_FILE: &str = "projection_transcript_v4_held.bin";
 
 fn vectors_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../format-spec/vectors")
@@ -244,8 +244,8 @@ fn the_transcript_vector_with_held_rows_decodes_to_the_documented_rows() {
     assert_eq!(t, state);
     // The appended parts: the row text, the rows before the unsettled run at seq
     // 16 (15 rows: the golden session's 11, the turn's start, the run settled in seq 14,
-    // that settlement, the replacement at 15), the tool names; the rest holds the run's
-    // row and the turn's end after it.
+    // that settlement, the replacement at 15), the tool names, the shadowings; the rest
+    // holds the run's row and the turn's end after it.
     let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
     let text_len = u64_at(0) as usize;
     let rows_len = u64_at(8 + text_len) as usize;
@@ -253,7 +253,15 @@ fn the_transcript_vector_with_held_rows_decodes_to_the_documented_rows() {
     let names_len = u64_at(16 + text_len + rows_len) as usize;
     // "c1" "bash", "c2" "read": 8 bytes of length before each string.
     assert_eq!(names_len, 4 * 8 + 12, "the tool names");
-    let rest = 24 + text_len + rows_len + names_len;
+    let shadowings_len = u64_at(24 + text_len + rows_len + names_len) as usize;
+    // Seq 5 by 8, then 5 and 8 by 15, in the order they were folded.
+    assert_eq!(shadowings_len, 3 * 16, "the shadowings");
+    let shadowings = 32 + text_len + rows_len + names_len;
+    let pairs: Vec<(u64, u64)> = (0..3)
+        .map(|i| (u64_at(shadowings + 16 * i), u64_at(shadowings + 16 * i + 8)))
+        .collect();
+    assert_eq!(pairs, [(5, 8), (5, 15), (8, 15)]);
+    let rest = shadowings + shadowings_len;
     assert_eq!(u64_at(rest), 18, "events");
     assert_eq!(u64_at(rest + 16), 17, "rows in all");
     let held = &bytes[rest + 24..rest + 24 + 33];
@@ -271,6 +279,9 @@ fn the_transcript_vector_with_held_rows_decodes_to_the_documented_rows() {
         text.contains("1 streamed chunk (seq 16), never settled"),
         "{text}"
     );
+    // A seq shadowed twice shows the later replacement.
+    assert_eq!(text.matches("[shadowed by seq 15]").count(), 2, "{text}");
+    assert!(!text.contains("[shadowed by seq 8]"), "{text}");
     for cut in 0..bytes.len() {
         assert!(Transcript.decode(&bytes[..cut]).is_err(), "cut at {cut}");
     }
@@ -310,7 +321,7 @@ fn a_transcripts_appended_parts_only_grow() {
             let before = parts_of(&state);
             feed(&Transcript, &mut state, std::slice::from_ref(event));
             let after = parts_of(&state);
-            assert_eq!(after.len(), 3);
+            assert_eq!(after.len(), 4);
             for (b, a) in before.iter().zip(&after) {
                 assert!(a.starts_with(b), "after event {i}, resumed at {cut}");
             }

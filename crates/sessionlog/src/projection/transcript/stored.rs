@@ -24,8 +24,12 @@ pub(super) struct Stored {
     rows: Bytes,
     /// Seqs on the surface, 8 bytes each, increasing.
     surface: Bytes,
-    /// Shadowed seqs with the latest replacement citing each, 16 bytes a pair, by seq.
+    /// Shadowed seqs with the latest replacement citing each, 16 bytes a pair, by seq: the
+    /// stored shadowings themselves when they were folded in seq order, else a sorted copy.
     shadowed: Bytes,
+    /// The shadowings as stored: seq and replacement, 16 bytes a pair, in fold order (a seq
+    /// listed again takes the later replacement).
+    shadowings: Bytes,
     /// Call ids and tool names in the order of their calls, as `put_str` wrote them.
     names: Bytes,
 }
@@ -127,9 +131,9 @@ impl Stored {
         &self.surface
     }
 
-    /// The shadowed pairs at the checkpoint, as stored (16 bytes a pair).
-    pub(super) fn shadowed_bytes(&self) -> &[u8] {
-        &self.shadowed
+    /// The shadowings at the checkpoint, as stored (16 bytes a pair, in fold order).
+    pub(super) fn shadowing_bytes(&self) -> &[u8] {
+        &self.shadowings
     }
 
     /// Seqs on the surface at the checkpoint, increasing.
@@ -144,13 +148,6 @@ impl Stored {
     /// The replacement that shadowed `seq`, as of the checkpoint.
     pub(super) fn shadowed_by(&self, seq: u64) -> Option<u64> {
         find(&self.shadowed, 16, seq).map(|i| u64_at(&self.shadowed, i * 16 + 8))
-    }
-
-    /// Shadowed seqs and their replacements at the checkpoint, by seq.
-    pub(super) fn shadowed(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.shadowed
-            .chunks_exact(16)
-            .map(|c| (u64_at(c, 0), u64_at(c, 8)))
     }
 
     pub(super) fn shadowed_count(&self) -> usize {
@@ -209,8 +206,8 @@ impl Stored {
         })
     }
 
-    /// Reads the surface and the shadowed events that follow the rows.
-    pub(super) fn read_tail(
+    /// Reads the surface, which follows the rows.
+    pub(super) fn read_surface(
         &mut self,
         bytes: &Bytes,
         r: &mut Reader<'_>,
@@ -220,12 +217,43 @@ impl Stored {
         let surface = r.take(surface_count * 8)?;
         increasing(surface.chunks_exact(8).map(|c| u64_at(c, 0)), events)
             .map_err(|()| bad("surface seqs not increasing or past the events"))?;
-        let shadowed_count = r.count(16)?;
-        let shadowed = r.take(shadowed_count * 16)?;
-        increasing(shadowed.chunks_exact(16).map(|c| u64_at(c, 0)), events)
-            .map_err(|()| bad("shadowed seqs not increasing or past the events"))?;
         self.surface = bytes.slice_ref(surface);
-        self.shadowed = bytes.slice_ref(shadowed);
+        Ok(())
+    }
+
+    /// Takes the shadowings of a checkpoint's appended part, checking that they are whole
+    /// pairs of seqs below `events`. Folded
+    /// in seq order (the usual case: replacements take the surface's oldest part), they are
+    /// looked up in place; otherwise a copy sorted by seq is made, the later of two pairs
+    /// of one seq kept.
+    pub(super) fn read_shadowings(
+        &mut self,
+        shadowings: Bytes,
+        events: u64,
+    ) -> Result<(), ProjectionError> {
+        if shadowings.len() % 16 != 0 {
+            return Err(bad("shadowings that are no whole number of pairs"));
+        }
+        let pairs = || {
+            shadowings
+                .chunks_exact(16)
+                .map(|c| (u64_at(c, 0), u64_at(c, 8)))
+        };
+        if pairs().any(|(_, by)| by >= events) {
+            return Err(bad("a shadowing by a replacement past the events"));
+        }
+        self.shadowed = if increasing(pairs().map(|(seq, _)| seq), events).is_ok() {
+            shadowings.clone()
+        } else {
+            let latest: std::collections::BTreeMap<u64, u64> = pairs().collect();
+            let mut sorted = Vec::with_capacity(latest.len() * 16);
+            for (seq, by) in latest {
+                sorted.extend_from_slice(&seq.to_le_bytes());
+                sorted.extend_from_slice(&by.to_le_bytes());
+            }
+            Bytes::from(sorted)
+        };
+        self.shadowings = shadowings;
         Ok(())
     }
 }
