@@ -245,9 +245,15 @@ impl Stored {
         self.shadowed = if increasing(pairs().map(|(seq, _)| seq), events).is_ok() {
             shadowings.clone()
         } else {
-            let latest: std::collections::BTreeMap<u64, u64> = pairs().collect();
-            let mut sorted = Vec::with_capacity(latest.len() * 16);
-            for (seq, by) in latest {
+            // A stable sort keeps the pairs of one seq in fold order; the last is kept.
+            // The pairs come mostly in order, which the sort runs through in about one pass.
+            let mut all: Vec<(u64, u64)> = pairs().collect();
+            all.sort_by_key(|&(seq, _)| seq);
+            let mut sorted = Vec::with_capacity(all.len() * 16);
+            for (i, &(seq, by)) in all.iter().enumerate() {
+                if all.get(i + 1).is_some_and(|&(next, _)| next == seq) {
+                    continue;
+                }
                 sorted.extend_from_slice(&seq.to_le_bytes());
                 sorted.extend_from_slice(&by.to_le_bytes());
             }
