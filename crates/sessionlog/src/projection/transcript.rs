@@ -329,16 +329,6 @@ impl ShadowedBy {
         }
         self.others.insert(seq, by).is_none()
     }
-
-    /// Every pair, by seq.
-    #[cfg(test)]
-    fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        // The two hold no seq in common, so no pair of one wins over one of the other.
-        merge_shadowed(
-            self.appended.iter().copied(),
-            self.others.iter().map(|(&s, &by)| (s, by)),
-        )
-    }
 }
 
 /// The transcript of one session.
@@ -883,7 +873,7 @@ impl SessionTranscript {
     }
 
     /// The part of the checkpoint after the rows: the chunk run being read, the unsettled
-    /// runs, the surface and the shadowed events.
+    /// runs and the surface.
     fn tail(&self) -> Vec<u8> {
         let mut bytes =
             Vec::with_capacity(40 + self.unsettled.len() * 8 + self.surface_count() * 8);
@@ -918,27 +908,6 @@ impl SessionTranscript {
         }
         bytes
     }
-}
-
-/// The pairs of two lists in seq order, where a seq in both takes its pair from `changed`.
-#[cfg(test)]
-fn merge_shadowed(
-    stored: impl Iterator<Item = (u64, u64)>,
-    changed: impl Iterator<Item = (u64, u64)>,
-) -> impl Iterator<Item = (u64, u64)> {
-    let mut stored = stored.peekable();
-    let mut changed = changed.peekable();
-    std::iter::from_fn(move || match (stored.peek(), changed.peek()) {
-        (Some(&(a, _)), Some(&(b, by))) if b <= a => {
-            changed.next();
-            if a == b {
-                stored.next();
-            }
-            Some((b, by))
-        }
-        (Some(_), _) => stored.next(),
-        (None, _) => changed.next(),
-    })
 }
 
 fn to_usize(v: u64) -> usize {
@@ -1176,7 +1145,12 @@ fn message_lines<'e>(
                 out.push_str(&str_or(id));
                 out.push(']');
             }
-            "tool-result" => tool_result(out, [call_id, is_error, items], transcript)?,
+            "tool-result" => {
+                let id = text_of(call_id);
+                let id = id.as_deref().unwrap_or("?");
+                let tool = transcript.tool_name(id)?.unwrap_or("?");
+                tool_result(out, id, tool, [is_error, items]);
+            }
             other => {
                 out.push('[');
                 out.push_str(other);
@@ -1205,15 +1179,14 @@ fn arguments_line(value: Option<JsonRef<'_>>) -> String {
         .unwrap_or_else(|_| value.raw().to_owned())
 }
 
-/// The line of a `tool-result` block, from its `toolCallId`, `isError` and `content`.
+/// The line of a `tool-result` block answering call `id` of tool `name`, from its
+/// `isError` and `content`.
 fn tool_result(
     out: &mut String,
-    [id, is_error, content]: [Option<JsonRef<'_>>; 3],
-    transcript: &mut SessionTranscript,
-) -> Result<(), ProjectionError> {
-    let id = text_of(id);
-    let id = id.as_deref().unwrap_or("?");
-    let name = transcript.tool_name(id)?.unwrap_or("?");
+    id: &str,
+    name: &str,
+    [is_error, content]: [Option<JsonRef<'_>>; 2],
+) {
     let status = if is_error.and_then(|v| v.as_bool()) == Some(true) {
         "error"
     } else {
@@ -1239,7 +1212,7 @@ fn tool_result(
         if prefix.cut {
             out.push_str(prefix.text);
             out.push('…');
-            return Ok(());
+            return;
         }
     }
     let mut texts = content
@@ -1253,7 +1226,7 @@ fn tool_result(
         if prefix.cut {
             out.push_str(prefix.text);
             out.push('…');
-            return Ok(());
+            return;
         }
     }
     let text: Vec<std::borrow::Cow<'_, str>> = first
@@ -1262,7 +1235,6 @@ fn tool_result(
         .filter_map(|t| t.as_str())
         .collect();
     abbreviate_into(out, &text.join(" "), TEXT_CHARS);
-    Ok(())
 }
 
 /// The kind column of a structural event: the part of its type before the slash.
@@ -1437,12 +1409,7 @@ mod tests {
             let second = format!("{{\"text\":{literal}}}");
             let items = format!("[{{\"text\":{literal}}},{{\"type\":\"image\"}},{second}]");
             let mut line = String::new();
-            tool_result(
-                &mut line,
-                [None, None, Some(JsonRef::new(&items))],
-                &mut SessionTranscript::default(),
-            )
-            .expect("written");
+            tool_result(&mut line, "?", "?", [None, Some(JsonRef::new(&items))]);
             let joined = abbreviate(&format!("{text} {text}"), TEXT_CHARS);
             assert_eq!(line, format!("← ? [?] ok: {joined}"), "{items}");
         }
@@ -1462,12 +1429,7 @@ mod tests {
                 format!(r#"[{{"type":"text","text":"{text}"}}]"#).replace("tool o", "tool é"),
             ] {
                 let mut line = String::new();
-                tool_result(
-                    &mut line,
-                    [None, None, Some(JsonRef::new(&items))],
-                    &mut SessionTranscript::default(),
-                )
-                .expect("written");
+                tool_result(&mut line, "?", "?", [None, Some(JsonRef::new(&items))]);
                 let value: serde_json::Value = serde_json::from_str(&items).expect("JSON");
                 let texts: Vec<&str> = value
                     .as_array()
@@ -1509,7 +1471,11 @@ mod tests {
                 assert_eq!(kept.get(probe), model.get(&probe).copied());
             }
             let pairs: Vec<(u64, u64)> = model.iter().map(|(&s, &b)| (s, b)).collect();
-            assert_eq!(kept.iter().collect::<Vec<_>>(), pairs, "case {case}");
+            // The list and the tree hold no seq in common: every pair, by seq.
+            let mut held: Vec<(u64, u64)> = kept.appended.clone();
+            held.extend(kept.others.iter().map(|(&s, &by)| (s, by)));
+            held.sort_unstable();
+            assert_eq!(held, pairs, "case {case}");
         }
     }
 
