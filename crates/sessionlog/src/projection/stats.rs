@@ -59,7 +59,7 @@ impl TypeCounts {
 
     /// Each type with its counts, in the order of the type names.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &TypeCount)> {
-        self.entries.iter().map(|(ty, c)| (ty.as_str(), c))
+        self.into_iter()
     }
 
     /// The counts, in the order of the type names.
@@ -142,12 +142,18 @@ impl std::ops::Index<&str> for TypeCounts {
     }
 }
 
+/// A type and its counts, as [`TypeCounts`] lists them.
+type TypeEntry<'a> = (&'a str, &'a TypeCount);
+
 impl<'a> IntoIterator for &'a TypeCounts {
-    type Item = (&'a str, &'a TypeCount);
-    type IntoIter = Box<dyn Iterator<Item = (&'a str, &'a TypeCount)> + 'a>;
+    type Item = TypeEntry<'a>;
+    type IntoIter = std::iter::Map<
+        std::slice::Iter<'a, (String, TypeCount)>,
+        fn(&'a (String, TypeCount)) -> TypeEntry<'a>,
+    >;
 
     fn into_iter(self) -> Self::IntoIter {
-        Box::new(self.iter())
+        self.entries.iter().map(|(ty, c)| (ty.as_str(), c))
     }
 }
 
