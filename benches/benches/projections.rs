@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use sessionlog::projection::{Stats, ToolAudit, Totals, Transcript};
 use sessionlog::session::{EventInput, SessionHeader};
 use sessionlog::{Access, CacheUse, LogOptions, Projection, SessionHandle, Store, StoreOptions};
-use sessionlog_benches::{fill_long_session, fresh_dir, human_ns, ns, probe};
+use sessionlog_benches::{fill_long_session, fresh_dir, human_ns, ns, probe, thread_cpu};
 
 /// Events of the long session; `SESSIONLOG_PROJECTION_BENCH_EVENTS` sets fewer for a quick
 /// try.
@@ -190,19 +190,14 @@ fn inputs(dir: &Path) -> Vec<EventInput> {
         .collect()
 }
 
-/// CPU time this thread has run, in ns (`CLOCK_THREAD_CPUTIME_ID`, exact to the call: the
-/// running thread's figure in `/proc/thread-self/schedstat` moves only at scheduler ticks,
-/// too coarse for turns of a millisecond): appends, their validation and the projections'
-/// folds all run on the appending thread, and its CPU time is much less disturbed than
-/// wall time by other work on a shared machine.
-fn thread_cpu_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+/// Where the upkeep store of `projection` (or of none) lives under `root`.
+fn upkeep_dir(root: &Path, projection: Option<&str>) -> std::path::PathBuf {
+    root.join(projection.unwrap_or("none"))
 }
 
 /// A new store in `root` keeping `projection` (or none), with one new session to append to.
 fn upkeep_store(root: &Path, projection: Option<&str>) -> (Store, SessionHandle) {
-    let dir = root.join(projection.unwrap_or("none"));
+    let dir = upkeep_dir(root, projection);
     let _ = std::fs::remove_dir_all(&dir);
     let log = LogOptions::default()
         .with_preallocate(false)
@@ -244,7 +239,7 @@ fn append_all(root: &Path, inputs: &[EventInput], projection: Option<&str>) {
     h.commit().expect("commit");
     drop(h);
     drop(store);
-    let _ = std::fs::remove_dir_all(root.join(projection.unwrap_or("none")));
+    let _ = std::fs::remove_dir_all(upkeep_dir(root, projection));
 }
 
 /// Events each configuration appends before the next takes its turn.
@@ -254,27 +249,27 @@ const CHUNK: usize = 1024;
 /// appending `inputs` in turns of `CHUNK` events (the order of the turns rotated from chunk
 /// to chunk). A slower or faster stretch of the machine lasting longer than a few
 /// milliseconds thus falls on every configuration alike. Returns each configuration's
-/// thread CPU time for all of its appends and commits, in ns.
-fn upkeep_pass(root: &Path, inputs: &[EventInput], configs: &[Option<&str>]) -> Vec<u64> {
+/// thread CPU time for all of its appends and commits.
+fn upkeep_pass(root: &Path, inputs: &[EventInput], configs: &[Option<&str>]) -> Vec<Duration> {
     let mut open: Vec<(Store, SessionHandle)> =
         configs.iter().map(|c| upkeep_store(root, *c)).collect();
-    let mut cpu = vec![0u64; configs.len()];
+    let mut cpu = vec![Duration::ZERO; configs.len()];
     for (n, chunk) in inputs.chunks(CHUNK).enumerate() {
         for k in 0..configs.len() {
             let i = (n + k) % configs.len();
-            let started = thread_cpu_ns();
+            let started = thread_cpu();
             append_chunk(&mut open[i].1, chunk, n * CHUNK);
-            cpu[i] += thread_cpu_ns().saturating_sub(started);
+            cpu[i] += thread_cpu().saturating_sub(started);
         }
     }
     for (i, (_, h)) in open.iter_mut().enumerate() {
-        let started = thread_cpu_ns();
+        let started = thread_cpu();
         h.commit().expect("commit");
-        cpu[i] += thread_cpu_ns().saturating_sub(started);
+        cpu[i] += thread_cpu().saturating_sub(started);
     }
     drop(open);
     for c in configs {
-        let _ = std::fs::remove_dir_all(root.join(c.unwrap_or("none")));
+        let _ = std::fs::remove_dir_all(upkeep_dir(root, *c));
     }
     cpu
 }
@@ -397,7 +392,7 @@ fn main() {
     ];
     // Each pass is a fresh store per configuration; the configurations take turns within
     // it (see `upkeep_pass`), so each pass gives a ratio of the same stretch of time.
-    let passes: Vec<Vec<u64>> = (0..RUNS)
+    let passes: Vec<Vec<Duration>> = (0..RUNS)
         .map(|_| upkeep_pass(&upkeep_root, &inputs, &configs))
         .collect();
     let _ = std::fs::remove_dir_all(&upkeep_root);
@@ -435,7 +430,7 @@ fn main() {
         r(show_time, load_time),
         r(stats_time, load_time)
     );
-    let rate = |cpu: u64| inputs.len() as f64 / Duration::from_nanos(cpu.max(1)).as_secs_f64();
+    let rate = |cpu: Duration| inputs.len() as f64 / cpu.as_secs_f64().max(1e-9);
     let base: Vec<f64> = passes.iter().map(|p| rate(p[0])).collect();
     println!(
         "upkeep: buffered appends of {} events, a commit every {COMMIT_EVERY}, the configurations taking turns of {CHUNK} events, {RUNS} passes, per second of the appending thread's CPU time:",
@@ -449,7 +444,10 @@ fn main() {
     );
     for (i, config) in configs.iter().enumerate().skip(1) {
         // A pass's ratio: the configuration's rate to the baseline's over the same turns.
-        let ratios: Vec<f64> = passes.iter().map(|p| p[0] as f64 / p[i] as f64).collect();
+        let ratios: Vec<f64> = passes
+            .iter()
+            .map(|p| p[0].as_secs_f64() / p[i].as_secs_f64())
+            .collect();
         let m = median(ratios.clone());
         println!(
             "  {:<13} median of the passes' ratios {m:.3}x (upkeep {:.1}% of append throughput); passes {:.3}x to {:.3}x",

@@ -9,17 +9,12 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use sessionlog_benches::{fresh_dir, human_ns, ns, probe};
+use sessionlog_benches::{fresh_dir, human_ns, ns, probe, thread_cpu};
 use sessionlog_log::{OpenMode, RealStorage, Storage};
 
 /// Replacements per round and kind.
 const REPLACEMENTS: usize = 200;
 const RUNS: usize = 5;
-
-fn thread_cpu() -> Duration {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
-}
 
 /// Writes `bytes` to a new temporary file and puts it in place of `path` `REPLACEMENTS`
 /// times; returns the CPU time and the wall time per replacement.
