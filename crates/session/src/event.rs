@@ -7,7 +7,7 @@
 //! Events this crate writes itself use DSH's writer order.
 
 use std::borrow::Cow;
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::ops::Range;
 
 use crate::error::{Error, Rule};
@@ -107,10 +107,15 @@ impl SurfaceOp {
             SurfaceOp::Append => out.push_str("\"append\""),
             SurfaceOp::Replace { start, end } => {
                 let (start_key, end_key) = replace_keys(format.replace_spells_seq());
-                let _ = write!(
-                    out,
-                    "{{\"op\":\"replace\",\"{start_key}\":{start},\"{end_key}\":{end}}}"
-                );
+                out.push_str("{\"op\":\"replace\",\"");
+                out.push_str(start_key);
+                out.push_str("\":");
+                json::push_u64(out, start.get());
+                out.push_str(",\"");
+                out.push_str(end_key);
+                out.push_str("\":");
+                json::push_u64(out, end.get());
+                out.push('}');
             }
         }
     }
