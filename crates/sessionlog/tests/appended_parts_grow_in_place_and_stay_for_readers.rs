@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 
 use projecting::append_turn;
 use sessionlog::projection::Transcript;
-use sessionlog::session::SessionHeader;
 use sessionlog::workload::{Workload, WorkloadConfig};
 use sessionlog::{CacheCheck, CacheUse, Store, StoreOptions};
 
@@ -73,9 +72,7 @@ fn full(dir: &Path, name: &str) -> String {
 fn a_writer_extends_its_parts_and_readers_read_the_prefix_they_were_promised() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path(), opts()).expect("store");
-    let mut h = store
-        .create_session("s", SessionHeader::new("s", 1, None))
-        .expect("create");
+    let mut h = projecting::create(&store, "s");
     let mut w = Workload::new(
         5,
         WorkloadConfig::default().with_compact_every_turns(Some(4)),
@@ -141,9 +138,7 @@ fn a_damaged_or_missing_part_is_reported_and_rebuilt() {
     for damage in ["flip", "truncate", "remove"] {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::open(dir.path(), opts()).expect("store");
-        let mut h = store
-            .create_session("s", SessionHeader::new("s", 1, None))
-            .expect("create");
+        let mut h = projecting::create(&store, "s");
         let mut w = Workload::new(9, WorkloadConfig::default());
         for _ in 0..12 {
             append_turn(&mut h, &mut w);

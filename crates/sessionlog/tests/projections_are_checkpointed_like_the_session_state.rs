@@ -367,9 +367,7 @@ fn a_projection_registered_twice_or_badly_named_is_refused_at_open() {
 fn a_writer_going_away_checkpoints_a_projection_it_left_behind() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path(), opts()).expect("store");
-    let mut h = store
-        .create_session("w", SessionHeader::new("w", 1, None))
-        .expect("create");
+    let mut h = projecting::create(&store, "w");
     let mut w = Workload::new(5, WorkloadConfig::default());
     let folded_by_a_reader = || {
         let reader = Store::open_read_only(dir.path(), opts()).expect("reader");
@@ -494,9 +492,7 @@ fn a_writer_hands_its_estimates_only_to_folds_that_read_them_and_asks_for_kinds_
             .with_projection(figures("ignores", false)),
     )
     .expect("store");
-    let mut h = store
-        .create_session("f", SessionHeader::new("f", 1, None))
-        .expect("create");
+    let mut h = projecting::create(&store, "f");
     let asked_at_create = asked.load(std::sync::atomic::Ordering::Relaxed);
     let mut w = Workload::new(3, WorkloadConfig::default());
     for e in w.session_start(1) {
@@ -531,9 +527,7 @@ fn a_tool_results_error_is_found_in_any_block_of_its_message() {
     use sessionlog::session::{EventInput, Seq, SurfaceOp};
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path(), opts()).expect("store");
-    let mut h = store
-        .create_session("e", SessionHeader::new("e", 1, None))
-        .expect("create");
+    let mut h = projecting::create(&store, "e");
     let t = 1_700_000_000_000i64;
     let long = "x".repeat(20_000);
     let result = |id: &str, blocks: String, error: &str| {

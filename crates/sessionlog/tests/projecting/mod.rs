@@ -51,12 +51,17 @@ pub fn append_turn(h: &mut SessionHandle, w: &mut Workload) {
     }
 }
 
+/// A new session `name` of `store` (its header made at time 1, no working directory).
+pub fn create(store: &Store, name: &str) -> SessionHandle {
+    store
+        .create_session(name, SessionHeader::new(name, 1, None))
+        .expect("create")
+}
+
 /// A generated session written by one handle, committed every turn, in a store that
 /// registers `stats`; returns its event count.
 pub fn write_generated(store: &Store, name: &str, seed: u64, turns: usize) -> u64 {
-    let mut h = store
-        .create_session(name, SessionHeader::new(name, 1, None))
-        .expect("create");
+    let mut h = create(store, name);
     let mut w = Workload::new(
         seed,
         WorkloadConfig::default().with_compact_every_turns(Some(3)),
