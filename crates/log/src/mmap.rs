@@ -26,9 +26,11 @@ pub(crate) fn map_file(file: &File, path: &Path) -> io::Result<Bytes> {
     // stay valid for every mapping of it until the last one is dropped. Other writers are kept out by the
     // store's exclusive LOCK file, which every sessionlog process opening for writing takes.
     // (3) Large cache files of the sessionlog facade (projection checkpoints): each is written
-    // whole under a temporary name, then renamed into place, and never opened for writing
-    // again; a newer checkpoint replaces it by another rename and a deleted session's by an
-    // unlink, neither of which touches the mapped bytes.
+    // whole under a temporary name, then renamed into place, and from then on only appended
+    // to (a newer checkpoint as a frame after its end), never truncated or rewritten; a
+    // mapping covers the length the file had when it was made, which no append touches. A
+    // newer file replaces it by another rename and a deleted session's by an unlink,
+    // neither of which touches the mapped bytes.
     // A read-only open takes no lock, so it maps only segments that a later segment follows:
     // a writer created that next segment only after sealing this one, and never changes it
     // again. The last segment, which a live writer may still append to, seal or cut, is

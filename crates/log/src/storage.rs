@@ -63,7 +63,8 @@ pub trait StorageFile: Send + Sync + fmt::Debug {
 
     /// A read-only view of the whole file as it is now. The caller promises that the file is
     /// not written or truncated while any view of it lives (sealed segments; the active
-    /// segment only while `open` scans it; cache files, which are renamed into place whole).
+    /// segment only while `open` scans it; cache files, which are renamed into place whole
+    /// and then only appended to, past the bytes a view covers).
     fn map_readonly(&self) -> io::Result<Bytes>;
 
     /// Reads exactly `buf.len()` bytes at `offset`, or fails with `UnexpectedEof`.

@@ -7,18 +7,25 @@
 //! the state is rebuilt from the log. A file is written only for a watermark whose records
 //! are durable, so a crash can never take back records the cache has folded.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use parking_lot::Mutex;
 use sessionlog_log::storage::OpenMode;
 use sessionlog_log::{Storage, StreamId};
 
 /// `SLPC` in little-endian byte order.
 pub const CACHE_MAGIC: u32 = u32::from_le_bytes(*b"SLPC");
 
-/// Version of the cache file layout.
-pub const CACHE_FORMAT_VERSION: u32 = 2;
+/// Version of the cache file layout: 3, a file of frames (one or more checkpoints, each
+/// framed as a whole version 2 file was, appended one after another).
+pub const CACHE_FORMAT_VERSION: u32 = 3;
+
+/// The version 2 layout, a file of exactly one frame of the same layout, which is read as
+/// such.
+const ONE_FRAME_VERSION: u32 = 2;
 
 /// The cache directory inside a store directory.
 pub const CACHE_DIR: &str = "cache";
@@ -245,10 +252,66 @@ fn finish(mut out: Vec<u8>) -> Vec<u8> {
     out
 }
 
-/// Verifies a cache file and returns its header and the bytes of each of the `expected`
-/// sections (name and version), in that order. A file with other sections, or sections of
-/// other versions, is [`CacheMiss::Incompatible`].
+/// Verifies a cache file and returns the header of its newest checkpoint and the bytes of
+/// each of the `expected` sections (name and version), in that order. The file is a run of
+/// frames: the newest is the last one that verifies, among those whose bounds lie in the
+/// file one after another from its start (a torn or damaged frame ends the run). A
+/// checkpoint with other sections, or sections of other versions, is
+/// [`CacheMiss::Incompatible`]. spec: cache.md#frames
 pub fn decode<'a>(
+    bytes: &'a [u8],
+    expected: &[(&str, u32)],
+) -> Result<(CacheHeader, Vec<&'a [u8]>), CacheMiss> {
+    let mut frames = Vec::new();
+    let mut at = 0;
+    while let Some(end) = frame_end(bytes, at) {
+        frames.push(at..end);
+        at = end;
+    }
+    let mut damage = None;
+    for frame in frames.into_iter().rev() {
+        match decode_frame(&bytes[frame], expected) {
+            Err(miss @ CacheMiss::Corrupt(_)) => {
+                damage.get_or_insert(miss);
+            }
+            decoded => return decoded,
+        }
+    }
+    // No frame verifies: the whole file read as one says why.
+    match damage {
+        Some(miss) => Err(miss),
+        None => decode_frame(bytes, expected),
+    }
+}
+
+/// Where the frame that starts at `at` ends, from the lengths its head and section heads
+/// give (not yet verified), when the file holds all of it.
+fn frame_end(bytes: &[u8], at: usize) -> Option<usize> {
+    let frame = bytes.get(at..)?;
+    let word = |at: usize| -> Option<u32> {
+        Some(u32::from_le_bytes(frame.get(at..at + 4)?.try_into().ok()?))
+    };
+    if word(0)? != CACHE_MAGIC || ![CACHE_FORMAT_VERSION, ONE_FRAME_VERSION].contains(&word(4)?) {
+        return None;
+    }
+    let mut end = 48usize;
+    for _ in 0..word(44)? {
+        let name = word(end)? as usize;
+        let len_at = end.checked_add(8)?.checked_add(name)?;
+        let len = u64::from_le_bytes(frame.get(len_at..len_at.checked_add(8)?)?.try_into().ok()?);
+        end = len_at
+            .checked_add(8)?
+            .checked_add(usize::try_from(len).ok()?)?;
+        if end > frame.len() {
+            return None;
+        }
+    }
+    end = end.checked_add(4)?;
+    (end <= frame.len()).then_some(at + end)
+}
+
+/// [`decode`] of one frame.
+fn decode_frame<'a>(
     bytes: &'a [u8],
     expected: &[(&str, u32)],
 ) -> Result<(CacheHeader, Vec<&'a [u8]>), CacheMiss> {
@@ -266,7 +329,7 @@ pub fn decode<'a>(
         return Err(corrupt("bad magic"));
     }
     let version = r.u32()?;
-    if version != CACHE_FORMAT_VERSION {
+    if version != CACHE_FORMAT_VERSION && version != ONE_FRAME_VERSION {
         return Err(CacheMiss::Incompatible(format!(
             "cache format version {version}, this build reads {CACHE_FORMAT_VERSION}"
         )));
@@ -336,9 +399,10 @@ impl<'a> Reader<'a> {
 /// it is used, instead of being copied whole first.
 const MAP_BYTES: u64 = 1 << 20;
 
-/// Reads a cache file, if any: mapped when large (cache files are written whole under a
-/// temporary name and renamed into place, never written again; see `map_readonly`), read
-/// into memory otherwise.
+/// Reads a cache file, if any: mapped when large, read into memory otherwise. A mapping of
+/// the file never changes under its reader: a cache file is written under a temporary name
+/// and put in place whole, and from then on only appended to (frames after the bytes
+/// mapped), never truncated or rewritten (see `map_readonly`).
 pub(crate) fn read(
     storage: &Arc<dyn Storage>,
     path: &Path,
@@ -387,42 +451,131 @@ fn read_up_to(
     Ok(Some(Bytes::from(buf)))
 }
 
-/// Replaces a session's cache file: write a temporary file, then rename it over the old one.
-/// Not synced: a cache that a crash tears or loses is detected and rebuilt.
-pub(crate) fn write(
-    storage: &Arc<dyn Storage>,
-    dir: &Path,
-    path: &Path,
-    bytes: &[u8],
-) -> Result<(), std::io::Error> {
-    write_pieces(storage, dir, path, &[bytes])
+/// A cache file may grow by appended frames up to this many bytes, or to twice the frame
+/// being appended; the checkpoint that would take it past both replaces it instead. So a
+/// small checkpoint is appended many times to one file (no file created or removed for
+/// it), and a cache file holds at most this much, or twice its newest frame.
+/// spec: cache.md#frames
+const APPEND_BYTES: u64 = 32 << 10;
+
+/// The most files a store remembers the length of (about 100 bytes each); past it, the
+/// store forgets them all, and each of their next checkpoints replaces its file.
+const REMEMBERED_FILES: usize = 1 << 14;
+
+/// The cache files a store wrote and may append frames to: each with the length it left
+/// it at. Only a file this store wrote, still of that length, is appended to: it then
+/// ends with a whole frame (a file left by a crash may end torn, and a frame appended
+/// after a torn one would never be read). A store writes cache files only under its
+/// exclusive lock, so no other writer changes them.
+#[derive(Debug, Default)]
+pub(crate) struct Written(Mutex<HashMap<PathBuf, u64>>);
+
+impl Written {
+    /// Forgets `path` (its next checkpoint replaces it): a read found it damaged.
+    pub(crate) fn forget(&self, path: &Path) {
+        self.0.lock().remove(path);
+    }
+
+    fn take(&self, path: &Path) -> Option<u64> {
+        self.0.lock().remove(path)
+    }
+
+    fn put(&self, path: &Path, len: u64) {
+        let mut files = self.0.lock();
+        if files.len() >= REMEMBERED_FILES {
+            files.clear();
+        }
+        files.insert(path.to_owned(), len);
+    }
 }
 
-/// [`write`] of a file whose bytes are `pieces` in order, each written where the one
-/// before it ends.
+/// Writes a checkpoint, a frame whose bytes are `pieces` in order, to a cache file:
+/// appended to the file when this store left it so and it has room ([`APPEND_BYTES`]),
+/// else in a new file put in place of the old one. Not synced: a cache that a crash tears
+/// or loses is detected and rebuilt.
 pub(crate) fn write_pieces(
     storage: &Arc<dyn Storage>,
-    dir: &Path,
+    written: &Written,
     path: &Path,
     pieces: &[&[u8]],
 ) -> Result<(), std::io::Error> {
-    storage.create_dir_all(&dir.join(CACHE_DIR))?;
+    let len: u64 = pieces.iter().map(|p| p.len() as u64).sum();
+    // Taken out while the frame is written: a failed write leaves the file forgotten.
+    if let Some(at) = written.take(path) {
+        if at.saturating_add(len) <= APPEND_BYTES.max(len.saturating_mul(2))
+            && append(storage, path, at, pieces)?
+        {
+            written.put(path, at + len);
+            return Ok(());
+        }
+    }
+    replace(storage, path, pieces)?;
+    written.put(path, len);
+    Ok(())
+}
+
+/// Appends `pieces` to the file at `path` if it holds `at` bytes; `false` when it is
+/// missing or of another length.
+fn append(
+    storage: &Arc<dyn Storage>,
+    path: &Path,
+    at: u64,
+    pieces: &[&[u8]],
+) -> Result<bool, std::io::Error> {
+    let file = match storage.open_file(path, OpenMode::ReadWrite) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    if file.len()? != at {
+        return Ok(false);
+    }
+    write_all(&*file, at, pieces).map(|()| true)
+}
+
+/// Writes `pieces` to a new file put in place of the one at `path`: under a temporary name
+/// first, then exchanged for (or renamed over) the old file, so a reader opening the name
+/// finds the old file or the new one, whole.
+fn replace(
+    storage: &Arc<dyn Storage>,
+    path: &Path,
+    pieces: &[&[u8]],
+) -> Result<(), std::io::Error> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
-    match storage.remove_file(&tmp) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+    let file = match storage.open_file(&tmp, OpenMode::CreateNew) {
+        Ok(f) => f,
+        // A temporary file a crash left behind.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            storage.remove_file(&tmp)?;
+            storage.open_file(&tmp, OpenMode::CreateNew)?
+        }
+        // The first cache file of the store.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(dir) = path.parent() {
+                storage.create_dir_all(dir)?;
+            }
+            storage.open_file(&tmp, OpenMode::CreateNew)?
+        }
         Err(e) => return Err(e),
-    }
-    let file = storage.open_file(&tmp, OpenMode::CreateNew)?;
-    let mut at = 0u64;
+    };
+    write_all(&*file, 0, pieces)?;
+    drop(file);
+    storage.replace_unordered(&tmp, path)
+}
+
+/// Writes `pieces` one after another from `at`.
+fn write_all(
+    file: &dyn sessionlog_log::storage::StorageFile,
+    mut at: u64,
+    pieces: &[&[u8]],
+) -> Result<(), std::io::Error> {
     for piece in pieces.iter().filter(|p| !p.is_empty()) {
         file.write_all_at(piece, at)?;
         at += piece.len() as u64;
     }
-    drop(file);
-    storage.replace_unordered(&tmp, path)
+    Ok(())
 }
 
 /// Removes a session's cache file if there is one.
@@ -435,7 +588,158 @@ pub(crate) fn remove(storage: &Arc<dyn Storage>, path: &Path) -> Result<(), std:
 
 #[cfg(test)]
 mod tests {
-    use super::{decode, encode, frame_one, CacheHeader, Section};
+    use std::sync::Arc;
+
+    use sessionlog_log::storage::RealStorage;
+    use sessionlog_log::Storage;
+
+    use super::{
+        decode, encode, frame_one, write_pieces, CacheHeader, CacheMiss, Section, Written,
+        APPEND_BYTES, CACHE_MAGIC,
+    };
+
+    fn header(watermark: u64) -> CacheHeader {
+        CacheHeader {
+            store_id: [7; 16],
+            stream_id: 3,
+            watermark,
+            last_record_crc: 0xDEAD_BEEF,
+        }
+    }
+
+    fn frame(watermark: u64, bytes: &[u8]) -> Vec<u8> {
+        let section = Section {
+            name: "stats",
+            version: 1,
+            bytes,
+        };
+        encode(&header(watermark), &[section])
+    }
+
+    fn newest(file: &[u8]) -> Result<(u64, Vec<u8>), CacheMiss> {
+        decode(file, &[("stats", 1)]).map(|(h, parts)| (h.watermark, parts[0].to_vec()))
+    }
+
+    #[test]
+    fn the_newest_frame_that_verifies_is_the_checkpoint() {
+        let (a, b, c) = (frame(5, b"five"), frame(9, b"nine!"), frame(14, &[3; 300]));
+        let file = [&a[..], &b, &c].concat();
+        assert_eq!(newest(&file), Ok((14, vec![3; 300])));
+        // A frame torn anywhere (a prefix of it written) leaves the one before it.
+        for cut in 1..c.len() {
+            let torn = [&a[..], &b, &c[..cut]].concat();
+            assert_eq!(newest(&torn), Ok((9, b"nine!".to_vec())), "cut at {cut}");
+        }
+        // A bit flipped anywhere in the newest frame leaves one of the frames before it
+        // (a flip in its lengths may make it end where the file does not).
+        for at in 0..c.len() {
+            let mut flipped = file.clone();
+            flipped[a.len() + b.len() + at] ^= 0x10;
+            let got = newest(&flipped);
+            assert!(
+                got == Ok((9, b"nine!".to_vec())) || got == Ok((5, b"five".to_vec())),
+                "flip at {at}: {got:?}"
+            );
+        }
+        // A flip in the first frame's lengths ends the run there: nothing verifies.
+        let mut lost = file.clone();
+        lost[44] ^= 1;
+        assert!(matches!(newest(&lost), Err(CacheMiss::Corrupt(_))));
+        // Zeros where a frame would start (a power loss kept the length, not the data).
+        let zeroed = [&a[..], &vec![0; b.len()], &c].concat();
+        assert_eq!(newest(&zeroed), Ok((5, b"five".to_vec())));
+    }
+
+    #[test]
+    fn a_file_of_the_one_frame_layout_is_read_as_one_frame() {
+        let with_version = |version: u32, bytes: &[u8]| {
+            let mut file = frame(7, bytes);
+            file[4..8].copy_from_slice(&version.to_le_bytes());
+            let body = file.len() - 4;
+            let sum = crc32fast::hash(&file[..body]);
+            file[body..].copy_from_slice(&sum.to_le_bytes());
+            file
+        };
+        let file = with_version(2, b"older layout");
+        assert_eq!(newest(&file), Ok((7, b"older layout".to_vec())));
+        // Another version, or nothing that verifies, says why.
+        assert!(matches!(
+            newest(&with_version(4, b"x")),
+            Err(CacheMiss::Incompatible(_))
+        ));
+        assert_eq!(CACHE_MAGIC.to_le_bytes(), *b"SLPC");
+        assert!(matches!(newest(b"SL"), Err(CacheMiss::Corrupt(_))));
+    }
+
+    #[test]
+    fn a_store_appends_checkpoints_to_a_file_it_wrote_until_it_is_full() {
+        let dir = tempfile::tempdir().expect("dir");
+        let storage: Arc<dyn Storage> = Arc::new(RealStorage);
+        let path = dir.path().join("cache").join("s.slpv");
+        let written = Written::default();
+        let write = |written: &Written, watermark: u64, bytes: &[u8]| {
+            let f = frame(watermark, bytes);
+            write_pieces(&storage, written, &path, &[&f[..10], &f[10..]]).expect("write");
+            f.len() as u64
+        };
+        let len = |p: &std::path::Path| std::fs::metadata(p).expect("file").len();
+        let inode = |p: &std::path::Path| {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(p).expect("file").ino()
+        };
+        // The first creates the directory and the file; the next are appended to it.
+        let one = write(&written, 1, &[1; 1000]);
+        let first = inode(&path);
+        let mut total = one;
+        let mut n = 1;
+        while total + one <= APPEND_BYTES {
+            total += write(&written, 1 + n, &[1; 1000]);
+            n += 1;
+            assert_eq!((len(&path), inode(&path)), (total, first));
+            let file = std::fs::read(&path).expect("read");
+            assert_eq!(newest(&file), Ok((n, vec![1; 1000])));
+        }
+        // The one that would take it past the limit replaces it.
+        write(&written, 100, &[2; 1000]);
+        assert_eq!(len(&path), one);
+        assert_ne!(inode(&path), first);
+        assert!(!dir.path().join("cache").join("s.slpv.tmp").exists());
+        // A large checkpoint goes after one no larger, not after two.
+        written.forget(&path);
+        let big = write(&written, 101, &[3; 40_000]);
+        assert_eq!(len(&path), big);
+        let bigger = write(&written, 102, &[4; 40_001]);
+        assert_eq!(len(&path), big + bigger);
+        write(&written, 103, &[5; 40_002]);
+        assert!(len(&path) < big + bigger);
+        // A file this store did not leave so is replaced, not appended to: another store's
+        // (one forgets every file), or one whose length changed under it.
+        let other = Written::default();
+        let was = inode(&path);
+        write(&other, 104, b"other");
+        assert_ne!(inode(&path), was);
+        let f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .expect("open");
+        use std::io::Write;
+        (&f).write_all(b"junk").expect("junk");
+        let was = inode(&path);
+        let size = write(&other, 105, b"after junk");
+        assert_eq!(
+            (len(&path), newest(&std::fs::read(&path).unwrap())),
+            (size, Ok((105, b"after junk".to_vec())))
+        );
+        assert_ne!(inode(&path), was);
+        // A file removed is written again whole; a forgotten one is replaced.
+        std::fs::remove_file(&path).expect("remove");
+        let size = write(&other, 106, b"again");
+        assert_eq!(len(&path), size);
+        let was = inode(&path);
+        other.forget(&path);
+        write(&other, 107, b"forgotten");
+        assert_ne!(inode(&path), was);
+    }
 
     #[test]
     fn a_section_framed_around_its_pieces_encodes_as_a_section_handed_over() {

@@ -147,6 +147,8 @@ struct Inner {
     /// Generations of projections' appended parts that a slot of this store is extending:
     /// a writer that starts a generation removes the others, never these.
     live_appended: Arc<Mutex<HashSet<u64>>>,
+    /// The cache files this store wrote, which its next checkpoints may append to.
+    cache_files: cache::Written,
     /// Sessions folded for [`SessionStore`](sessionlog_session::SessionStore) appends.
     trait_sessions: SessionCache<crate::session_store::Open>,
     /// Staged imports the open deleted.
@@ -282,6 +284,7 @@ impl Store {
                 options,
                 writers: Mutex::new(HashSet::new()),
                 live_appended: Arc::default(),
+                cache_files: cache::Written::default(),
                 trait_sessions: SessionCache::new(crate::session_store::CACHE_SESSIONS),
                 discarded_imports,
             }),
@@ -823,6 +826,7 @@ impl Store {
                 options: self.inner.options.clone().with_projection_cache(false),
                 writers: Mutex::new(HashSet::new()),
                 live_appended: Arc::default(),
+                cache_files: cache::Written::default(),
                 trait_sessions: SessionCache::new(1),
                 discarded_imports: 0,
             }),

@@ -4,6 +4,7 @@
 //! a checkpoint of another version is rebuilt; and a fold that panics or fails fails only
 //! its own projection.
 
+use std::cell::RefCell;
 use std::path::Path;
 
 use proptest::prelude::*;
@@ -15,7 +16,8 @@ use sessionlog::workload::{Workload, WorkloadConfig};
 
 mod projecting;
 use projecting::{
-    a_crash_at_every_point_of_a_checkpoint_write, import_every_fixture, write_generated,
+    a_crash_at_every_point_of_a_checkpoint_write, append_turn, create, import_every_fixture,
+    write_generated,
 };
 use sessionlog::{CacheUse, Error, Projection, ProjectionError, Store, StoreOptions, StoredEvent};
 
@@ -155,16 +157,17 @@ proptest! {
 
 #[test]
 fn a_crash_at_any_point_of_a_projection_checkpoint_write_is_rebuilt_or_used_whole() {
-    // Writing the three checkpoints makes only directory changes (remove a stale temporary
-    // file, create it, rename it; for the transcript first the files of its three appended
+    // Writing the checkpoints makes only directory changes (create a file under a
+    // temporary name, put it in place; for the transcript first the files of its appended
     // parts) and writes, one a piece: the framing, the checkpoint and the checksum for stats
-    // and tool-audit; for the transcript its row text, its rows and its tool names, each to
-    // its own file, then the framing, the list of those parts, the rest in its pieces and
-    // the checksum. The first read folds the whole log and writes them: 11 directory changes
-    // and 15 writes, which the helper checks are no more than the schedule covers; one more
-    // of each puts a cut after the last among the runs.
+    // and tool-audit; for the transcript its row text, its rows, its tool names and its
+    // shadowings, each to its own file, then the framing, the list of those parts, the rest
+    // in its pieces and the checksum. The first read folds the whole log and writes them: 12
+    // directory changes and 16 writes, which the helper checks are no more than the
+    // schedule covers; one more of each puts a cut after the last among the runs.
     a_crash_at_every_point_of_a_checkpoint_write(
-        (12, 16),
+        (13, 17),
+        1 << 30,
         &opts,
         &|store| {
             write_generated(store, "c", 4, 6);
@@ -175,6 +178,67 @@ fn a_crash_at_any_point_of_a_projection_checkpoint_write_is_rebuilt_or_used_whol
             let _ = store.projection::<Transcript>(Transcript::NAME, "c");
         },
         &|store, full| assert_equal_to_a_full_fold(store, full, "c"),
+    );
+}
+
+#[test]
+fn a_crash_at_any_point_of_a_checkpoint_appended_to_its_file_leaves_one_whole_or_none() {
+    // A writer checkpointing every few events appends each checkpoint to the file of the
+    // one before as a frame; the crash falls on the last commit: its log write and sync,
+    // then its checkpoints (appended, but for a growing one that starts a new file), 2
+    // directory changes and 18 writes in all; one more of each puts a cut after the last.
+    let writer = RefCell::new(None);
+    a_crash_at_every_point_of_a_checkpoint_write(
+        (3, 19),
+        4,
+        &opts,
+        &|store| {
+            let mut h = create(store, "c");
+            let mut w = Workload::new(
+                9,
+                WorkloadConfig::default().with_compact_every_turns(Some(3)),
+            );
+            for e in w.session_start(1) {
+                h.append(e).expect("start");
+            }
+            for _ in 0..5 {
+                append_turn(&mut h, &mut w);
+                h.commit().expect("commit");
+            }
+            *writer.borrow_mut() = Some((h, w));
+        },
+        &|_| {
+            let (mut h, mut w) = writer.borrow_mut().take().expect("writer");
+            append_turn(&mut h, &mut w);
+            let _ = h.commit();
+        },
+        &|store, full| assert_equal_to_a_full_fold(store, full, "c"),
+    );
+}
+
+#[test]
+fn a_writer_appends_its_checkpoints_to_the_files_of_the_ones_before() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path(), opts().with_cache_refresh_events(4)).expect("store");
+    write_generated(&store, "c", 9, 6);
+    // Each file holds more than its newest checkpoint: the ones before it, as frames.
+    let cache = dir.path().join("cache");
+    for (name, section, version) in [
+        ("00000000000000000001.slpc", "state", 3),
+        ("00000000000000000001.stats.slpv", Stats::NAME, 1),
+    ] {
+        let bytes = std::fs::read(cache.join(name)).expect("cache file");
+        let (_, sections) =
+            sessionlog::cache::decode(&bytes, &[(section, version)]).expect("verifies");
+        let newest = 48 + 16 + section.len() + sections[0].len() + 4;
+        assert!(bytes.len() > newest, "{name}: {} bytes", bytes.len());
+    }
+    drop(store);
+    // The newest is the one read: nothing is folded past it.
+    let store = Store::open(dir.path(), opts()).expect("reopen");
+    assert_eq!(
+        assert_equal_to_a_full_fold(&store, &fresh(dir.path()), "c"),
+        CacheUse::Hit { folded: 0 }
     );
 }
 

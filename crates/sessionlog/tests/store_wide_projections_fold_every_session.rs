@@ -187,6 +187,7 @@ fn a_crash_at_any_point_of_a_store_wide_checkpoint_write_is_rebuilt_or_used_whol
     // read folds every session and writes it.
     a_crash_at_every_point_of_a_checkpoint_write(
         (6, 2),
+        1 << 30,
         &opts,
         &|store| {
             write_generated(store, "a", 4, 4);

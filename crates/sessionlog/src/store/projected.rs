@@ -413,7 +413,7 @@ impl Store {
         let path = cache::projection_path(self.inner.log.dir(), stream, projection.name());
         let bytes = self.read_cache_file(&path)?;
         let expected = [(projection.name(), projection.version())];
-        let (h, parts) = self.check_cache_file(&bytes, &expected, stream, next)?;
+        let (h, parts) = self.check_cache_file(&path, &bytes, &expected, stream, next)?;
         let part = parts
             .first()
             .ok_or_else(|| CacheMiss::Incompatible("section missing".into()))?;
@@ -524,8 +524,7 @@ impl Store {
         // The generation the replaced checkpoint named may still be read beside this
         // writer; it goes when the next generation starts.
         let replaced = started.and_then(|_| self.named_generation(projection.as_ref(), stream));
-        let log = &self.inner.log;
-        if cache::write_pieces(&log.storage(), log.dir(), &path, &file).is_err() {
+        if self.write_cache_pieces(&path, &file).is_err() {
             return;
         }
         *checkpointed = *events;

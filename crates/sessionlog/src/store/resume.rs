@@ -86,7 +86,7 @@ impl Store {
     ) -> std::result::Result<(SessionState, u64), CacheMiss> {
         let path = cache::cache_path(self.inner.log.dir(), stream);
         let bytes = self.read_cache_file(&path)?;
-        let (h, parts) = self.check_cache_file(&bytes, &sections(), stream, next)?;
+        let (h, parts) = self.check_cache_file(&path, &bytes, &sections(), stream, next)?;
         let [state] = parts.as_slice() else {
             return Err(CacheMiss::Incompatible("sections missing".into()));
         };
@@ -146,13 +146,14 @@ impl Store {
     /// the stream, and the CRC of the last record it folded. spec: cache.md#when-a-file-is-used
     pub(super) fn check_cache_file<'a>(
         &self,
+        path: &Path,
         bytes: &'a [u8],
         expected: &[(&str, u32)],
         stream: StreamId,
         next: u64,
     ) -> std::result::Result<(CacheHeader, Vec<&'a [u8]>), CacheMiss> {
         let log = &self.inner.log;
-        let (h, parts) = cache::decode(bytes, expected)?;
+        let (h, parts) = self.decode_cache_file(path, bytes, expected)?;
         if h.store_id != log.store_id() {
             return Err(CacheMiss::Stale("written for another store".into()));
         }
@@ -220,9 +221,34 @@ impl Store {
         })
     }
 
-    /// Replaces a cache file; a file that cannot be written costs speed, not correctness.
+    /// [`cache::decode`] of the file at `path`, which is forgotten as one to append to when
+    /// it is damaged: the next checkpoint replaces it.
+    pub(super) fn decode_cache_file<'a>(
+        &self,
+        path: &Path,
+        bytes: &'a [u8],
+        expected: &[(&str, u32)],
+    ) -> std::result::Result<(CacheHeader, Vec<&'a [u8]>), CacheMiss> {
+        let decoded = cache::decode(bytes, expected);
+        if let Err(CacheMiss::Corrupt(_)) = decoded {
+            self.inner.cache_files.forget(path);
+        }
+        decoded
+    }
+
+    /// Writes a checkpoint to a cache file; a file that cannot be written costs speed, not
+    /// correctness.
     pub(super) fn write_cache_file(&self, path: &Path, bytes: &[u8]) {
-        let log = &self.inner.log;
-        let _ = cache::write(&log.storage(), log.dir(), path, bytes);
+        let _ = self.write_cache_pieces(path, &[bytes]);
+    }
+
+    /// [`Store::write_cache_file`] of a checkpoint whose bytes are `pieces` in order.
+    pub(super) fn write_cache_pieces(&self, path: &Path, pieces: &[&[u8]]) -> std::io::Result<()> {
+        cache::write_pieces(
+            &self.inner.log.storage(),
+            &self.inner.cache_files,
+            path,
+            pieces,
+        )
     }
 }

@@ -211,9 +211,10 @@ impl Store {
         projection: &dyn Registered,
     ) -> std::result::Result<HashMap<u64, Entry>, CacheMiss> {
         let name = projection.name();
-        let bytes =
-            self.read_cache_file(&cache::store_projection_path(self.inner.log.dir(), name))?;
-        let (h, sections) = cache::decode(&bytes, &[(name, projection.version())])?;
+        let path = cache::store_projection_path(self.inner.log.dir(), name);
+        let bytes = self.read_cache_file(&path)?;
+        let (h, sections) =
+            self.decode_cache_file(&path, &bytes, &[(name, projection.version())])?;
         if h.store_id != self.inner.log.store_id() {
             return Err(CacheMiss::Stale("written for another store".into()));
         }

@@ -83,13 +83,15 @@ pub fn write_generated(store: &Store, name: &str, seed: u64, turns: usize) -> u6
 }
 
 /// A crash at every point of a checkpoint write, each followed by a reopen: a store opened
-/// with `opts` (its writers writing no checkpoint) is filled by `fill`, then `read` writes
+/// with `opts` and `cache_refresh_events` set to `refresh` (so its writers write no
+/// checkpoint when it is huge) is filled by `fill`, then `read` writes
 /// checkpoints while the power goes out at one of the [`checkpoint_write_crashes`]; after
 /// the reopen, `check(store, full)` compares a read of the reopened store with one of a
 /// store that keeps no cache and says how the read was built. Whatever the crash left, the
 /// second read uses a whole checkpoint; and some crashes left one, others did not.
 pub fn a_crash_at_every_point_of_a_checkpoint_write(
     (namespace_ops, writes): (u64, u64),
+    refresh: u64,
     opts: &dyn Fn() -> StoreOptions,
     fill: &dyn Fn(&Store),
     read: &dyn Fn(&Store),
@@ -103,7 +105,7 @@ pub fn a_crash_at_every_point_of_a_checkpoint_write(
         let store = Store::open_with(
             sim.as_storage(),
             dir,
-            opts().with_cache_refresh_events(1 << 30),
+            opts().with_cache_refresh_events(refresh),
         )
         .expect("store");
         fill(&store);
