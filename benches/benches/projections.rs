@@ -25,8 +25,17 @@ fn long_events() -> u64 {
 }
 /// Events appended per upkeep round.
 const UPKEEP_EVENTS: usize = 200_000;
-/// A writer commits this often while appending (each commit may write checkpoints).
-const COMMIT_EVERY: usize = 4096;
+/// A writer commits this often while appending (each commit may write checkpoints);
+/// `SESSIONLOG_PROJECTION_COMMIT_EVERY` sets another interval (at 1,024 or less, the
+/// store's default `cache_refresh_events`, every commit past that many events writes
+/// checkpoints).
+fn commit_every() -> usize {
+    std::env::var("SESSIONLOG_PROJECTION_COMMIT_EVERY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(4096)
+}
 const RUNS: usize = 7;
 
 fn options() -> StoreOptions {
@@ -216,20 +225,21 @@ fn upkeep_store(root: &Path, projection: Option<&str>) -> (Store, SessionHandle)
     (store, h)
 }
 
-/// Appends `inputs` to the session of `h`, committing after every `COMMIT_EVERY`-th
+/// Appends `inputs` to the session of `h`, committing after every [`commit_every`]-th
 /// event of the session (counting from `appended`, the events appended to it before).
 #[inline(never)]
 fn append_chunk(h: &mut SessionHandle, inputs: &[EventInput], appended: usize) {
+    let every = commit_every();
     for (i, input) in inputs.iter().enumerate() {
         h.append(input.clone()).expect("append");
-        if (appended + i + 1) % COMMIT_EVERY == 0 {
+        if (appended + i + 1) % every == 0 {
             h.commit().expect("commit");
         }
     }
 }
 
 /// Appends `inputs` to a new session of a new store keeping `projection` (or none),
-/// committing every `COMMIT_EVERY` events, and removes the store. Reads no clock: under
+/// committing every [`commit_every`] events, and removes the store. Reads no clock: under
 /// `valgrind --tool=callgrind --toggle-collect='*append_all*'` its instructions are the
 /// appends' (callgrind does not follow a clock read through the vDSO).
 #[inline(never)]
@@ -433,8 +443,9 @@ fn main() {
     let rate = |cpu: Duration| inputs.len() as f64 / cpu.as_secs_f64().max(1e-9);
     let base: Vec<f64> = passes.iter().map(|p| rate(p[0])).collect();
     println!(
-        "upkeep: buffered appends of {} events, a commit every {COMMIT_EVERY}, the configurations taking turns of {CHUNK} events, {RUNS} passes, per second of the appending thread's CPU time:",
-        inputs.len()
+        "upkeep: buffered appends of {} events, a commit every {}, the configurations taking turns of {CHUNK} events, {RUNS} passes, per second of the appending thread's CPU time:",
+        inputs.len(),
+        commit_every()
     );
     println!(
         "  no projection median {:.0} events/s (passes {:.0} to {:.0})",

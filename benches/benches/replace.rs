@@ -1,8 +1,10 @@
-//! Putting a new checkpoint file in place of the old one, as the cache writes every
-//! checkpoint: a temporary file created and written, then `Storage::rename` over the old
-//! one (the baseline) against `Storage::replace_unordered`, for files of 4 KiB and
-//! 256 KiB, the sizes of a small checkpoint and of a long transcript's rest. Both kinds
-//! alternate within each round; the figures are the CPU time of the calling thread and the
+//! Writing a new checkpoint file, as the cache writes one: a temporary file created and
+//! written, then `Storage::rename` over the old one (the baseline), against
+//! `Storage::replace_unordered`, and against the cache's way (format-spec/cache.md#frames):
+//! the checkpoint appended to the file as a frame while the file stays within 32 KiB or
+//! twice the frame, else a new file put in place by `replace_unordered`. For checkpoints
+//! of 1 KiB, 4 KiB and 256 KiB, the sizes of a small checkpoint and of a long transcript's
+//! rest. The kinds alternate within each round; the figures are the CPU time of the calling thread and the
 //! wall time, per replacement, best of `RUNS` rounds and as ratios in the same run, with
 //! the probe. The directory is removed at the end.
 
@@ -16,23 +18,44 @@ use sessionlog_log::{OpenMode, RealStorage, Storage};
 const REPLACEMENTS: usize = 200;
 const RUNS: usize = 5;
 
-/// Writes `bytes` to a new temporary file and puts it in place of `path` `REPLACEMENTS`
-/// times; returns the CPU time and the wall time per replacement.
-fn replace(dir: &Path, bytes: &[u8], unordered: bool) -> (Duration, Duration) {
+/// How a checkpoint is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Rename,
+    Unordered,
+    Frames,
+}
+
+/// Writes `bytes` as a checkpoint `REPLACEMENTS` times, the `kind` way; returns the CPU
+/// time and the wall time per checkpoint.
+fn replace(dir: &Path, bytes: &[u8], kind: Kind) -> (Duration, Duration) {
     let storage = RealStorage;
     let (tmp, path) = (dir.join("c.tmp"), dir.join("c"));
     let (cpu, wall) = (thread_cpu(), Instant::now());
+    let n = bytes.len() as u64;
+    // The file as the last write left it; the cache appends only to such a file.
+    let mut left = None;
     for _ in 0..REPLACEMENTS {
+        if let (Kind::Frames, Some(at)) = (kind, left) {
+            if at + n <= (32u64 << 10).max(2 * n) {
+                let f = storage.open_file(&path, OpenMode::ReadWrite).expect("open");
+                assert_eq!(f.len().expect("len"), at);
+                f.write_all_at(bytes, at).expect("append");
+                left = Some(at + n);
+                continue;
+            }
+        }
         let f = storage
             .open_file(&tmp, OpenMode::CreateNew)
             .expect("create");
         f.write_all_at(bytes, 0).expect("write");
         drop(f);
-        if unordered {
-            storage.replace_unordered(&tmp, &path).expect("replace");
-        } else {
+        if kind == Kind::Rename {
             storage.rename(&tmp, &path).expect("rename");
+        } else {
+            storage.replace_unordered(&tmp, &path).expect("replace");
         }
+        left = Some(n);
     }
     let per = |d: Duration| d / REPLACEMENTS as u32;
     (per(thread_cpu() - cpu), per(wall.elapsed()))
@@ -42,21 +65,22 @@ fn main() {
     let probe = probe();
     let dir = fresh_dir("replace");
     println!("{}", probe.summary());
-    for size in [4usize << 10, 256 << 10] {
+    for size in [1usize << 10, 4 << 10, 256 << 10] {
         let bytes = vec![0x5Au8; size];
-        // The old file exists before the first replacement of each kind.
+        // The old file exists before the first checkpoint of each kind.
         std::fs::write(dir.join("c"), &bytes).expect("seed");
-        let mut best = [(Duration::MAX, Duration::MAX); 2];
+        let kinds = [Kind::Rename, Kind::Unordered, Kind::Frames];
+        let mut best = [(Duration::MAX, Duration::MAX); 3];
         for _ in 0..RUNS {
-            for (k, unordered) in [false, true].into_iter().enumerate() {
-                let (cpu, wall) = replace(&dir, &bytes, unordered);
+            for (k, kind) in kinds.into_iter().enumerate() {
+                let (cpu, wall) = replace(&dir, &bytes, kind);
                 best[k] = (best[k].0.min(cpu), best[k].1.min(wall));
             }
         }
-        let [(rc, rw), (uc, uw)] = best;
+        let [(rc, rw), (uc, uw), (fc, fw)] = best;
         let r = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
         println!(
-            "{} KiB: rename over the old file {} CPU, {} wall; replace_unordered {} CPU ({:.2}x), {} wall ({:.2}x); best of {RUNS} rounds of {REPLACEMENTS}",
+            "{} KiB: rename over the old file {} CPU, {} wall; replace_unordered {} CPU ({:.2}x), {} wall ({:.2}x); appended as frames {} CPU ({:.2}x), {} wall ({:.2}x); best of {RUNS} rounds of {REPLACEMENTS}",
             size >> 10,
             human_ns(ns(rc)),
             human_ns(ns(rw)),
@@ -64,6 +88,10 @@ fn main() {
             r(uc, rc),
             human_ns(ns(uw)),
             r(uw, rw),
+            human_ns(ns(fc)),
+            r(fc, rc),
+            human_ns(ns(fw)),
+            r(fw, rw),
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
