@@ -451,12 +451,16 @@ fn read_up_to(
     Ok(Some(Bytes::from(buf)))
 }
 
-/// A cache file may grow by appended frames up to this many bytes, or to twice the frame
-/// being appended; the checkpoint that would take it past both replaces it instead. So a
-/// small checkpoint is appended many times to one file (no file created or removed for
-/// it), and a cache file holds at most this much, or twice its newest frame.
-/// spec: cache.md#frames
-const APPEND_BYTES: u64 = 32 << 10;
+/// How long a cache file may grow by appended frames, for a frame of `frame` bytes: to
+/// eight frames, but not past 64 KiB, and never less than one block of 4 KiB (which a file
+/// takes on disk however short it is). The checkpoint that would take the file past it
+/// replaces the file instead. So a small checkpoint is appended several times to one file
+/// (no file created or removed for it), while one of more than 32 KiB, whose writing costs
+/// more than a file's creation does, always starts a new file; a cache file holds at most
+/// 64 KiB, or its one frame. spec: cache.md#frames
+fn append_limit(frame: u64) -> u64 {
+    frame.saturating_mul(8).min(64 << 10).max(4 << 10)
+}
 
 /// The most files a store remembers the length of (about 100 bytes each); past it, the
 /// store forgets them all, and each of their next checkpoints replaces its file.
@@ -490,7 +494,7 @@ impl Written {
 }
 
 /// Writes a checkpoint, a frame whose bytes are `pieces` in order, to a cache file:
-/// appended to the file when this store left it so and it has room ([`APPEND_BYTES`]),
+/// appended to the file when this store left it so and it has room ([`append_limit`]),
 /// else in a new file put in place of the old one. Not synced: a cache that a crash tears
 /// or loses is detected and rebuilt.
 pub(crate) fn write_pieces(
@@ -502,9 +506,7 @@ pub(crate) fn write_pieces(
     let len: u64 = pieces.iter().map(|p| p.len() as u64).sum();
     // Taken out while the frame is written: a failed write leaves the file forgotten.
     if let Some(at) = written.take(path) {
-        if at.saturating_add(len) <= APPEND_BYTES.max(len.saturating_mul(2))
-            && append(storage, path, at, pieces)?
-        {
+        if at.saturating_add(len) <= append_limit(len) && append(storage, path, at, pieces)? {
             written.put(path, at + len);
             return Ok(());
         }
@@ -594,8 +596,8 @@ mod tests {
     use sessionlog_log::Storage;
 
     use super::{
-        decode, encode, frame_one, write_pieces, CacheHeader, CacheMiss, Section, Written,
-        APPEND_BYTES, CACHE_MAGIC,
+        append_limit, decode, encode, frame_one, write_pieces, CacheHeader, CacheMiss, Section,
+        Written, CACHE_MAGIC,
     };
 
     fn header(watermark: u64) -> CacheHeader {
@@ -672,6 +674,21 @@ mod tests {
     }
 
     #[test]
+    fn a_file_grows_to_eight_frames_within_64_kib_or_a_block() {
+        for (frame, limit) in [
+            (0, 4096),
+            (300, 4096),
+            (1000, 8000),
+            (8192, 65_536),
+            (10_000, 65_536),
+            (40_000, 65_536),
+            (u64::MAX, 65_536),
+        ] {
+            assert_eq!(append_limit(frame), limit, "frame of {frame} bytes");
+        }
+    }
+
+    #[test]
     fn a_store_appends_checkpoints_to_a_file_it_wrote_until_it_is_full() {
         let dir = tempfile::tempdir().expect("dir");
         let storage: Arc<dyn Storage> = Arc::new(RealStorage);
@@ -692,7 +709,7 @@ mod tests {
         let first = inode(&path);
         let mut total = one;
         let mut n = 1;
-        while total + one <= APPEND_BYTES {
+        while total + one <= append_limit(one) {
             total += write(&written, 1 + n, &[1; 1000]);
             n += 1;
             assert_eq!((len(&path), inode(&path)), (total, first));
@@ -704,14 +721,14 @@ mod tests {
         assert_eq!(len(&path), one);
         assert_ne!(inode(&path), first);
         assert!(!dir.path().join("cache").join("s.slpv.tmp").exists());
-        // A large checkpoint goes after one no larger, not after two.
+        // A checkpoint of more than 32 KiB always starts a new file.
         written.forget(&path);
-        let big = write(&written, 101, &[3; 40_000]);
+        let big = write(&written, 101, &[3; 33_000]);
+        let was = inode(&path);
         assert_eq!(len(&path), big);
-        let bigger = write(&written, 102, &[4; 40_001]);
-        assert_eq!(len(&path), big + bigger);
-        write(&written, 103, &[5; 40_002]);
-        assert!(len(&path) < big + bigger);
+        let bigger = write(&written, 102, &[4; 33_001]);
+        assert_eq!(len(&path), bigger);
+        assert_ne!(inode(&path), was);
         // A file this store did not leave so is replaced, not appended to: another store's
         // (one forgets every file), or one whose length changed under it.
         let other = Written::default();
