@@ -1,8 +1,9 @@
 //! Writing a new checkpoint file, as the cache writes one: a temporary file created and
 //! written, then `Storage::rename` over the old one (the baseline), against
 //! `Storage::replace_unordered`, and against the cache's way (format-spec/cache.md#frames):
-//! the checkpoint appended to the file as a frame while the file stays within 32 KiB or
-//! twice the frame, else a new file put in place by `replace_unordered`. For checkpoints
+//! the checkpoint appended to the file as a frame while the file stays within eight
+//! frames, 64 KiB at most and 4 KiB at least, else a new file put in place by
+//! `replace_unordered` (so a checkpoint of 256 KiB is always a new file). For checkpoints
 //! of 1 KiB, 4 KiB and 256 KiB, the sizes of a small checkpoint and of a long transcript's
 //! rest. The kinds alternate within each round; the figures are the CPU time of the calling thread and the
 //! wall time, per replacement, best of `RUNS` rounds and as ratios in the same run, with
@@ -37,7 +38,7 @@ fn replace(dir: &Path, bytes: &[u8], kind: Kind) -> (Duration, Duration) {
     let mut left = None;
     for _ in 0..REPLACEMENTS {
         if let (Kind::Frames, Some(at)) = (kind, left) {
-            if at + n <= (32u64 << 10).max(2 * n) {
+            if at + n <= (8 * n).min(64 << 10).max(4 << 10) {
                 let f = storage.open_file(&path, OpenMode::ReadWrite).expect("open");
                 assert_eq!(f.len().expect("len"), at);
                 f.write_all_at(bytes, at).expect("append");
