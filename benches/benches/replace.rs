@@ -38,7 +38,7 @@ fn replace(dir: &Path, bytes: &[u8], kind: Kind) -> (Duration, Duration) {
     let mut left = None;
     for _ in 0..REPLACEMENTS {
         if let (Kind::Frames, Some(at)) = (kind, left) {
-            if at + n <= (8 * n).min(64 << 10).max(4 << 10) {
+            if at + n <= (8 * n).clamp(4 << 10, 64 << 10) {
                 let f = storage.open_file(&path, OpenMode::ReadWrite).expect("open");
                 assert_eq!(f.len().expect("len"), at);
                 f.write_all_at(bytes, at).expect("append");

@@ -459,7 +459,7 @@ fn read_up_to(
 /// more than a file's creation does, always starts a new file; a cache file holds at most
 /// 64 KiB, or its one frame. spec: cache.md#frames
 fn append_limit(frame: u64) -> u64 {
-    frame.saturating_mul(8).min(64 << 10).max(4 << 10)
+    frame.saturating_mul(8).clamp(4 << 10, 64 << 10)
 }
 
 /// The most files a store remembers the length of (about 100 bytes each); past it, the
