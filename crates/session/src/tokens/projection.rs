@@ -131,14 +131,47 @@ pub(crate) struct TallyMark {
 
 /// FNV-1a over `parts`, each followed by a 0xff byte (which UTF-8 never contains).
 pub(crate) fn fnv1a(parts: &[&str]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut hash = Fnv1a::new();
     for part in parts {
-        for byte in part.bytes().chain(std::iter::once(0xff)) {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(0x0100_0000_01b3);
-        }
+        hash.part(part);
     }
-    hash
+    hash.finish()
+}
+
+/// [`fnv1a`] fed as it goes: text written to it (`write!` included) hashes as the bytes
+/// of the part under way, and [`Fnv1a::end_part`] ends that part.
+pub(crate) struct Fnv1a(u64);
+
+impl Fnv1a {
+    pub(crate) fn new() -> Fnv1a {
+        Fnv1a(0xcbf2_9ce4_8422_2325)
+    }
+
+    fn byte(&mut self, byte: u8) {
+        self.0 ^= u64::from(byte);
+        self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+    }
+
+    /// A whole part: its bytes, then the end of it.
+    pub(crate) fn part(&mut self, part: &str) {
+        part.bytes().for_each(|b| self.byte(b));
+        self.end_part();
+    }
+
+    pub(crate) fn end_part(&mut self) {
+        self.byte(0xff);
+    }
+
+    pub(crate) fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl std::fmt::Write for Fnv1a {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        s.bytes().for_each(|b| self.byte(b));
+        Ok(())
+    }
 }
 
 impl TokenTally {
