@@ -324,7 +324,7 @@ impl Store {
         self.check_writable()?;
         let (state, cache) = self.resume(name, stream)?;
         if self.refresh_checkpoint(&cache) {
-            self.write_checkpoint(stream, &state);
+            self.write_checkpoint(stream, &state, None);
         }
         self.handle(name, stream, state, cache)
     }
@@ -773,7 +773,7 @@ impl Store {
         let stream = self.stream(name)?;
         let (state, cache) = self.resume(name, stream)?;
         if self.refresh_checkpoint(&cache) {
-            self.write_checkpoint(stream, &state);
+            self.write_checkpoint(stream, &state, None);
         }
         let state = &state;
         let past = LogPast::new(self.inner.log.clone(), stream, state.header().id());
@@ -1236,13 +1236,21 @@ impl SessionHandle {
     fn write_due_checkpoints(&mut self) {
         let next = self.state.next_seq().get();
         let refresh = self.store.inner.options.cache_refresh_events;
-        if next.saturating_sub(self.checkpointed) >= refresh {
-            self.store.write_checkpoint(self.stream, &self.state);
+        let session_due = next.saturating_sub(self.checkpointed) >= refresh;
+        if !session_due && !self.views.iter().any(|slot| slot.due(refresh)) {
+            return;
+        }
+        // Every checkpoint of this commit covers every record: one header serves them all
+        // (finding it reads the last record back from the log).
+        let header = self.store.durable_cache_header(self.stream, next + 1);
+        if session_due {
+            self.store
+                .write_checkpoint(self.stream, &self.state, header);
             self.checkpointed = next;
         }
         for slot in &mut self.views {
             if slot.due(refresh) {
-                self.store.write_projection(self.stream, slot);
+                self.store.write_projection(self.stream, slot, header);
             }
         }
     }
@@ -1261,7 +1269,7 @@ impl SessionHandle {
         let refresh = self.store.inner.options.cache_refresh_events;
         for slot in &mut self.views {
             if slot.events.saturating_sub(slot.checkpointed) >= refresh {
-                self.store.write_projection(self.stream, slot);
+                self.store.write_projection(self.stream, slot, None);
             }
         }
     }

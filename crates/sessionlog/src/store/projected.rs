@@ -14,7 +14,7 @@ use sessionlog_session::{
 };
 
 use super::{CacheUse, LogPast, Store};
-use crate::cache::{self, CacheMiss};
+use crate::cache::{self, CacheHeader, CacheMiss};
 use crate::error::{Error, Result};
 use crate::projection::{
     AnyState, MessageEstimate, Projected, Projection, ProjectionError, Registered, StoredEvent,
@@ -396,7 +396,7 @@ impl Store {
             CacheUse::Disabled => false,
         };
         if refresh {
-            self.write_projection(stream, &mut slot);
+            self.write_projection(stream, &mut slot, None);
         }
         (slot, cache)
     }
@@ -475,8 +475,14 @@ impl Store {
     /// the rules of the session's own checkpoint (durable records only, never syncing,
     /// never failing the caller). A failed projection writes none. A projection with
     /// appended parts has them extended first, by what was added since the slot last
-    /// wrote them.
-    pub(super) fn write_projection(&self, stream: StreamId, slot: &mut Slot) {
+    /// wrote them. `known` is the header of a checkpoint of `stream` found already, used when
+    /// it covers what the slot does.
+    pub(super) fn write_projection(
+        &self,
+        stream: StreamId,
+        slot: &mut Slot,
+        known: Option<CacheHeader>,
+    ) {
         slot.catch_up();
         let Slot {
             projection,
@@ -489,7 +495,11 @@ impl Store {
         let Ok(state) = &*state else {
             return;
         };
-        let Some(header) = self.durable_cache_header(stream, *events + 1) else {
+        let header = match known {
+            Some(h) if h.watermark == *events + 1 => Some(h),
+            _ => self.durable_cache_header(stream, *events + 1),
+        };
+        let Some(header) = header else {
             return;
         };
         let name = projection.name();

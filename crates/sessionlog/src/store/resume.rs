@@ -110,9 +110,20 @@ impl Store {
     /// on, the store is writable and every record of the stream is durable: a crash can
     /// then never take back what the checkpoint claims. Never syncs the log and never fails
     /// the caller: a checkpoint that cannot be written costs speed, not correctness.
-    pub(super) fn write_checkpoint(&self, stream: StreamId, state: &SessionState) {
+    /// `known` is the header of a checkpoint of `stream` found already, used when it covers
+    /// what `state` does.
+    pub(super) fn write_checkpoint(
+        &self,
+        stream: StreamId,
+        state: &SessionState,
+        known: Option<CacheHeader>,
+    ) {
         let watermark = state.next_seq().get() + 1;
-        let Some(header) = self.durable_cache_header(stream, watermark) else {
+        let header = match known {
+            Some(h) if h.watermark == watermark => Some(h),
+            _ => self.durable_cache_header(stream, watermark),
+        };
+        let Some(header) = header else {
             return;
         };
         let mut bytes = Vec::new();
