@@ -217,6 +217,115 @@ fn a_crash_at_any_point_of_a_checkpoint_appended_to_its_file_leaves_one_whole_or
 }
 
 #[test]
+fn a_reader_beside_a_writer_appending_checkpoints_gets_what_the_writer_had() {
+    // A writer commits a turn at a time, checkpointing every few events (each checkpoint a
+    // frame appended to its file), while a reader opens the store read-only again and
+    // again, as a CLI beside it would, and reads the projections: whatever frame it finds
+    // whole or torn, what it gets equals what the writer kept at that event count.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path(), opts().with_cache_refresh_events(4)).expect("store");
+    let kept = std::sync::Mutex::new(std::collections::HashMap::new());
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let reads = std::sync::atomic::AtomicUsize::new(0);
+    let mut seen = Vec::new();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut h = create(&store, "c");
+            let mut w = Workload::new(
+                5,
+                WorkloadConfig::default().with_compact_every_turns(Some(3)),
+            );
+            for e in w.session_start(1) {
+                h.append(e).expect("start");
+            }
+            // What the writer holds after each append (a reader may see any prefix of the
+            // log: buffered appends reach the file before their commit).
+            let keep = |h: &mut sessionlog::SessionHandle| {
+                let stats = h.projection::<Stats>(Stats::NAME).expect("stats").clone();
+                let calls = h
+                    .projection::<ToolAudit>(ToolAudit::NAME)
+                    .expect("tool audit")
+                    .clone();
+                kept.lock()
+                    .expect("kept")
+                    .insert(h.next_seq().get(), (stats, calls));
+            };
+            keep(&mut h);
+            for turn in 0..40 {
+                // The reader gets a turn between two commits, however the two threads are
+                // scheduled.
+                let waited = std::time::Instant::now();
+                while reads.load(std::sync::atomic::Ordering::SeqCst) < turn
+                    && waited.elapsed() < std::time::Duration::from_secs(5)
+                {
+                    std::thread::yield_now();
+                }
+                let next = h.next_seq().get();
+                for e in w.turn(next, 2, None) {
+                    h.append(e).expect("turn");
+                    keep(&mut h);
+                }
+                if w.wants_compaction() {
+                    let surface = h.state().surface();
+                    if let Some(events) = w.compaction(&surface, h.next_seq(), 2) {
+                        h.append_atomic(events).expect("compaction");
+                        keep(&mut h);
+                    }
+                }
+                h.commit().expect("commit");
+            }
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        while !done.load(std::sync::atomic::Ordering::SeqCst) {
+            let Ok(reader) = Store::open_read_only(dir.path(), opts()) else {
+                continue;
+            };
+            let (Ok(s), Ok(a)) = (
+                reader.projection::<Stats>(Stats::NAME, "c"),
+                reader.projection::<ToolAudit>(ToolAudit::NAME, "c"),
+            ) else {
+                continue;
+            };
+            seen.push((s, a));
+            reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    let kept = kept.into_inner().expect("kept");
+    let from_frames = seen
+        .iter()
+        .filter(|(s, _)| matches!(s.cache, CacheUse::Hit { .. }))
+        .count();
+    assert!(
+        seen.len() > 10 && from_frames > 0,
+        "{} reads, {from_frames} from a checkpoint",
+        seen.len()
+    );
+    for (s, a) in &seen {
+        // A read that raced the session's start may find fewer events than the writer
+        // first kept.
+        let Some((stats, calls)) = kept.get(&s.events) else {
+            assert!(
+                s.events < kept.keys().min().copied().unwrap_or(0),
+                "a read of {} events, which the writer never held",
+                s.events
+            );
+            continue;
+        };
+        assert_eq!(
+            &s.state, stats,
+            "stats at {} events ({:?})",
+            s.events, s.cache
+        );
+        assert_eq!(a.events, s.events);
+        assert_eq!(
+            &a.state, calls,
+            "tool audit at {} events ({:?})",
+            a.events, a.cache
+        );
+    }
+}
+
+#[test]
 fn a_writer_appends_its_checkpoints_to_the_files_of_the_ones_before() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path(), opts().with_cache_refresh_events(4)).expect("store");
