@@ -288,26 +288,27 @@ pub fn decode<'a>(
 /// give (not yet verified), when the file holds all of it.
 fn frame_end(bytes: &[u8], at: usize) -> Option<usize> {
     let frame = bytes.get(at..)?;
-    let word = |at: usize| -> Option<u32> {
-        Some(u32::from_le_bytes(frame.get(at..at + 4)?.try_into().ok()?))
-    };
-    if word(0)? != CACHE_MAGIC || ![CACHE_FORMAT_VERSION, ONE_FRAME_VERSION].contains(&word(4)?) {
+    let mut r = Reader(frame);
+    if r.u32().ok()? != CACHE_MAGIC || !readable_version(r.u32().ok()?) {
         return None;
     }
-    let mut end = 48usize;
-    for _ in 0..word(44)? {
-        let name = word(end)? as usize;
-        let len_at = end.checked_add(8)?.checked_add(name)?;
-        let len = u64::from_le_bytes(frame.get(len_at..len_at.checked_add(8)?)?.try_into().ok()?);
-        end = len_at
-            .checked_add(8)?
-            .checked_add(usize::try_from(len).ok()?)?;
-        if end > frame.len() {
-            return None;
-        }
+    // Store id, stream id, watermark and record CRC, then the sections.
+    r.take(16 + 8 + 8 + 4).ok()?;
+    for _ in 0..r.u32().ok()? {
+        let name = r.u32().ok()? as usize;
+        // The name, then the section's version.
+        r.take(name.checked_add(4)?).ok()?;
+        let len = usize::try_from(r.u64().ok()?).ok()?;
+        r.take(len).ok()?;
     }
-    end = end.checked_add(4)?;
-    (end <= frame.len()).then_some(at + end)
+    r.take(4).ok()?;
+    Some(at + frame.len() - r.0.len())
+}
+
+/// Whether a frame of cache format `version` is read: this build's, or the one-frame
+/// layout before it.
+fn readable_version(version: u32) -> bool {
+    version == CACHE_FORMAT_VERSION || version == ONE_FRAME_VERSION
 }
 
 /// [`decode`] of one frame.
@@ -329,7 +330,7 @@ fn decode_frame<'a>(
         return Err(corrupt("bad magic"));
     }
     let version = r.u32()?;
-    if version != CACHE_FORMAT_VERSION && version != ONE_FRAME_VERSION {
+    if !readable_version(version) {
         return Err(CacheMiss::Incompatible(format!(
             "cache format version {version}, this build reads {CACHE_FORMAT_VERSION}"
         )));
@@ -477,9 +478,10 @@ pub(crate) struct Written(Mutex<HashMap<PathBuf, u64>>);
 impl Written {
     /// Forgets `path` (its next checkpoint replaces it): a read found it damaged.
     pub(crate) fn forget(&self, path: &Path) {
-        self.0.lock().remove(path);
+        self.take(path);
     }
 
+    /// The length this store left `path` at, which it forgets meanwhile.
     fn take(&self, path: &Path) -> Option<u64> {
         self.0.lock().remove(path)
     }
