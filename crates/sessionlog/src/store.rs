@@ -1236,21 +1236,19 @@ impl SessionHandle {
     fn write_due_checkpoints(&mut self) {
         let next = self.state.next_seq().get();
         let refresh = self.store.inner.options.cache_refresh_events;
-        let session_due = next.saturating_sub(self.checkpointed) >= refresh;
-        if !session_due && !self.views.iter().any(|slot| slot.due(refresh)) {
-            return;
-        }
-        // Every checkpoint of this commit covers every record: one header serves them all
-        // (finding it reads the last record back from the log).
-        let header = self.store.durable_cache_header(self.stream, next + 1);
-        if session_due {
-            self.store
-                .write_checkpoint(self.stream, &self.state, header);
+        let (store, stream) = (&self.store, self.stream);
+        // Every checkpoint of this commit covers every record: one header, found for the
+        // first that is due, serves them all (finding it reads the last record back).
+        let mut found = None;
+        let mut header =
+            || *found.get_or_insert_with(|| store.durable_cache_header(stream, next + 1));
+        if next.saturating_sub(self.checkpointed) >= refresh {
+            store.write_checkpoint(stream, &self.state, header());
             self.checkpointed = next;
         }
         for slot in &mut self.views {
             if slot.due(refresh) {
-                self.store.write_projection(self.stream, slot, header);
+                store.write_projection(stream, slot, header());
             }
         }
     }

@@ -495,11 +495,7 @@ impl Store {
         let Ok(state) = &*state else {
             return;
         };
-        let header = match known {
-            Some(h) if h.watermark == *events + 1 => Some(h),
-            _ => self.durable_cache_header(stream, *events + 1),
-        };
-        let Some(header) = header else {
+        let Some(header) = self.cache_header(stream, *events + 1, known) else {
             return;
         };
         let name = projection.name();

@@ -119,11 +119,7 @@ impl Store {
         known: Option<CacheHeader>,
     ) {
         let watermark = state.next_seq().get() + 1;
-        let header = match known {
-            Some(h) if h.watermark == watermark => Some(h),
-            _ => self.durable_cache_header(stream, watermark),
-        };
-        let Some(header) = header else {
+        let Some(header) = self.cache_header(stream, watermark, known) else {
             return;
         };
         let mut bytes = Vec::new();
@@ -230,6 +226,20 @@ impl Store {
             watermark,
             last_record_crc: cache::record_crc(&last.payload),
         })
+    }
+
+    /// [`Store::durable_cache_header`] for `watermark`, or `known` when it is that header
+    /// already (found for another checkpoint of the same commit).
+    pub(super) fn cache_header(
+        &self,
+        stream: StreamId,
+        watermark: u64,
+        known: Option<CacheHeader>,
+    ) -> Option<CacheHeader> {
+        match known {
+            Some(h) if h.watermark == watermark => Some(h),
+            _ => self.durable_cache_header(stream, watermark),
+        }
     }
 
     /// [`cache::decode`] of the file at `path`, which is forgotten as one to append to when
