@@ -28,13 +28,16 @@ const UPKEEP_EVENTS: usize = 200_000;
 /// A writer commits this often while appending (each commit may write checkpoints);
 /// `SESSIONLOG_PROJECTION_COMMIT_EVERY` sets another interval (at 1,024 or less, the
 /// store's default `cache_refresh_events`, every commit past that many events writes
-/// checkpoints).
+/// checkpoints). Read from the environment once, not in the appends measured.
 fn commit_every() -> usize {
-    std::env::var("SESSIONLOG_PROJECTION_COMMIT_EVERY")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or(4096)
+    static EVERY: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *EVERY.get_or_init(|| {
+        std::env::var("SESSIONLOG_PROJECTION_COMMIT_EVERY")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or(4096)
+    })
 }
 const RUNS: usize = 7;
 
@@ -354,6 +357,7 @@ fn show_only() {
 }
 
 fn main() {
+    commit_every();
     if let Ok(config) = std::env::var("SESSIONLOG_PROJECTION_UPKEEP_ONLY") {
         return upkeep_only(&config);
     }

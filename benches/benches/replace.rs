@@ -1,8 +1,8 @@
 //! Writing a new checkpoint file, as the cache writes one: a temporary file created and
 //! written, then `Storage::rename` over the old one (the baseline), against
 //! `Storage::replace_unordered`, and against the cache's way (format-spec/cache.md#frames):
-//! the checkpoint appended to the file as a frame while the file stays within eight
-//! frames, 64 KiB at most and 4 KiB at least, else a new file put in place by
+//! the checkpoint appended to the file as a frame while the file stays within `cache::append_limit` (eight
+//! frames, 64 KiB at most and 4 KiB at least), else a new file put in place by
 //! `replace_unordered` (so a checkpoint of 256 KiB is always a new file). For checkpoints
 //! of 1 KiB, 4 KiB and 256 KiB, the sizes of a small checkpoint and of a long transcript's
 //! rest. The kinds alternate within each round; the figures are the CPU time of the calling thread and the
@@ -38,7 +38,7 @@ fn replace(dir: &Path, bytes: &[u8], kind: Kind) -> (Duration, Duration) {
     let mut left = None;
     for _ in 0..REPLACEMENTS {
         if let (Kind::Frames, Some(at)) = (kind, left) {
-            if at + n <= (8 * n).clamp(4 << 10, 64 << 10) {
+            if at + n <= sessionlog::cache::append_limit(n) {
                 let f = storage.open_file(&path, OpenMode::ReadWrite).expect("open");
                 assert_eq!(f.len().expect("len"), at);
                 f.write_all_at(bytes, at).expect("append");

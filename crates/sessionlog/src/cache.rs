@@ -459,7 +459,7 @@ fn read_up_to(
 /// (no file created or removed for it), while one of more than 32 KiB, whose writing costs
 /// more than a file's creation does, always starts a new file; a cache file holds at most
 /// 64 KiB, or its one frame. spec: cache.md#frames
-fn append_limit(frame: u64) -> u64 {
+pub fn append_limit(frame: u64) -> u64 {
     frame.saturating_mul(8).clamp(4 << 10, 64 << 10)
 }
 
