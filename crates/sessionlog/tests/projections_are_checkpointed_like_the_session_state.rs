@@ -16,8 +16,8 @@ use sessionlog::workload::{Workload, WorkloadConfig};
 
 mod projecting;
 use projecting::{
-    a_crash_at_every_point_of_a_checkpoint_write, append_turn, create, import_every_fixture,
-    write_generated,
+    a_crash_at_every_point_of_a_checkpoint_write, append_turn, append_turn_then,
+    import_every_fixture, start_generated, write_generated,
 };
 use sessionlog::{CacheUse, Error, Projection, ProjectionError, Store, StoreOptions, StoredEvent};
 
@@ -193,14 +193,7 @@ fn a_crash_at_any_point_of_a_checkpoint_appended_to_its_file_leaves_one_whole_or
         4,
         &opts,
         &|store| {
-            let mut h = create(store, "c");
-            let mut w = Workload::new(
-                9,
-                WorkloadConfig::default().with_compact_every_turns(Some(3)),
-            );
-            for e in w.session_start(1) {
-                h.append(e).expect("start");
-            }
+            let (mut h, mut w) = start_generated(store, "c", 9);
             for _ in 0..5 {
                 append_turn(&mut h, &mut w);
                 h.commit().expect("commit");
@@ -230,17 +223,10 @@ fn a_reader_beside_a_writer_appending_checkpoints_gets_what_the_writer_had() {
     let mut seen = Vec::new();
     std::thread::scope(|s| {
         s.spawn(|| {
-            let mut h = create(&store, "c");
-            let mut w = Workload::new(
-                5,
-                WorkloadConfig::default().with_compact_every_turns(Some(3)),
-            );
-            for e in w.session_start(1) {
-                h.append(e).expect("start");
-            }
+            let (mut h, mut w) = start_generated(&store, "c", 5);
             // What the writer holds after each append (a reader may see any prefix of the
             // log: buffered appends reach the file before their commit).
-            let keep = |h: &mut sessionlog::SessionHandle| {
+            let mut keep = |h: &mut sessionlog::SessionHandle| {
                 let stats = h.projection::<Stats>(Stats::NAME).expect("stats").clone();
                 let calls = h
                     .projection::<ToolAudit>(ToolAudit::NAME)
@@ -260,18 +246,7 @@ fn a_reader_beside_a_writer_appending_checkpoints_gets_what_the_writer_had() {
                 {
                     std::thread::yield_now();
                 }
-                let next = h.next_seq().get();
-                for e in w.turn(next, 2, None) {
-                    h.append(e).expect("turn");
-                    keep(&mut h);
-                }
-                if w.wants_compaction() {
-                    let surface = h.state().surface();
-                    if let Some(events) = w.compaction(&surface, h.next_seq(), 2) {
-                        h.append_atomic(events).expect("compaction");
-                        keep(&mut h);
-                    }
-                }
+                append_turn_then(&mut h, &mut w, &mut keep);
                 h.commit().expect("commit");
             }
             done.store(true, std::sync::atomic::Ordering::SeqCst);

@@ -39,16 +39,42 @@ pub fn import_every_fixture(store: &Store, root: &Path) -> Vec<String> {
 
 /// Appends one generated turn (and the compaction the generator asks for after it).
 pub fn append_turn(h: &mut SessionHandle, w: &mut Workload) {
+    append_turn_then(h, w, &mut |_| {});
+}
+
+/// [`append_turn`], calling `then` after each append (an atomic compaction counting as
+/// one).
+pub fn append_turn_then(
+    h: &mut SessionHandle,
+    w: &mut Workload,
+    then: &mut dyn FnMut(&mut SessionHandle),
+) {
     let next = h.next_seq().get();
     for e in w.turn(next, 2, None) {
         h.append(e).expect("turn");
+        then(h);
     }
     if w.wants_compaction() {
         let surface = h.state().surface();
         if let Some(events) = w.compaction(&surface, h.next_seq(), 2) {
             h.append_atomic(events).expect("compaction");
+            then(h);
         }
     }
+}
+
+/// A new generated session `name` of `store`, started (its `session_start` events
+/// appended, not committed): its handle and the generator for its turns.
+pub fn start_generated(store: &Store, name: &str, seed: u64) -> (SessionHandle, Workload) {
+    let mut h = create(store, name);
+    let mut w = Workload::new(
+        seed,
+        WorkloadConfig::default().with_compact_every_turns(Some(3)),
+    );
+    for e in w.session_start(1) {
+        h.append(e).expect("start");
+    }
+    (h, w)
 }
 
 /// A new session `name` of `store` (its header made at time 1, no working directory).
@@ -61,14 +87,7 @@ pub fn create(store: &Store, name: &str) -> SessionHandle {
 /// A generated session written by one handle, committed every turn, in a store that
 /// registers `stats`; returns its event count.
 pub fn write_generated(store: &Store, name: &str, seed: u64, turns: usize) -> u64 {
-    let mut h = create(store, name);
-    let mut w = Workload::new(
-        seed,
-        WorkloadConfig::default().with_compact_every_turns(Some(3)),
-    );
-    for e in w.session_start(1) {
-        h.append(e).expect("start");
-    }
+    let (mut h, mut w) = start_generated(store, name, seed);
     for _ in 0..turns {
         append_turn(&mut h, &mut w);
         h.commit().expect("commit");
