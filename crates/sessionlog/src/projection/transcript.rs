@@ -590,7 +590,7 @@ impl SessionTranscript {
             Some((location, content)) => {
                 // The row's chunk is taken out while the lines are written, which read the
                 // rest of the transcript (the tool names).
-                let mut text = std::mem::take(self.text.for_row());
+                let mut text = self.text.take_for_row();
                 push_line(&mut text, role_of(event_type));
                 if let Some(SurfaceOp::Replace { start, end }) = event.surface_op() {
                     text.push_str("[replaces seq ");
@@ -602,16 +602,13 @@ impl SessionTranscript {
                     text.push_str("]\n");
                 }
                 let written = message_lines(&mut text, content, event, location, self);
-                let text = {
-                    let open = self.text.for_row();
-                    *open = text;
-                    open
-                };
-                if !written? {
+                if matches!(written, Ok(false)) {
                     text.push('(');
                     text.push_str(event_type);
                     text.push_str(" with no content)\n");
                 }
+                self.text.put_back(text);
+                written?;
                 self.push_row(RowKind::Message, event);
             }
         }

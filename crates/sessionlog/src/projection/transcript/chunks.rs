@@ -45,6 +45,20 @@ impl TextChunks {
         &mut self.open
     }
 
+    /// The open chunk taken out, with room for a row (as [`TextChunks::for_row`] leaves
+    /// it), so that a row's text can be written while the rest of the transcript is read;
+    /// [`TextChunks::put_back`] returns it. Taking it leaves no chunk behind: until it is
+    /// back, nothing else is written to the text.
+    pub(super) fn take_for_row(&mut self) -> String {
+        self.for_row();
+        std::mem::take(&mut self.open)
+    }
+
+    /// Returns the chunk [`TextChunks::take_for_row`] took, with the row written to it.
+    pub(super) fn put_back(&mut self, open: String) {
+        self.open = open;
+    }
+
     /// The text in `range`, which must lie in one chunk (a row's text does).
     pub(super) fn get(&self, range: Range<usize>) -> Option<&str> {
         let (at, chunk) = match range.start.checked_sub(self.open_at) {
@@ -165,6 +179,37 @@ mod tests {
         // An empty row at a chunk's start reads as empty, not as a miss.
         let boundary = text.full[1].0;
         assert_eq!(text.get(boundary..boundary), Some(""));
+    }
+
+    #[test]
+    fn a_chunk_taken_for_a_row_comes_back_as_the_open_one() {
+        let mut text = TextChunks::default();
+        let mut rows = Vec::new();
+        for i in 0..500usize {
+            let start = text.len();
+            let row = format!("row {i}\n{}\n", "z".repeat(i * 7 % 900));
+            if i % 2 == 0 {
+                let mut open = text.take_for_row();
+                let capacity = open.capacity();
+                assert!(
+                    capacity - open.len() >= ROW_ROOM,
+                    "row {i}: too little room"
+                );
+                open.push_str(&row);
+                assert_eq!(open.capacity(), capacity, "row {i}: the chunk moved");
+                text.put_back(open);
+            } else {
+                text.for_row().push_str(&row);
+            }
+            rows.push((start..text.len(), row));
+        }
+        assert!(text.full.len() > 3, "{} chunks", text.full.len());
+        let mut all = Vec::new();
+        for (range, row) in &rows {
+            assert_eq!(text.get(range.clone()), Some(row.as_str()));
+            all.extend_from_slice(row.as_bytes());
+        }
+        assert_eq!(text.pieces().collect::<Vec<_>>().concat(), all);
     }
 
     #[test]
