@@ -38,6 +38,14 @@ pub enum Error {
         /// The location, as the user gave it.
         location: String,
     },
+    /// The location was shipped through manifest pointers, and the shard named has none.
+    #[error("{location} was shipped through a manifest pointer, but shard `{shard}` has none: check the shard name")]
+    NoManifestPointer {
+        /// The shard named.
+        shard: String,
+        /// The location.
+        location: String,
+    },
     /// A manifest does not decode or breaks a manifest rule.
     #[error("manifest `{key}` is not valid ({reason}); the shipped state is damaged: ship the store again")]
     BadManifest {
@@ -167,7 +175,9 @@ impl Error {
             Error::ObjectStore { .. } | Error::Io { .. } | Error::BadLocation { .. } => {
                 ErrorClass::Environment
             }
-            Error::NothingShipped { .. } | Error::NoSuchSession(_) => ErrorClass::NotFound,
+            Error::NothingShipped { .. }
+            | Error::NoManifestPointer { .. }
+            | Error::NoSuchSession(_) => ErrorClass::NotFound,
             Error::BadManifest { .. }
             | Error::MissingObject { .. }
             | Error::ObjectMismatch { .. }

@@ -16,6 +16,7 @@ mod manifest;
 mod object;
 mod owner;
 mod parallel;
+mod pointer;
 mod restore;
 mod s3;
 mod ship;
@@ -30,7 +31,8 @@ pub use object::{DirObjectStore, ObjectStore};
 pub use owner::{
     recorded_token, EtcdLeases, LeaseGrant, LeaseService, Owner, Renewer, OWNER_STREAM,
 };
-pub use restore::{restore, RestoreOptions, RestoreReport};
+pub use pointer::{ManifestPointers, PublishedManifest};
+pub use restore::{restore, RestoreOptions, RestoreReport, ShardPointer};
 pub use s3::{S3Config, S3ObjectStore};
 pub use ship::{ShipReport, ShipSource, Shipper, MAX_TAIL_PARTS};
 
@@ -55,10 +57,41 @@ pub fn open_location(url: &str, s3: S3Config) -> Result<Arc<dyn ObjectStore>> {
     Ok(Arc::new(S3ObjectStore::new(&config)?))
 }
 
-/// The newest manifest at `objects`, if anything was shipped there.
+/// The newest manifest at `objects`, if anything was shipped there, found by listing the
+/// manifests (of a location shipped to under a manifest pointer, see [`pointed_manifest`]).
 pub fn newest_manifest(objects: &dyn ObjectStore) -> Result<Option<Manifest>> {
-    match ship::newest_generation(objects)? {
-        Some(generation) => ship::read_manifest(objects, generation).map(Some),
+    match ship::newest_listed(objects)? {
+        Some((generation, key)) => ship::read_manifest_at(objects, &key, generation).map(Some),
         None => Ok(None),
+    }
+}
+
+/// The manifest the pointer of `shard` in `pointers` names: how a location shipped to by a
+/// [`Shipper::pointed`] is read. While the shard has no pointer, the newest manifest listed
+/// (a location shipped to before it was shipped through a pointer), unless the location holds
+/// manifests written under a pointer: then the shard named is not the one that shipped there
+/// ([`Error::NoManifestPointer`]). design: docs/distributed.md#manifest-pointer
+pub fn pointed_manifest(
+    objects: &dyn ObjectStore,
+    pointers: &dyn ManifestPointers,
+    shard: &str,
+) -> Result<Option<Manifest>> {
+    match pointers.read(shard)? {
+        Some(p) => {
+            let key = manifest::pointed_manifest_key(p.generation, p.fencing_token);
+            ship::read_manifest_at(objects, &key, p.generation).map(Some)
+        }
+        None => match ship::newest_listed(objects)? {
+            Some((_, key))
+                if manifest::manifest_key_parts(&key).is_some_and(|(_, t)| t.is_some()) =>
+            {
+                Err(Error::NoManifestPointer {
+                    shard: shard.to_owned(),
+                    location: objects.location(),
+                })
+            }
+            Some((generation, key)) => ship::read_manifest_at(objects, &key, generation).map(Some),
+            None => Ok(None),
+        },
     }
 }

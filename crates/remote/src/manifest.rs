@@ -103,13 +103,28 @@ pub(crate) fn manifest_key(generation: u64) -> String {
     format!("{MANIFEST_DIR}/{generation:020}.manifest")
 }
 
-/// The generation a manifest key names, if it is one.
-pub(crate) fn manifest_generation(key: &str) -> Option<u64> {
+/// The key of manifest `generation` written under a manifest pointer by the owner with
+/// `fencing_token`: the token is in the key, so that a stale owner's manifest of the same
+/// generation is another object and never replaces the one the pointer names.
+/// design: docs/distributed.md#manifest-pointer
+pub(crate) fn pointed_manifest_key(generation: u64, fencing_token: u64) -> String {
+    format!("{MANIFEST_DIR}/{generation:020}-{fencing_token:020}.manifest")
+}
+
+/// The generation a manifest key names and, for a key written under a manifest pointer,
+/// the fencing token in it.
+pub(crate) fn manifest_key_parts(key: &str) -> Option<(u64, Option<u64>)> {
     let name = key.strip_prefix(MANIFEST_DIR)?.strip_prefix('/')?;
-    let digits = name.strip_suffix(".manifest")?;
-    (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
-        .then(|| digits.parse().ok())
-        .flatten()
+    let stem = name.strip_suffix(".manifest")?;
+    let number = |digits: &str| {
+        (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| digits.parse::<u64>().ok())
+            .flatten()
+    };
+    match stem.split_once('-') {
+        None => Some((number(stem)?, None)),
+        Some((generation, token)) => Some((number(generation)?, Some(number(token)?))),
+    }
 }
 
 /// The key of a whole sealed segment.
@@ -190,8 +205,16 @@ impl Manifest {
         let manifest: Manifest =
             serde_json::from_slice(json).map_err(|e| bad(format!("JSON: {e}")))?;
         manifest.validate().map_err(bad)?;
-        if manifest_generation(key).is_some_and(|g| g != manifest.generation) {
-            return Err(bad(format!("it says generation {}", manifest.generation)));
+        if let Some((generation, token)) = manifest_key_parts(key) {
+            if generation != manifest.generation {
+                return Err(bad(format!("it says generation {}", manifest.generation)));
+            }
+            if token.is_some_and(|t| t != manifest.fencing_token) {
+                return Err(bad(format!(
+                    "it says fencing token {}",
+                    manifest.fencing_token
+                )));
+            }
         }
         Ok(manifest)
     }
@@ -314,7 +337,31 @@ mod tests {
             Manifest::decode(&key, &manifest.encode()).unwrap(),
             manifest
         );
-        assert_eq!(manifest_generation(&key), Some(3));
+        assert_eq!(manifest_key_parts(&key), Some((3, None)));
+    }
+
+    #[test]
+    fn a_pointed_manifest_key_names_its_generation_and_token() {
+        let mut manifest = sample();
+        manifest.fencing_token = 41;
+        let key = pointed_manifest_key(3, 41);
+        assert_eq!(manifest_key_parts(&key), Some((3, Some(41))));
+        assert_eq!(manifest_key_parts(&manifest_key(3)), Some((3, None)));
+        assert_eq!(
+            Manifest::decode(&key, &manifest.encode()).unwrap(),
+            manifest
+        );
+        // A manifest read under another owner's key is refused.
+        let err = Manifest::decode(&pointed_manifest_key(3, 40), &manifest.encode());
+        assert!(err.is_err(), "another token's key");
+        for bad in [
+            "manifests/3-41.manifest",
+            "manifests/00000000000000000003-.manifest",
+            "manifests/00000000000000000003-0000000000000000004x.manifest",
+            "segments/00000000000000000003.manifest",
+        ] {
+            assert_eq!(manifest_key_parts(bad), None, "{bad}");
+        }
     }
 
     #[test]

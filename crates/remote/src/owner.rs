@@ -15,6 +15,7 @@ use parking_lot::{Condvar, Mutex};
 use sessionlog::{Durability, Store};
 
 use crate::error::{Error, Result};
+use crate::pointer::{ManifestPointers, PublishedManifest};
 
 /// The raw stream each owner records its fencing token in when it takes a store.
 pub const OWNER_STREAM: &str = "owner";
@@ -90,6 +91,11 @@ impl Owner {
     /// The lease (to keep it across a restart, see [`Owner::resume`]).
     pub fn grant(&self) -> &LeaseGrant {
         &self.grant
+    }
+
+    /// The shard this owner holds.
+    pub fn shard(&self) -> &str {
+        &self.shard
     }
 
     /// The fencing token.
@@ -392,6 +398,62 @@ impl LeaseService for EtcdLeases {
     }
 }
 
+fn pointer_key(shard: &str) -> String {
+    format!("/sessionlog/manifest/{shard}")
+}
+
+/// Manifest pointers in etcd, beside the leases: `/sessionlog/manifest/{shard}` holds the
+/// published manifest as JSON (`{"generation":G,"fencing_token":T}`), under no lease (it
+/// outlives every owner), and moves in a transaction that compares the shard's owner key's
+/// lease with the writer's and the pointer's value with the one the writer read.
+impl ManifestPointers for EtcdLeases {
+    fn read(&self, shard: &str) -> Result<Option<PublishedManifest>> {
+        let key = base64(pointer_key(shard).as_bytes());
+        let answer = self.call("/v3/kv/range", &serde_json::json!({ "key": key }))?;
+        let Some(kv) = answer["kvs"].as_array().and_then(|kvs| kvs.first()) else {
+            return Ok(None);
+        };
+        let bad = |what: String| Error::LeaseService {
+            op: "/v3/kv/range".into(),
+            message: format!("the manifest pointer of {shard}: {what}"),
+        };
+        let value = kv["value"]
+            .as_str()
+            .and_then(unbase64)
+            .ok_or_else(|| bad(format!("a value that is not base64 in {kv}")))?;
+        serde_json::from_slice(&value)
+            .map(Some)
+            .map_err(|e| bad(format!("not a published manifest ({e})")))
+    }
+
+    fn advance(
+        &self,
+        shard: &str,
+        lease_id: i64,
+        from: Option<PublishedManifest>,
+        to: PublishedManifest,
+    ) -> Result<bool> {
+        let key = base64(pointer_key(shard).as_bytes());
+        // Written by field order, so that the value read back compares equal byte for byte.
+        let encode =
+            |p: &PublishedManifest| base64(serde_json::to_string(p).unwrap_or_default().as_bytes());
+        let was = match &from {
+            None => serde_json::json!({"key": key, "target": "CREATE", "create_revision": "0"}),
+            Some(p) => serde_json::json!({"key": key, "target": "VALUE", "value": encode(p)}),
+        };
+        let owner = base64(owner_key(shard).as_bytes());
+        let txn = serde_json::json!({
+            "compare": [
+                {"key": owner, "target": "LEASE", "lease": lease_id.to_string()},
+                was,
+            ],
+            "success": [{"request_put": {"key": key, "value": encode(&to)}}],
+        });
+        let answer = self.call("/v3/kv/txn", &txn)?;
+        Ok(answer["succeeded"].as_bool() == Some(true))
+    }
+}
+
 /// One HTTP/1.1 POST of JSON, `Connection: close`, with short timeouts; the answer's JSON.
 fn post(endpoint: &str, path: &str, body: &str) -> std::result::Result<serde_json::Value, String> {
     use std::net::ToSocketAddrs;
@@ -478,9 +540,59 @@ fn base64(bytes: &[u8]) -> String {
     out
 }
 
+/// The bytes of standard base64 text (with or without padding); `None` for anything else.
+fn unbase64(text: &str) -> Option<Vec<u8>> {
+    let digit = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let text = text.trim_end_matches('=').as_bytes();
+    if text.len() % 4 == 1 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(text.len() * 3 / 4);
+    for chunk in text.chunks(4) {
+        let mut n = 0u32;
+        for (i, &c) in chunk.iter().enumerate() {
+            n |= digit(c)? << (18 - 6 * i);
+        }
+        let bytes = n.to_be_bytes();
+        out.extend_from_slice(&bytes[1..chunk.len()]);
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn base64_decodes_what_it_encodes_and_refuses_other_text() {
+        for bytes in [
+            &b""[..],
+            b"f",
+            b"fo",
+            b"foo",
+            b"foob",
+            b"{\"generation\":3}",
+            &[0, 255, 7],
+        ] {
+            assert_eq!(
+                unbase64(&base64(bytes)).as_deref(),
+                Some(bytes),
+                "{bytes:?}"
+            );
+        }
+        assert_eq!(unbase64("Zg").as_deref(), Some(&b"f"[..]));
+        assert_eq!(unbase64("Z"), None);
+        assert_eq!(unbase64("Zm9v!"), None);
+    }
 
     #[test]
     fn base64_matches_the_standard_alphabet_with_padding() {

@@ -15,6 +15,7 @@ use crate::error::{io_err, Error, Result};
 use crate::manifest::{store_id_hex, Manifest, ObjectRef, CACHE_DIR};
 use crate::object::ObjectStore;
 use crate::parallel;
+use crate::pointer::ManifestPointers;
 use crate::ship::newest_generation;
 
 /// How often a restore starts over from a newer manifest when an object of the one it read
@@ -33,6 +34,34 @@ pub struct RestoreOptions {
     pub sessions: Vec<String>,
     /// Log options of the new store that chosen sessions are copied into.
     pub log: LogOptions,
+    /// For a location shipped to by a [`Shipper::pointed`](crate::Shipper::pointed): the
+    /// manifest pointers and the shard, so that the manifest restored is the one the pointer
+    /// names, not the newest listed. design: docs/distributed.md#manifest-pointer
+    pub pointer: Option<ShardPointer>,
+}
+
+/// The manifest pointer of one shard.
+#[derive(Debug, Clone)]
+pub struct ShardPointer {
+    /// Where the pointers live.
+    pub pointers: Arc<dyn ManifestPointers>,
+    /// The shard.
+    pub shard: String,
+}
+
+impl ShardPointer {
+    /// The manifest the pointer names (see [`crate::pointed_manifest`]).
+    fn manifest(&self, objects: &dyn ObjectStore) -> Result<Option<Manifest>> {
+        crate::pointed_manifest(objects, &*self.pointers, &self.shard)
+    }
+
+    /// The generation the pointer names, or the newest listed while there is no pointer.
+    fn generation(&self, objects: &dyn ObjectStore) -> Result<Option<u64>> {
+        match self.pointers.read(&self.shard)? {
+            Some(p) => Ok(Some(p.generation)),
+            None => newest_generation(objects),
+        }
+    }
 }
 
 /// What a restore did.
@@ -62,14 +91,21 @@ pub fn restore(
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let manifest = crate::newest_manifest(objects)?.ok_or_else(|| Error::NothingShipped {
+        let newest = match &options.pointer {
+            Some(pointer) => pointer.manifest(objects)?,
+            None => crate::newest_manifest(objects)?,
+        };
+        let manifest = newest.ok_or_else(|| Error::NothingShipped {
             location: objects.location(),
         })?;
         let generation = manifest.generation;
+        let now_newest = || match &options.pointer {
+            Some(pointer) => pointer.generation(objects),
+            None => newest_generation(objects),
+        };
         match restore_manifest(objects, &manifest, target, options) {
             Err(Error::MissingObject { .. })
-                if attempt < RESTORE_ATTEMPTS
-                    && newest_generation(objects)? != Some(generation) => {}
+                if attempt < RESTORE_ATTEMPTS && now_newest()? != Some(generation) => {}
             result => return result,
         }
     }

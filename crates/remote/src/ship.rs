@@ -15,13 +15,14 @@ use sessionlog_log::{Log, Lsn, StreamInfo};
 
 use crate::error::{io_err, Error, Result};
 use crate::manifest::{
-    cache_key, is_checkpoint_file, manifest_generation, manifest_key, segment_key, store_id_hex,
-    tail_key, Manifest, ObjectRef, ShippedCheckpoint, ShippedSegment, ShippedStream, CACHE_DIR,
-    MANIFEST_DIR, MANIFEST_FORMAT, SEGMENT_DIR, TAIL_DIR,
+    cache_key, is_checkpoint_file, manifest_key, manifest_key_parts, pointed_manifest_key,
+    segment_key, store_id_hex, tail_key, Manifest, ObjectRef, ShippedCheckpoint, ShippedSegment,
+    ShippedStream, CACHE_DIR, MANIFEST_DIR, MANIFEST_FORMAT, SEGMENT_DIR, TAIL_DIR,
 };
 use crate::object::ObjectStore;
 use crate::owner::Owner;
 use crate::parallel;
+use crate::pointer::{ManifestPointers, PublishedManifest};
 
 /// An active segment shipped in more parts than this is shipped again as one part.
 pub const MAX_TAIL_PARTS: usize = 64;
@@ -115,6 +116,10 @@ pub struct Shipper {
     fencing_token: u64,
     /// When set, every upload and the manifest wait for a valid lease of this owner.
     owner: Option<Arc<Owner>>,
+    /// When set (always with an owner), manifests are published by moving the shard's
+    /// pointer there, and named with the owner's token. design:
+    /// docs/distributed.md#manifest-pointer
+    pointer: Option<Arc<dyn ManifestPointers>>,
     /// The first stage, one ship at a time: planning and uploading objects.
     state: Mutex<State>,
     /// The second stage, one ship at a time: writing the manifest. A ship takes it before it
@@ -131,6 +136,9 @@ struct Published {
     before_last: Option<Manifest>,
     /// What the newest planned ship will name, while its manifest is not written yet.
     pending: Option<Pending>,
+    /// What the shard's manifest pointer says, as far as this shipper knows (with a
+    /// pointer): read when the shipper loads, then each manifest it publishes.
+    pointer_says: Option<PublishedManifest>,
 }
 
 /// A planned ship whose manifest is not written yet.
@@ -222,6 +230,7 @@ impl Shipper {
             objects,
             fencing_token,
             owner: None,
+            pointer: None,
             state: Mutex::new(State::default()),
             publish: Mutex::new(()),
             manifests: Mutex::new(Published::default()),
@@ -237,9 +246,35 @@ impl Shipper {
             objects,
             fencing_token: owner.token(),
             owner: Some(owner),
+            pointer: None,
             state: Mutex::new(State::default()),
             publish: Mutex::new(()),
             manifests: Mutex::new(Published::default()),
+        }
+    }
+
+    /// [`Shipper::owned`] for an object store that ignores conditional writes (Garage): a
+    /// manifest is shipped once the shard's pointer in `pointers` moves to it, in a
+    /// transaction that checks `owner`'s lease, and each manifest's key carries the owner's
+    /// fencing token, so a stale owner's manifest never replaces a newer owner's. Restore
+    /// with [`RestoreOptions::pointer`](crate::RestoreOptions::pointer) set to the same
+    /// pointers and shard. design: docs/distributed.md#manifest-pointer
+    pub fn pointed(
+        objects: Arc<dyn ObjectStore>,
+        owner: Arc<Owner>,
+        pointers: Arc<dyn ManifestPointers>,
+    ) -> Shipper {
+        Shipper {
+            pointer: Some(pointers),
+            ..Shipper::owned(objects, owner)
+        }
+    }
+
+    /// The key a manifest is written under by this shipper.
+    fn key_of(&self, generation: u64, fencing_token: u64) -> String {
+        match self.pointer {
+            Some(_) => pointed_manifest_key(generation, fencing_token),
+            None => manifest_key(generation),
         }
     }
 
@@ -450,13 +485,26 @@ impl Shipper {
                 .last
                 .as_ref()
                 .map_or(1, |m| m.generation + 1);
-            let key = manifest_key(manifest.generation);
+            let key = self.key_of(manifest.generation, manifest.fencing_token);
             self.check_owner()?;
+            let fenced = || Error::Fenced {
+                generation: manifest.generation,
+                location: self.objects.location(),
+            };
             if !self.objects.put_if_absent(&key, manifest.encode())? {
-                return Err(Error::Fenced {
-                    generation: manifest.generation,
-                    location: self.objects.location(),
-                });
+                return Err(fenced());
+            }
+            if let (Some(pointers), Some(owner)) = (&self.pointer, &self.owner) {
+                let from = self.manifests.lock().pointer_says;
+                self.check_owner()?;
+                if !pointers.advance(
+                    owner.shard(),
+                    owner.grant().lease_id,
+                    from,
+                    published(&manifest),
+                )? {
+                    return Err(fenced());
+                }
             }
             Ok(())
         })();
@@ -472,8 +520,13 @@ impl Shipper {
             manifests.pending = None;
         }
         written?;
-        let doomed = doomed_keys(&manifests, &manifest);
+        let doomed = doomed_keys(&manifests, &manifest, |m| {
+            self.key_of(m.generation, m.fencing_token)
+        });
         manifests.before_last = manifests.last.take();
+        if self.pointer.is_some() {
+            manifests.pointer_says = Some(published(&manifest));
+        }
         let report = ShipReport {
             generation: manifest.generation,
             durable_lsn: Lsn(manifest.durable_lsn),
@@ -498,10 +551,34 @@ impl Shipper {
     /// segment's parts from it, and removes every object neither names: garbage of ships that
     /// failed before their manifest.
     fn load(&self, state: &mut State, ours: &str) -> Result<()> {
-        let generations = manifest_generations(&*self.objects)?;
-        let newest = generations.last().copied();
-        if let Some(generation) = newest {
-            let last = read_manifest(&*self.objects, generation)?;
+        let listed = manifest_keys(&*self.objects)?;
+        let pointed = match (&self.pointer, &self.owner) {
+            (Some(pointers), Some(owner)) => pointers.read(owner.shard())?,
+            _ => None,
+        };
+        // Under a pointer the newest manifest is the one it names; without one (or before a
+        // pointer was ever moved), the newest listed.
+        let newest = match pointed {
+            Some(p) => Some((
+                p.generation,
+                pointed_manifest_key(p.generation, p.fencing_token),
+            )),
+            None => {
+                // A location another shard's pointer publishes to is not this shard's to
+                // continue: shipping on would fork its history.
+                if let (Some(owner), Some(_), Some((_, Some(_), _))) =
+                    (&self.owner, &self.pointer, listed.last())
+                {
+                    return Err(Error::NoManifestPointer {
+                        shard: owner.shard().to_owned(),
+                        location: self.objects.location(),
+                    });
+                }
+                listed.last().map(|(g, _, key)| (*g, key.clone()))
+            }
+        };
+        if let Some((generation, key)) = &newest {
+            let last = read_manifest_at(&*self.objects, key, *generation)?;
             if last.store_id != ours {
                 return Err(Error::ForeignStore {
                     location: self.objects.location(),
@@ -509,10 +586,17 @@ impl Shipper {
                     ours: ours.to_owned(),
                 });
             }
-            let before_last = generation
-                .checked_sub(1)
-                .filter(|g| generations.contains(g))
-                .and_then(|g| read_manifest(&*self.objects, g).ok());
+            // The one before it: of the manifests of the generation before, the one whose
+            // owner was the newest not newer than this one's (a stale owner's manifest has an
+            // older token).
+            let before_last = generation.checked_sub(1).and_then(|g| {
+                listed
+                    .iter()
+                    .rfind(|(lg, token, _)| {
+                        *lg == g && token.is_none_or(|t| t <= last.fencing_token)
+                    })
+                    .and_then(|(_, _, key)| read_manifest_at(&*self.objects, key, g).ok())
+            });
             state.tail = last.segments.last().filter(|s| !s.sealed).map(|s| Tail {
                 id: s.id,
                 parts: s.objects.clone(),
@@ -522,6 +606,7 @@ impl Shipper {
             manifests.last = Some(last);
             manifests.before_last = before_last;
         }
+        self.manifests.lock().pointer_says = pointed;
         let manifests = self.manifests.lock();
         let keep: HashSet<String> = [manifests.last.as_ref(), manifests.before_last.as_ref()]
             .into_iter()
@@ -530,7 +615,7 @@ impl Shipper {
             .map(str::to_owned)
             .collect();
         drop(manifests);
-        let keep_generation = newest.map_or(0, |g| g.saturating_sub(1));
+        let keep_generation = newest.as_ref().map_or(0, |(g, _)| g.saturating_sub(1));
         for dir in [SEGMENT_DIR, TAIL_DIR, CACHE_DIR] {
             for key in self.objects.list(dir)? {
                 if !keep.contains(&key) {
@@ -538,8 +623,8 @@ impl Shipper {
                 }
             }
         }
-        for generation in generations.iter().filter(|&&g| g < keep_generation) {
-            self.objects.delete(&manifest_key(*generation))?;
+        for (_, _, key) in listed.iter().filter(|(g, _, _)| *g < keep_generation) {
+            self.objects.delete(key)?;
         }
         state.loaded = true;
         Ok(())
@@ -789,7 +874,11 @@ fn unchanged(last: &Manifest, uploads: &Uploads) -> ShipReport {
 
 /// Once `new` is written after `published.last`: the manifest before the last one and every
 /// object that only it names.
-fn doomed_keys(published: &Published, new: &Manifest) -> Vec<String> {
+fn doomed_keys(
+    published: &Published,
+    new: &Manifest,
+    key_of: impl Fn(&Manifest) -> String,
+) -> Vec<String> {
     let Some(old) = published.before_last.as_ref() else {
         return Vec::new();
     };
@@ -801,34 +890,53 @@ fn doomed_keys(published: &Published, new: &Manifest) -> Vec<String> {
     old.object_keys()
         .filter(|k| !keep.contains(k))
         .map(str::to_owned)
-        .chain([manifest_key(old.generation)])
+        .chain([key_of(old)])
         .collect()
 }
 
-/// The generations of the manifests at `objects`, ascending.
-fn manifest_generations(objects: &dyn ObjectStore) -> Result<Vec<u64>> {
-    let mut generations: Vec<u64> = objects
+/// A manifest as a pointer names it.
+fn published(manifest: &Manifest) -> PublishedManifest {
+    PublishedManifest {
+        generation: manifest.generation,
+        fencing_token: manifest.fencing_token,
+    }
+}
+
+/// The manifests listed at `objects`, as (generation, fencing token in the key, key),
+/// ascending by generation and then token (a key without a token first).
+fn manifest_keys(objects: &dyn ObjectStore) -> Result<Vec<(u64, Option<u64>, String)>> {
+    let mut keys: Vec<(u64, Option<u64>, String)> = objects
         .list(MANIFEST_DIR)?
-        .iter()
-        .filter_map(|k| manifest_generation(k))
+        .into_iter()
+        .filter_map(|k| manifest_key_parts(&k).map(|(g, t)| (g, t, k)))
         .collect();
-    generations.sort_unstable();
-    Ok(generations)
+    keys.sort_unstable();
+    Ok(keys)
 }
 
-/// The newest manifest at `objects`, if any.
+/// The key of the newest manifest at `objects` and its generation, by listing: the highest
+/// generation, and of several manifests of it (written under a pointer by owners one after
+/// the other), the newest owner's.
+pub(crate) fn newest_listed(objects: &dyn ObjectStore) -> Result<Option<(u64, String)>> {
+    Ok(manifest_keys(objects)?.pop().map(|(g, _, key)| (g, key)))
+}
+
+/// The newest generation at `objects`, by listing.
 pub(crate) fn newest_generation(objects: &dyn ObjectStore) -> Result<Option<u64>> {
-    Ok(manifest_generations(objects)?.last().copied())
+    Ok(newest_listed(objects)?.map(|(g, _)| g))
 }
 
-/// Reads and decodes manifest `generation`.
-pub(crate) fn read_manifest(objects: &dyn ObjectStore, generation: u64) -> Result<Manifest> {
-    let key = manifest_key(generation);
-    let bytes = objects.get(&key)?.ok_or_else(|| Error::MissingObject {
-        key: key.clone(),
+/// Reads and decodes manifest `generation`, stored under `key`.
+pub(crate) fn read_manifest_at(
+    objects: &dyn ObjectStore,
+    key: &str,
+    generation: u64,
+) -> Result<Manifest> {
+    let bytes = objects.get(key)?.ok_or_else(|| Error::MissingObject {
+        key: key.to_owned(),
         generation,
     })?;
-    Manifest::decode(&key, &bytes)
+    Manifest::decode(key, &bytes)
 }
 
 /// The segment ids in `dir`, ascending.

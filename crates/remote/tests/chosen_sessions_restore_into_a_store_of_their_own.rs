@@ -31,6 +31,7 @@ fn chosen_sessions_restore_into_a_store_of_their_own() {
         log: LogOptions::default()
             .with_segment_size_bytes(64 << 10)
             .with_preallocate(false),
+        ..RestoreOptions::default()
     };
     let target = tmp.path().join("node-b");
     let report = restore(&*objects, &target, &options).expect("restore two sessions");
