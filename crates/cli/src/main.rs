@@ -325,6 +325,8 @@ enum Command {
         to: String,
         #[command(flatten)]
         s3: remote::S3Args,
+        #[command(flatten)]
+        pointer: remote::PointerArgs,
     },
     /// Restore the newest shipped state into an empty or absent directory: every object is
     /// checked against its checksum and the store is verified before it appears there.
@@ -340,6 +342,8 @@ enum Command {
         session: Vec<String>,
         #[command(flatten)]
         s3: remote::S3Args,
+        #[command(flatten)]
+        pointer: remote::PointerArgs,
     },
     /// Print the batches and records of a store's segments with their headers.
     Dump {
@@ -672,13 +676,19 @@ fn run(command: Command) -> Result<u8, Failure> {
         } => sessions::show(&store, &session, raw),
         Command::Cache(CacheCommand::Verify { store }) => sessions::cache_verify(&store),
         Command::Cache(CacheCommand::Rebuild { store }) => sessions::cache_rebuild(&store),
-        Command::Ship { store, to, s3 } => remote::ship(&store, &to, s3),
+        Command::Ship {
+            store,
+            to,
+            s3,
+            pointer,
+        } => remote::ship(&store, &to, s3, pointer),
         Command::Restore {
             from,
             store,
             session,
             s3,
-        } => remote::restore(&from, &store, session, s3),
+            pointer,
+        } => remote::restore(&from, &store, session, s3, pointer),
         Command::Migrate {
             from,
             to,
