@@ -23,7 +23,7 @@ use sessionlog::Store;
 use sessionlog_remote::{
     newest_manifest, pointed_manifest, restore, DirObjectStore, Error, EtcdLeases, LeaseGrant,
     LeaseService, ManifestPointers, ObjectStore, Owner, PublishedManifest, RestoreOptions,
-    ShardPointer, Shipper,
+    S3Config, S3ObjectStore, ShardPointer, Shipper,
 };
 
 /// An object store that ignores the condition of a conditional create, as Garage 2.5 does:
@@ -135,11 +135,9 @@ fn a_stale_owner_is_refused_by_the_pointer(
     leases: Arc<dyn LeasesAndPointers>,
     pointers: Arc<dyn ManifestPointers>,
     shard: &str,
+    objects: Arc<dyn ObjectStore>,
 ) {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let objects: Arc<dyn ObjectStore> = Arc::new(IgnoresConditions(
-        DirObjectStore::new(tmp.path().join("bucket")).expect("bucket"),
-    ));
     let with_pointer = RestoreOptions {
         pointer: Some(ShardPointer {
             pointers: pointers.clone(),
@@ -237,10 +235,18 @@ fn a_stale_owner_is_refused_by_the_pointer(
     leases.release(b.grant().lease_id).expect("release");
 }
 
+/// A directory whose conditional creates write over what is there, as Garage's do.
+fn garage_like(tmp: &tempfile::TempDir) -> Arc<dyn ObjectStore> {
+    Arc::new(IgnoresConditions(
+        DirObjectStore::new(tmp.path().join("bucket")).expect("bucket"),
+    ))
+}
+
 #[test]
 fn a_stale_owner_is_refused_by_a_pointer_kept_in_memory() {
     let leases = Arc::new(MemoryLeases::default());
-    a_stale_owner_is_refused_by_the_pointer(leases.clone(), leases, "shard-1");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    a_stale_owner_is_refused_by_the_pointer(leases.clone(), leases, "shard-1", garage_like(&tmp));
 }
 
 #[test]
@@ -404,7 +410,39 @@ fn a_stale_owner_is_refused_by_the_etcd_pointer() {
     let test = "a_stale_owner_is_refused_by_the_etcd_pointer";
     let Some(etcd) = cluster(test) else { return };
     let etcd = Arc::new(etcd);
-    a_stale_owner_is_refused_by_the_pointer(etcd.clone(), etcd, &shard(test));
+    let tmp = tempfile::tempdir().expect("tempdir");
+    a_stale_owner_is_refused_by_the_pointer(etcd.clone(), etcd, &shard(test), garage_like(&tmp));
+}
+
+/// The same with the objects on the S3 server of SESSIONLOG_S3_ENDPOINT: SeaweedFS in CI
+/// (which honours conditional creates: the pointer must fence on its own either way), Garage
+/// in the Garage job (`.ci/garage-job.sh`, which does not).
+#[test]
+fn a_stale_owner_is_refused_by_the_etcd_pointer_on_an_s3_server() {
+    let test = "a_stale_owner_is_refused_by_the_etcd_pointer_on_an_s3_server";
+    let Some(etcd) = cluster(test) else { return };
+    let Ok(endpoint) = std::env::var("SESSIONLOG_S3_ENDPOINT") else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI must run {test} against a real S3 server: run the tests through .ci/with-seaweedfs.sh"
+        );
+        println!("skipped {test}: no S3 server (SESSIONLOG_S3_ENDPOINT is not set)");
+        return;
+    };
+    let config = S3Config {
+        bucket: std::env::var("SESSIONLOG_S3_BUCKET").unwrap_or_else(|_| "sessionlog-ci".into()),
+        prefix: format!("tests/{}", shard(test)),
+        endpoint: Some(endpoint),
+        ..S3Config::default()
+    };
+    let objects: Arc<dyn ObjectStore> = Arc::new(S3ObjectStore::new(&config).expect("S3 client"));
+    let etcd = Arc::new(etcd);
+    a_stale_owner_is_refused_by_the_pointer(etcd.clone(), etcd, &shard(test), objects.clone());
+    for dir in ["manifests", "segments", "tails", "cache"] {
+        for key in objects.list(dir).expect("list") {
+            objects.delete(&key).expect("delete");
+        }
+    }
 }
 
 #[test]
