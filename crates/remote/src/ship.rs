@@ -491,7 +491,11 @@ impl Shipper {
                 generation: manifest.generation,
                 location: self.objects.location(),
             };
-            if !self.objects.put_if_absent(&key, manifest.encode())? {
+            if self.pointer.is_some() {
+                // The key is this owner's alone (its token is in it); an object there is this
+                // shipper's own, from an attempt whose pointer move failed: written again.
+                self.objects.put(&key, manifest.encode())?;
+            } else if !self.objects.put_if_absent(&key, manifest.encode())? {
                 return Err(fenced());
             }
             if let (Some(pointers), Some(owner)) = (&self.pointer, &self.owner) {

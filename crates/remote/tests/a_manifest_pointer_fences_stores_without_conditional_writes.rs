@@ -58,6 +58,8 @@ impl ObjectStore for IgnoresConditions {
 #[derive(Debug, Default)]
 struct MemoryLeases {
     state: Mutex<Leases>,
+    /// Pointer moves to fail with an error (as with etcd out of reach) before any succeeds.
+    failing_moves: Mutex<usize>,
 }
 
 #[derive(Debug, Default)]
@@ -110,6 +112,16 @@ impl ManifestPointers for MemoryLeases {
         from: Option<PublishedManifest>,
         to: PublishedManifest,
     ) -> sessionlog_remote::Result<bool> {
+        {
+            let mut failing = self.failing_moves.lock();
+            if *failing > 0 {
+                *failing -= 1;
+                return Err(Error::LeaseService {
+                    op: "advance".into(),
+                    message: "out of reach".into(),
+                });
+            }
+        }
         let mut state = self.state.lock();
         if state.holders.get(shard) != Some(&lease_id) || state.pointers.get(shard).copied() != from
         {
@@ -336,6 +348,56 @@ fn a_location_moves_to_a_pointer_and_another_shards_name_is_refused_there() {
         "shard-1's pointer did not move"
     );
     store.close().expect("close");
+}
+
+#[test]
+fn a_ship_whose_pointer_move_failed_is_shipped_by_the_next_one() {
+    // The manifest object of the failed attempt is there; the next attempt writes the same
+    // generation under the same key, on a store that honours conditional creates as on one
+    // that does not.
+    for honours_conditions in [true, false] {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let objects: Arc<dyn ObjectStore> = if honours_conditions {
+            Arc::new(DirObjectStore::new(tmp.path().join("bucket")).expect("bucket"))
+        } else {
+            garage_like(&tmp)
+        };
+        let leases = Arc::new(MemoryLeases::default());
+        let owner = Arc::new(Owner::acquire(&*leases, "shard", "node", TTL).expect("acquire"));
+        let store = Store::open(tmp.path().join("store"), small_store_options()).expect("open");
+        let shipper = Shipper::pointed(objects.clone(), owner.clone(), leases.clone());
+        write_turns(&store, "s", 3);
+        assert_eq!(
+            shipper.ship(&store.log_reader()).expect("ship").generation,
+            1
+        );
+        write_turns(&store, "s", 2);
+        *leases.failing_moves.lock() = 1;
+        let err = shipper.ship(&store.log_reader()).unwrap_err();
+        assert!(matches!(err, Error::LeaseService { .. }), "{err}");
+        assert_eq!(
+            leases.read("shard").expect("read").map(|p| p.generation),
+            Some(1),
+            "not shipped while the pointer did not move"
+        );
+        let reader = store.log_reader();
+        let generation = shipper
+            .ship_through(&reader, reader.durable_lsn())
+            .expect("the next ship publishes");
+        assert_eq!(generation, 2, "conditions honoured: {honours_conditions}");
+        let expected = fingerprint_of_open(&store);
+        store.close().expect("close");
+        let target = tmp.path().join("restored");
+        let options = RestoreOptions {
+            pointer: Some(ShardPointer {
+                pointers: leases.clone(),
+                shard: "shard".into(),
+            }),
+            ..RestoreOptions::default()
+        };
+        restore(&*objects, &target, &options).expect("restore");
+        assert_eq!(fingerprint(&target), expected);
+    }
 }
 
 #[test]
