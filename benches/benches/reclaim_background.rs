@@ -4,7 +4,9 @@
 //! 64 writer threads make durable (`Sync`) 1 KiB commits, each to its own stream, while a
 //! background reclaim (`Log::start_background_reclaim`) runs once through the store; the
 //! window is exactly that run. On the second, the same writers run for the same time with no
-//! reclaim. Two such rounds. Printed: commits/s and commit latency percentiles of both, and
+//! reclaim. Each round does this twice: with a reclaim that never rests (work share 1) and
+//! with one at the default work share (`SESSIONLOG_RECLAIM_WORK_SHARE` sets another). Two
+//! rounds. Printed: commits/s and commit latency percentiles of both, and
 //! the ratios (targets: throughput >= 0.7x, p99 <= 2x of the run without reclaim), with the
 //! disk probe.
 
@@ -113,11 +115,12 @@ fn describe(what: &str, o: &Outcome) -> serde_json::Value {
     json!({ "commits": o.commits, "seconds": o.seconds, "commits_per_s": per_s, "latency": o.latency })
 }
 
-/// One round: the workload with a background reclaim, then without it for as long.
-fn round(n: usize) -> serde_json::Value {
+/// One round: the workload with a background reclaim working `share` of the time, then
+/// without it for as long.
+fn round(n: usize, share: f64) -> serde_json::Value {
     let (dir, log) = prepare("reclaim-background-with");
     let reclaim = Arc::new(
-        log.start_background_reclaim(Duration::from_secs(3600))
+        log.start_background_reclaim_paced(Duration::from_secs(3600), share)
             .expect("start"),
     );
     let watched = reclaim.clone();
@@ -135,7 +138,7 @@ fn round(n: usize) -> serde_json::Value {
     let _ = std::fs::remove_dir_all(&dir);
 
     println!(
-        "round {n}: reclaim ran once: {} segments rewritten, {} removed, {:.1} MiB given back, \
+        "round {n}, work share {share}: reclaim ran once: {} segments rewritten, {} removed, {:.1} MiB given back, \
          {:.1} MiB of live records copied in {:.2} s ({:.0} MB/s of live data under load)",
         reclaim.segments_rewritten,
         reclaim.segments_removed,
@@ -164,6 +167,7 @@ fn round(n: usize) -> serde_json::Value {
         },
     );
     json!({
+        "work_share": share,
         "with_reclaim": with_json,
         "without_reclaim": without_json,
         "reclaim": {
@@ -179,8 +183,17 @@ fn round(n: usize) -> serde_json::Value {
 
 fn main() {
     let probe = probe();
-    // Two rounds, so the spread between them shows how much of a ratio is noise.
-    let rounds: Vec<serde_json::Value> = (1..=2).map(round).collect();
+    // Each round runs a reclaim that never rests (work share 1) and one at the share a
+    // background reclaim works by default (or SESSIONLOG_RECLAIM_WORK_SHARE), each against the
+    // workload without reclaim for as long; two rounds, so the spread between them shows how
+    // much of a ratio is noise.
+    let share = std::env::var("SESSIONLOG_RECLAIM_WORK_SHARE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(sessionlog_log::DEFAULT_WORK_SHARE);
+    let rounds: Vec<serde_json::Value> = (1..=2)
+        .flat_map(|n| [round(n, 1.0), round(n, share)])
+        .collect();
     write_json(
         "reclaim_background.json",
         &json!({

@@ -5,16 +5,27 @@
 //! short, bounded steps (deciding on one segment, swapping one rewritten segment in, taking one
 //! removed segment out); copying and writing a rewrite happen outside it, so commits go on
 //! meanwhile. spec: segment.md#rewriting-a-segment
+//!
+//! Copying, checksumming and syncing a rewrite still take CPU and disk time that commits
+//! want, so the thread paces itself: after each step of a run (a segment removed, a group of
+//! segments rewritten) it rests in proportion to the time the step took, so that it works at
+//! most its *work share* of the time ([`DEFAULT_WORK_SHARE`] unless
+//! [`crate::Log::start_background_reclaim_paced`] says otherwise).
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, Result};
 use crate::log::Log;
 use crate::reclaim::ReclaimReport;
+
+/// The share of the time a background reclaim works, resting the rest, unless told otherwise:
+/// on a store under load, a reclaim that copies at full speed takes the CPU and the disk syncs
+/// that commits need.
+pub const DEFAULT_WORK_SHARE: f64 = 0.15;
 
 /// What the background thread has done so far.
 #[derive(Debug, Clone, Default)]
@@ -68,13 +79,22 @@ pub struct BackgroundReclaim {
 }
 
 impl BackgroundReclaim {
-    pub(crate) fn start(log: Log, interval: Duration) -> Result<BackgroundReclaim> {
+    pub(crate) fn start(
+        log: Log,
+        interval: Duration,
+        work_share: f64,
+    ) -> Result<BackgroundReclaim> {
         log.check_writable()?;
+        if !(work_share > 0.0 && work_share <= 1.0) {
+            return Err(Error::InvalidInput(format!(
+                "a background reclaim's work share is above 0 and at most 1, not {work_share}"
+            )));
+        }
         let shared = Arc::new(Shared::default());
         let mine = shared.clone();
         let thread = std::thread::Builder::new()
             .name("sessionlog-reclaim".into())
-            .spawn(move || run(&log, interval, &mine))
+            .spawn(move || run(&log, interval, work_share, &mine))
             .map_err(|e| Error::InvalidInput(format!("starting the reclaim thread: {e}")))?;
         Ok(BackgroundReclaim {
             shared,
@@ -114,7 +134,19 @@ impl Drop for BackgroundReclaim {
     }
 }
 
-fn run(log: &Log, interval: Duration, shared: &Shared) {
+/// Rests until `deadline`, or until a stop is asked for.
+fn rest_until(shared: &Shared, deadline: Instant) {
+    let mut control = shared.control.lock();
+    while !control.stop {
+        if shared.wake.wait_until(&mut control, deadline).timed_out() {
+            return;
+        }
+    }
+}
+
+fn run(log: &Log, interval: Duration, work_share: f64, shared: &Shared) {
+    // For each unit of time worked, this much rest.
+    let rest_per_work = (1.0 - work_share) / work_share;
     loop {
         {
             let mut control = shared.control.lock();
@@ -124,7 +156,18 @@ fn run(log: &Log, interval: Duration, shared: &Shared) {
             // A nudge before this run is answered by it.
             control.nudged = false;
         }
-        match log.reclaim() {
+        let mut step_started = Instant::now();
+        let mut pace = |_: &ReclaimReport| {
+            if rest_per_work > 0.0 {
+                let worked = step_started.elapsed();
+                let rest = worked.mul_f64(rest_per_work);
+                if let Some(deadline) = Instant::now().checked_add(rest) {
+                    rest_until(shared, deadline);
+                }
+            }
+            step_started = Instant::now();
+        };
+        match log.reclaim_with_progress(&mut pace) {
             Ok(r) => shared.report.lock().add(&r),
             Err(Error::Closed) => return,
             Err(e) => {

@@ -30,7 +30,7 @@ pub mod storage;
 pub mod verify;
 mod writer;
 
-pub use background::{BackgroundReclaim, BackgroundReport};
+pub use background::{BackgroundReclaim, BackgroundReport, DEFAULT_WORK_SHARE};
 pub use compress::logical_image;
 pub use error::{Error, Result};
 pub use ids::{Lsn, SegmentId, Seq, StreamId};

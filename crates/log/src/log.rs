@@ -429,8 +429,24 @@ impl Log {
     /// the returned handle is stopped or dropped, or the log is closed. Commits go on while it
     /// runs; it holds the log's lock only for short steps. The thread keeps the store open
     /// (and locked) until it ends: stop it before closing the log to reopen the store at once.
+    /// It works at most [`DEFAULT_WORK_SHARE`](crate::DEFAULT_WORK_SHARE) of the
+    /// time while a run lasts, resting the rest (see
+    /// [`start_background_reclaim_paced`](Self::start_background_reclaim_paced)).
     pub fn start_background_reclaim(&self, interval: Duration) -> Result<crate::BackgroundReclaim> {
-        crate::BackgroundReclaim::start(self.clone(), interval)
+        self.start_background_reclaim_paced(interval, crate::DEFAULT_WORK_SHARE)
+    }
+
+    /// [`start_background_reclaim`](Self::start_background_reclaim), working at most
+    /// `work_share` of the time while a run lasts (above 0, at most 1; 1 never rests): after
+    /// each step (a segment removed, a group of segments rewritten) the thread rests
+    /// `(1 - work_share) / work_share` times as long as the step took, so commits get the CPU
+    /// and the disk between steps. A smaller share makes a run take longer.
+    pub fn start_background_reclaim_paced(
+        &self,
+        interval: Duration,
+        work_share: f64,
+    ) -> Result<crate::BackgroundReclaim> {
+        crate::BackgroundReclaim::start(self.clone(), interval, work_share)
     }
 
     /// Seals the active segment, durably, and starts the next one, when the active segment

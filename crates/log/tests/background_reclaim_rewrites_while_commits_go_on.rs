@@ -133,3 +133,57 @@ fn every_nudge_is_answered_by_a_run() {
     assert!(report.runs >= 200, "{report:?}");
     log.close().expect("close");
 }
+
+/// A paced reclaim rests between its steps; a stop during a rest ends it without waiting the
+/// rest out, after the run's remaining steps, whose work is reported. A work share outside
+/// (0, 1] is refused.
+#[test]
+fn a_stop_ends_a_paced_reclaims_rest_and_shares_outside_0_to_1_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(dir.path(), options()).expect("open");
+    for bad in [0.0, -0.5, 1.5, f64::NAN] {
+        assert!(
+            log.start_background_reclaim_paced(Duration::from_secs(1), bad)
+                .is_err(),
+            "work share {bad}"
+        );
+    }
+    let ids: Vec<StreamId> = (0..10)
+        .map(|s| log.create_stream(&format!("s{s}")).expect("create"))
+        .collect();
+    for i in 0..40 {
+        for (s, id) in ids.iter().enumerate() {
+            log.commit(&[Append::new(*id, 1, &payload(s, i))], Durability::Buffered)
+                .expect("commit");
+        }
+    }
+    for id in &ids[1..] {
+        log.delete_stream(*id, Durability::Buffered)
+            .expect("delete");
+    }
+    // A millionth of the time: after its first step it would rest for hours.
+    let before = log.stats().bytes;
+    let reclaim = log
+        .start_background_reclaim_paced(Duration::from_secs(3600), 1e-6)
+        .expect("start");
+    // The first step (the group of rewrites) is done once the store got smaller.
+    wait_for("the first step", || log.stats().bytes < before);
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(reclaim.report().runs, 0, "the run is resting, not done");
+    let asked = Instant::now();
+    let report = reclaim.stop();
+    assert!(
+        asked.elapsed() < Duration::from_secs(30),
+        "the stop waited out the rest: {:?}",
+        asked.elapsed()
+    );
+    assert!(report.error.is_none(), "{report:?}");
+    assert_eq!(report.runs, 1, "{report:?}");
+    assert!(report.segments_rewritten > 0, "{report:?}");
+    let kept: Vec<Vec<u8>> = log
+        .iter(ids[0], Seq(0), Seq(u64::MAX))
+        .map(|r| r.expect("record").payload.to_vec())
+        .collect();
+    assert_eq!(kept, (0..40).map(|i| payload(0, i)).collect::<Vec<_>>());
+    log.close().expect("close");
+}

@@ -703,11 +703,27 @@ impl Store {
     /// `interval`, until the returned handle is stopped or dropped or the store is closed
     /// ([`sessionlog_log::Log::start_background_reclaim`]). Stop it before closing the store
     /// to reopen the directory at once: the thread keeps the store locked until it ends.
+    /// It works at most 15% of the time while a run lasts, so that commits keep the
+    /// CPU and the disk ([`Store::start_background_reclaim_paced`] sets the share).
     pub fn start_background_reclaim(
         &self,
         interval: std::time::Duration,
     ) -> Result<sessionlog_log::BackgroundReclaim> {
         Ok(self.inner.log.start_background_reclaim(interval)?)
+    }
+
+    /// [`Store::start_background_reclaim`], working at most `work_share` of the time while a
+    /// run lasts (above 0, at most 1; see
+    /// [`sessionlog_log::Log::start_background_reclaim_paced`]).
+    pub fn start_background_reclaim_paced(
+        &self,
+        interval: std::time::Duration,
+        work_share: f64,
+    ) -> Result<sessionlog_log::BackgroundReclaim> {
+        Ok(self
+            .inner
+            .log
+            .start_background_reclaim_paced(interval, work_share)?)
     }
 
     /// Up to `limit` sessions in name order after `after`, optionally only names starting
