@@ -628,3 +628,29 @@ pub fn process_cpu_ns() -> u64 {
         .sum();
     ticks * 10_000_000
 }
+
+/// Where a shipping bench ships to: the S3 server of SESSIONLOG_S3_ENDPOINT (with
+/// SESSIONLOG_S3_BUCKET and the AWS_* credentials) under the prefix `bench/{name}-{pid}`, or
+/// else the directory `bucket-{name}` under [`bench_dir`]; and a description for the report.
+pub fn bench_object_store(
+    name: &str,
+) -> (std::sync::Arc<dyn sessionlog_remote::ObjectStore>, String) {
+    use sessionlog_remote::{DirObjectStore, S3Config, S3ObjectStore};
+    if let Ok(endpoint) = std::env::var("SESSIONLOG_S3_ENDPOINT") {
+        let config = S3Config {
+            bucket: std::env::var("SESSIONLOG_S3_BUCKET")
+                .unwrap_or_else(|_| "sessionlog-ci".into()),
+            prefix: format!("bench/{name}-{}", std::process::id()),
+            endpoint: Some(endpoint.clone()),
+            ..S3Config::default()
+        };
+        let store = S3ObjectStore::new(&config).expect("S3 client");
+        (std::sync::Arc::new(store), format!("S3 at {endpoint}"))
+    } else {
+        let store = DirObjectStore::new(fresh_dir(&format!("bucket-{name}"))).expect("bucket");
+        (
+            std::sync::Arc::new(store),
+            "a directory on the measured disk".into(),
+        )
+    }
+}

@@ -10,37 +10,17 @@
 //! a SeaweedFS on loopback), else a directory on the measured disk. Every store, bucket
 //! directory and restored copy is removed at the end.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use sessionlog_benches::{bench_dir, fresh_dir, probe, write_json};
 use sessionlog_log::{Append, Durability, Log, LogOptions};
-use sessionlog_remote::{
-    restore, DirObjectStore, ObjectStore, RestoreOptions, S3Config, S3ObjectStore, Shipper,
-};
+use sessionlog_remote::{restore, RestoreOptions, Shipper};
 
 const SESSIONS: usize = 64;
 const RECORD_BYTES: usize = 1024;
 /// Records per commit while the store is written.
 const BATCH: usize = 256;
-
-fn object_store() -> (Arc<dyn ObjectStore>, String) {
-    if let Ok(endpoint) = std::env::var("SESSIONLOG_S3_ENDPOINT") {
-        let config = S3Config {
-            bucket: std::env::var("SESSIONLOG_S3_BUCKET")
-                .unwrap_or_else(|_| "sessionlog-ci".into()),
-            prefix: format!("bench/restore-{}", std::process::id()),
-            endpoint: Some(endpoint.clone()),
-            ..S3Config::default()
-        };
-        let store = S3ObjectStore::new(&config).expect("S3 client");
-        (Arc::new(store), format!("S3 at {endpoint}"))
-    } else {
-        let store = DirObjectStore::new(fresh_dir("restore-bucket")).expect("bucket");
-        (Arc::new(store), "a directory on the measured disk".into())
-    }
-}
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -104,7 +84,7 @@ fn main() {
     let started = Instant::now();
     let log = write_store(mib << 20);
     println!("wrote a {mib} MiB store in {:.1?}", started.elapsed());
-    let (objects, where_to) = object_store();
+    let (objects, where_to) = sessionlog_benches::bench_object_store("restore");
     let started = Instant::now();
     let shipped = Shipper::new(objects.clone(), 0)
         .ship(&log)
@@ -161,7 +141,7 @@ fn main() {
             "median_mb_s": mb_s(median),
         }),
     );
-    for name in ["restore-source", "restore-bucket", "restore-target"] {
+    for name in ["restore-source", "bucket-restore", "restore-target"] {
         let _ = std::fs::remove_dir_all(bench_dir().join(name));
     }
     // The shipped objects too (a bucket directory is gone already; an S3 prefix is not).

@@ -21,29 +21,9 @@ use sessionlog::build::{AssistantMessage, StepEnd, StepStart, TurnEnd, TurnStart
 use sessionlog::CacheUse;
 use sessionlog::{LogOptions, SessionHeader, Store, StoreOptions};
 use sessionlog_benches::{dir_bytes, fill_long_session, fresh_dir, probe, write_json};
-use sessionlog_remote::{
-    restore, DirObjectStore, EtcdLeases, ObjectStore, Owner, RestoreOptions, S3Config,
-    S3ObjectStore, Shipper,
-};
+use sessionlog_remote::{restore, EtcdLeases, ObjectStore, Owner, RestoreOptions, Shipper};
 
 const SESSIONS: usize = 64;
-
-fn object_store(name: &str) -> (Arc<dyn ObjectStore>, String) {
-    if let Ok(endpoint) = std::env::var("SESSIONLOG_S3_ENDPOINT") {
-        let config = S3Config {
-            bucket: std::env::var("SESSIONLOG_S3_BUCKET")
-                .unwrap_or_else(|_| "sessionlog-ci".into()),
-            prefix: format!("bench/{name}-{}", std::process::id()),
-            endpoint: Some(endpoint.clone()),
-            ..S3Config::default()
-        };
-        let store = S3ObjectStore::new(&config).expect("S3 client");
-        (Arc::new(store), format!("S3 at {endpoint}"))
-    } else {
-        let store = DirObjectStore::new(fresh_dir(&format!("bucket-{name}"))).expect("bucket");
-        (Arc::new(store), "a directory on the measured disk".into())
-    }
-}
 
 /// Commits per second over `seconds` from `SESSIONS` threads; with a shipper, each commit
 /// waits until it is shipped.
@@ -195,7 +175,7 @@ fn main() {
         .unwrap_or(4);
     let (local, store) = run("ship-local", seconds, None);
     store.close().expect("close");
-    let (objects, where_to) = object_store("shipped");
+    let (objects, where_to) = sessionlog_benches::bench_object_store("shipped");
     let shipper = Arc::new(Shipper::new(objects.clone(), 0));
     let (shipped, store) = run("ship-shipped", seconds, Some(shipper.clone()));
     let last = shipper.ship(&store.log_reader()).expect("final ship");
@@ -238,7 +218,7 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(100_000);
-    let (resume_objects, _) = object_store("resume");
+    let (resume_objects, _) = sessionlog_benches::bench_object_store("resume");
     let resume = resume_on_a_new_node(resume_events, &resume_objects);
     println!(
         "resume of one {}-event session ({:.1} MB store) on a new node: {:.1?} \

@@ -27,10 +27,9 @@ fn wait_for(what: &str, done: impl Fn() -> bool) {
     }
 }
 
-#[test]
-fn background_reclaim_rewrites_while_commits_go_on_and_stops_cleanly() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let log = Log::open(dir.path(), options()).expect("open");
+/// Ten streams of 40 records each, interleaved, then all but the first deleted: every sealed
+/// segment is mostly dead, so reclaim rewrites them all.
+fn fill_and_delete_most(log: &Log) -> Vec<StreamId> {
     let ids: Vec<StreamId> = (0..10)
         .map(|s| log.create_stream(&format!("s{s}")).expect("create"))
         .collect();
@@ -44,6 +43,23 @@ fn background_reclaim_rewrites_while_commits_go_on_and_stops_cleanly() {
         log.delete_stream(*id, Durability::Buffered)
             .expect("delete");
     }
+    ids
+}
+
+/// The first stream's records, as [`fill_and_delete_most`] wrote them, read back whole.
+fn assert_first_stream_kept(log: &Log, ids: &[StreamId]) {
+    let kept: Vec<Vec<u8>> = log
+        .iter(ids[0], Seq(0), Seq(u64::MAX))
+        .map(|r| r.expect("record").payload.to_vec())
+        .collect();
+    assert_eq!(kept, (0..40).map(|i| payload(0, i)).collect::<Vec<_>>());
+}
+
+#[test]
+fn background_reclaim_rewrites_while_commits_go_on_and_stops_cleanly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(dir.path(), options()).expect("open");
+    let ids = fill_and_delete_most(&log);
 
     let reclaim = log
         .start_background_reclaim(Duration::from_secs(3600))
@@ -75,11 +91,7 @@ fn background_reclaim_rewrites_while_commits_go_on_and_stops_cleanly() {
         "{report:?}"
     );
 
-    let kept: Vec<Vec<u8>> = log
-        .iter(ids[0], Seq(0), Seq(u64::MAX))
-        .map(|r| r.expect("record").payload.to_vec())
-        .collect();
-    assert_eq!(kept, (0..40).map(|i| payload(0, i)).collect::<Vec<_>>());
+    assert_first_stream_kept(&log, &ids);
     log.close().expect("close");
     let log = Log::open(dir.path(), options()).expect("reopens at once: the thread is gone");
     assert_eq!(
@@ -148,19 +160,7 @@ fn a_stop_ends_a_paced_reclaims_rest_and_shares_outside_0_to_1_are_refused() {
             "work share {bad}"
         );
     }
-    let ids: Vec<StreamId> = (0..10)
-        .map(|s| log.create_stream(&format!("s{s}")).expect("create"))
-        .collect();
-    for i in 0..40 {
-        for (s, id) in ids.iter().enumerate() {
-            log.commit(&[Append::new(*id, 1, &payload(s, i))], Durability::Buffered)
-                .expect("commit");
-        }
-    }
-    for id in &ids[1..] {
-        log.delete_stream(*id, Durability::Buffered)
-            .expect("delete");
-    }
+    let ids = fill_and_delete_most(&log);
     // A millionth of the time: after its first step it would rest for hours.
     let before = log.stats().bytes;
     let reclaim = log
@@ -180,10 +180,6 @@ fn a_stop_ends_a_paced_reclaims_rest_and_shares_outside_0_to_1_are_refused() {
     assert!(report.error.is_none(), "{report:?}");
     assert_eq!(report.runs, 1, "{report:?}");
     assert!(report.segments_rewritten > 0, "{report:?}");
-    let kept: Vec<Vec<u8>> = log
-        .iter(ids[0], Seq(0), Seq(u64::MAX))
-        .map(|r| r.expect("record").payload.to_vec())
-        .collect();
-    assert_eq!(kept, (0..40).map(|i| payload(0, i)).collect::<Vec<_>>());
+    assert_first_stream_kept(&log, &ids);
     log.close().expect("close");
 }

@@ -17,13 +17,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{fingerprint, fingerprint_of_open, small_store_options, write_turns};
+use common::{
+    fingerprint, fingerprint_of_open, small_store_options, stale_writer_ships_after_a_new_one,
+    write_turns, StaleShip,
+};
 use parking_lot::Mutex;
 use sessionlog::Store;
 use sessionlog_remote::{
     newest_manifest, pointed_manifest, restore, DirObjectStore, Error, EtcdLeases, LeaseGrant,
     LeaseService, ManifestPointers, ObjectStore, Owner, PublishedManifest, RestoreOptions,
-    S3Config, S3ObjectStore, ShardPointer, Shipper,
+    ShardPointer, Shipper,
 };
 
 /// An object store that ignores the condition of a conditional create, as Garage 2.5 does:
@@ -266,22 +269,8 @@ fn without_a_pointer_a_store_that_ignores_conditions_lets_a_stale_owner_replace_
     // The hazard the pointer removes, shown on the same wrapper: two writers with generation
     // numbers only, and the stale one's manifest replaces the new one's.
     let tmp = tempfile::tempdir().expect("tempdir");
-    let objects: Arc<dyn ObjectStore> = Arc::new(IgnoresConditions(
-        DirObjectStore::new(tmp.path().join("bucket")).expect("bucket"),
-    ));
-    let old = Store::open(tmp.path().join("old"), small_store_options()).expect("open");
-    write_turns(&old, "s", 4);
-    let old_shipper = Shipper::new(objects.clone(), 1);
-    old_shipper.ship(&old.log_reader()).expect("ship");
-    let new_dir = tmp.path().join("new");
-    restore(&*objects, &new_dir, &RestoreOptions::default()).expect("restore");
-    let new = Store::open(&new_dir, small_store_options()).expect("open");
-    write_turns(&new, "s", 2);
-    Shipper::new(objects.clone(), 2)
-        .ship(&new.log_reader())
-        .expect("ship");
-    write_turns(&old, "s", 3);
-    let stale = old_shipper.ship(&old.log_reader());
+    let objects = garage_like(&tmp);
+    let StaleShip { stale, .. } = stale_writer_ships_after_a_new_one(&objects, tmp.path());
     assert!(
         stale.is_ok(),
         "the store took the stale manifest: {stale:?}"
@@ -291,8 +280,6 @@ fn without_a_pointer_a_store_that_ignores_conditions_lets_a_stale_owner_replace_
         newest.fencing_token, 1,
         "the stale owner's generation 2 replaced the new owner's"
     );
-    old.close().expect("close");
-    new.close().expect("close");
 }
 
 #[test]
@@ -447,24 +434,12 @@ fn pointer_rules(leases: &dyn LeaseService, pointers: &dyn ManifestPointers, sha
 }
 
 fn cluster(test: &str) -> Option<EtcdLeases> {
-    let Ok(endpoints) = std::env::var("SESSIONLOG_ETCD_ENDPOINTS") else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI must run {test} against a real etcd cluster: run the tests through .ci/with-etcd.sh"
-        );
-        println!("skipped {test}: no etcd (SESSIONLOG_ETCD_ENDPOINTS is not set; run the tests through .ci/with-etcd.sh)");
-        return None;
-    };
-    let endpoints: Vec<String> = endpoints.split(',').map(str::to_owned).collect();
-    Some(EtcdLeases::new(&endpoints).expect("etcd endpoints"))
+    common::etcd_cluster(test)
 }
 
 /// A shard name no other test (or earlier run) uses.
 fn shard(test: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!("{test}-{}-{nanos}", std::process::id())
+    common::unique(test)
 }
 
 #[test]
@@ -483,28 +458,13 @@ fn a_stale_owner_is_refused_by_the_etcd_pointer() {
 fn a_stale_owner_is_refused_by_the_etcd_pointer_on_an_s3_server() {
     let test = "a_stale_owner_is_refused_by_the_etcd_pointer_on_an_s3_server";
     let Some(etcd) = cluster(test) else { return };
-    let Ok(endpoint) = std::env::var("SESSIONLOG_S3_ENDPOINT") else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI must run {test} against a real S3 server: run the tests through .ci/with-seaweedfs.sh"
-        );
-        println!("skipped {test}: no S3 server (SESSIONLOG_S3_ENDPOINT is not set)");
+    let Some(s3) = common::s3_server(test) else {
         return;
     };
-    let config = S3Config {
-        bucket: std::env::var("SESSIONLOG_S3_BUCKET").unwrap_or_else(|_| "sessionlog-ci".into()),
-        prefix: format!("tests/{}", shard(test)),
-        endpoint: Some(endpoint),
-        ..S3Config::default()
-    };
-    let objects: Arc<dyn ObjectStore> = Arc::new(S3ObjectStore::new(&config).expect("S3 client"));
+    let objects: Arc<dyn ObjectStore> = s3;
     let etcd = Arc::new(etcd);
     a_stale_owner_is_refused_by_the_pointer(etcd.clone(), etcd, &shard(test), objects.clone());
-    for dir in ["manifests", "segments", "tails", "cache"] {
-        for key in objects.list(dir).expect("list") {
-            objects.delete(&key).expect("delete");
-        }
-    }
+    common::remove_shipped(&*objects);
 }
 
 #[test]

@@ -22,24 +22,12 @@ use sessionlog_remote::{
 const TTL: Duration = Duration::from_secs(2);
 
 fn cluster(test: &str) -> Option<EtcdLeases> {
-    let Ok(endpoints) = std::env::var("SESSIONLOG_ETCD_ENDPOINTS") else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI must run {test} against a real etcd cluster: run the tests through .ci/with-etcd.sh"
-        );
-        println!("skipped {test}: no etcd (SESSIONLOG_ETCD_ENDPOINTS is not set; run the tests through .ci/with-etcd.sh)");
-        return None;
-    };
-    let endpoints: Vec<String> = endpoints.split(',').map(str::to_owned).collect();
-    Some(EtcdLeases::new(&endpoints).expect("etcd endpoints"))
+    common::etcd_cluster(test)
 }
 
 /// A shard name no other test (or earlier run) uses.
 fn shard(test: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!("{test}-{}-{nanos}", std::process::id())
+    common::unique(test)
 }
 
 /// Acquires `shard` for `node`, waiting (up to 15 s) for an earlier owner's lease to expire.

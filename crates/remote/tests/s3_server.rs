@@ -11,32 +11,16 @@ mod common;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use common::{assert_verifies, fingerprint, fingerprint_of_open, small_store_options, write_turns};
-use sessionlog::Store;
-use sessionlog_remote::{
-    restore, Error, ObjectStore, RestoreOptions, S3Config, S3ObjectStore, Shipper,
+use common::{
+    assert_verifies, fingerprint, fingerprint_of_open, small_store_options,
+    stale_writer_ships_after_a_new_one, write_turns, StaleShip,
 };
+use sessionlog::Store;
+use sessionlog_remote::{restore, Error, ObjectStore, RestoreOptions, S3ObjectStore, Shipper};
 
 /// The server's bucket under a prefix of this test's own, or `None` (skipped) without one.
 fn server(test: &str) -> Option<Arc<S3ObjectStore>> {
-    let Ok(endpoint) = std::env::var("SESSIONLOG_S3_ENDPOINT") else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI must run {test} against a real S3 server: run the tests through .ci/with-seaweedfs.sh"
-        );
-        println!("skipped {test}: no S3 server (SESSIONLOG_S3_ENDPOINT is not set; run the tests through .ci/with-seaweedfs.sh)");
-        return None;
-    };
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let config = S3Config {
-        bucket: std::env::var("SESSIONLOG_S3_BUCKET").unwrap_or_else(|_| "sessionlog-ci".into()),
-        prefix: format!("tests/{test}-{}-{nanos}", std::process::id()),
-        endpoint: Some(endpoint),
-        ..S3Config::default()
-    };
-    Some(Arc::new(S3ObjectStore::new(&config).expect("S3 client")))
+    common::s3_server(test)
 }
 
 /// Whether the server is one that ignores conditional writes (Garage, in `.ci/garage-job.sh`,
@@ -49,11 +33,7 @@ fn ignores_conditions() -> bool {
 
 /// Removes every object the test made.
 fn clean(objects: &S3ObjectStore) {
-    for dir in ["manifests", "segments", "tails", "cache", "t"] {
-        for key in objects.list(dir).expect("list") {
-            objects.delete(&key).expect("delete");
-        }
-    }
+    common::remove_shipped(objects);
 }
 
 #[test]
@@ -133,19 +113,8 @@ fn a_second_writer_is_fenced_by_the_servers_conditional_create() {
         return;
     };
     let tmp = tempfile::tempdir().expect("tempdir");
-    let old = Store::open(tmp.path().join("old"), small_store_options()).expect("open");
-    write_turns(&old, "s", 4);
-    let old_shipper = Shipper::new(objects.clone(), 1);
-    old_shipper.ship(&old.log_reader()).expect("ship");
-    let new_dir = tmp.path().join("new");
-    restore(&*objects, &new_dir, &RestoreOptions::default()).expect("restore");
-    let new = Store::open(&new_dir, small_store_options()).expect("open restored");
-    write_turns(&new, "s", 1);
-    Shipper::new(objects.clone(), 2)
-        .ship(&new.log_reader())
-        .expect("new owner ships");
-    write_turns(&old, "s", 1);
-    let stale = old_shipper.ship(&old.log_reader());
+    let shared: Arc<dyn ObjectStore> = objects.clone();
+    let StaleShip { stale, .. } = stale_writer_ships_after_a_new_one(&shared, tmp.path());
     if ignores_conditions() {
         // Garage takes the stale manifest over the new owner's: the hazard the manifest
         // pointer removes (tests/a_manifest_pointer_fences_stores_without_conditional_writes.rs).
@@ -161,8 +130,6 @@ fn a_second_writer_is_fenced_by_the_servers_conditional_create() {
         let err = stale.unwrap_err();
         assert!(matches!(err, Error::Fenced { generation: 2, .. }), "{err}");
     }
-    old.close().expect("close");
-    new.close().expect("close");
     clean(&objects);
 }
 

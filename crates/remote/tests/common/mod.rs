@@ -1,12 +1,17 @@
-//! Helpers shared by the shipping and restore tests: small stores of real sessions, and a
-//! fingerprint of a store's content to compare a restored store with.
+//! Helpers shared by the shipping and restore tests: small stores of real sessions, a
+//! fingerprint of a store's content to compare a restored store with, the real servers (or
+//! the skip without them), and the scenario of a stale writer shipping after a new one.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use sessionlog::build::{AssistantMessage, StepEnd, StepStart, TurnEnd, TurnStart, UserMessage};
 use sessionlog::{LogOptions, SessionHeader, Store, StoreOptions};
+use sessionlog_remote::{
+    restore, EtcdLeases, ObjectStore, RestoreOptions, S3Config, S3ObjectStore, ShipReport, Shipper,
+};
 
 /// Small segments (many of them sealed), no preallocation, a checkpoint every few events.
 pub fn small_store_options() -> StoreOptions {
@@ -98,4 +103,88 @@ pub fn copy_tree(from: &Path, to: &Path) {
             std::fs::copy(entry.path(), &target).expect("copy");
         }
     }
+}
+
+/// A name for `test`'s own use that no other test, and no earlier run, uses.
+pub fn unique(test: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{test}-{}-{nanos}", std::process::id())
+}
+
+/// The etcd cluster of SESSIONLOG_ETCD_ENDPOINTS, or `None` (and a line saying `test` was
+/// skipped) without one; under CI=true a missing cluster fails the test instead.
+pub fn etcd_cluster(test: &str) -> Option<EtcdLeases> {
+    let Ok(endpoints) = std::env::var("SESSIONLOG_ETCD_ENDPOINTS") else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI must run {test} against a real etcd cluster: run the tests through .ci/with-etcd.sh"
+        );
+        println!("skipped {test}: no etcd (SESSIONLOG_ETCD_ENDPOINTS is not set; run the tests through .ci/with-etcd.sh)");
+        return None;
+    };
+    let endpoints: Vec<String> = endpoints.split(',').map(str::to_owned).collect();
+    Some(EtcdLeases::new(&endpoints).expect("etcd endpoints"))
+}
+
+/// The bucket of the S3 server of SESSIONLOG_S3_ENDPOINT (and SESSIONLOG_S3_BUCKET, AWS_*)
+/// under a prefix of `test`'s own, or `None` (and a line saying it was skipped) without one;
+/// under CI=true a missing server fails the test instead.
+pub fn s3_server(test: &str) -> Option<Arc<S3ObjectStore>> {
+    let Ok(endpoint) = std::env::var("SESSIONLOG_S3_ENDPOINT") else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI must run {test} against a real S3 server: run the tests through .ci/with-seaweedfs.sh"
+        );
+        println!("skipped {test}: no S3 server (SESSIONLOG_S3_ENDPOINT is not set; run the tests through .ci/with-seaweedfs.sh)");
+        return None;
+    };
+    let config = S3Config {
+        bucket: std::env::var("SESSIONLOG_S3_BUCKET").unwrap_or_else(|_| "sessionlog-ci".into()),
+        prefix: format!("tests/{}", unique(test)),
+        endpoint: Some(endpoint),
+        ..S3Config::default()
+    };
+    Some(Arc::new(S3ObjectStore::new(&config).expect("S3 client")))
+}
+
+/// Removes every object a test shipped (and its scratch objects under `t/`).
+pub fn remove_shipped(objects: &dyn ObjectStore) {
+    for dir in ["manifests", "segments", "tails", "cache", "t"] {
+        for key in objects.list(dir).expect("list") {
+            objects.delete(&key).expect("delete");
+        }
+    }
+}
+
+/// What [`stale_writer_ships_after_a_new_one`] saw.
+pub struct StaleShip {
+    /// The stale writer's ship of generation 2.
+    pub stale: sessionlog_remote::Result<ShipReport>,
+    /// Every session of the new writer's store, as it shipped them.
+    pub new_history: BTreeMap<String, Vec<u8>>,
+}
+
+/// A writer (token 1) ships generation 1 from a store in `dir`; a new writer (token 2)
+/// restores it, writes and ships generation 2; the first, unaware, writes more and ships
+/// again, with generation numbers only to fence it.
+pub fn stale_writer_ships_after_a_new_one(objects: &Arc<dyn ObjectStore>, dir: &Path) -> StaleShip {
+    let old = Store::open(dir.join("old-owner"), small_store_options()).expect("open");
+    write_turns(&old, "s", 4);
+    let old_shipper = Shipper::new(objects.clone(), 1);
+    old_shipper.ship(&old.log_reader()).expect("ship");
+    let new_dir = dir.join("new-owner");
+    restore(&**objects, &new_dir, &RestoreOptions::default()).expect("restore");
+    let new = Store::open(&new_dir, small_store_options()).expect("open restored");
+    write_turns(&new, "s", 2);
+    Shipper::new(objects.clone(), 2)
+        .ship(&new.log_reader())
+        .expect("new owner ships");
+    let new_history = fingerprint_of_open(&new);
+    new.close().expect("close");
+    write_turns(&old, "s", 3);
+    let stale = old_shipper.ship(&old.log_reader());
+    old.close().expect("close");
+    StaleShip { stale, new_history }
 }

@@ -153,6 +153,18 @@ impl<const RECORD: usize, const PER_CHUNK: usize> RecordChunks<RECORD, PER_CHUNK
 mod tests {
     use super::*;
 
+    /// Every row reads back whole from its range, and the pieces are the rows in order;
+    /// returns the rows' bytes.
+    fn assert_rows_read_back(text: &TextChunks, rows: &[(Range<usize>, String)]) -> Vec<u8> {
+        let mut all = Vec::new();
+        for (range, row) in rows {
+            assert_eq!(text.get(range.clone()), Some(row.as_str()));
+            all.extend_from_slice(row.as_bytes());
+        }
+        assert_eq!(text.pieces().collect::<Vec<_>>().concat(), all);
+        all
+    }
+
     #[test]
     fn rows_of_text_read_back_whole_across_chunks() {
         let mut text = TextChunks::default();
@@ -169,12 +181,7 @@ mod tests {
             rows.push((start..text.len(), row));
         }
         assert!(text.full.len() > 3, "{} chunks", text.full.len());
-        let mut all = Vec::new();
-        for (range, row) in &rows {
-            assert_eq!(text.get(range.clone()), Some(row.as_str()));
-            all.extend_from_slice(row.as_bytes());
-        }
-        assert_eq!(text.pieces().collect::<Vec<_>>().concat(), all);
+        let all = assert_rows_read_back(&text, &rows);
         assert_eq!(text.len(), all.len());
         // An empty row at a chunk's start reads as empty, not as a miss.
         let boundary = text.full[1].0;
@@ -204,12 +211,7 @@ mod tests {
             rows.push((start..text.len(), row));
         }
         assert!(text.full.len() > 3, "{} chunks", text.full.len());
-        let mut all = Vec::new();
-        for (range, row) in &rows {
-            assert_eq!(text.get(range.clone()), Some(row.as_str()));
-            all.extend_from_slice(row.as_bytes());
-        }
-        assert_eq!(text.pieces().collect::<Vec<_>>().concat(), all);
+        assert_rows_read_back(&text, &rows);
     }
 
     #[test]
