@@ -25,6 +25,7 @@ use crate::compaction::CompactionLocks;
 use crate::error::{Error, Rule};
 use crate::event::{Event, Seq, SurfaceOp};
 use crate::header::SessionHeader;
+use crate::json::JsonRef;
 use crate::repair::TurnTracker;
 use crate::session::derived_message_ref;
 use crate::surface::{NodeFacts, RangeError, ShadowedLinks, Surface};
@@ -115,6 +116,28 @@ pub struct SessionState {
     pub(crate) locks: CompactionLocks,
     /// Surface undo steps; recorded only inside [`SessionState::atomically`].
     journal: Option<Vec<SurfaceUndo>>,
+    /// Where the message of the surface event folded last lies in it, for
+    /// [`SessionState::folded_message`]. Not content: equal states may differ in it.
+    folded: Option<FoldedMessage>,
+}
+
+/// The message (and its `content`) that the surface event folded last derives, as byte
+/// ranges of that event's envelope; the event is known by its seq and the address and
+/// length of its envelope, so no other event (not even an equal copy) is answered from it.
+#[derive(Debug, Clone, Copy)]
+struct FoldedMessage {
+    seq: u64,
+    raw: (usize, usize),
+    message: Option<(Span, Option<Span>)>,
+}
+
+type Span = (usize, usize);
+
+/// The byte range of `part` in `whole`, which it lies in.
+fn span_in(whole: &str, part: &str) -> Option<Span> {
+    let start = (part.as_ptr() as usize).checked_sub(whole.as_ptr() as usize)?;
+    let end = start.checked_add(part.len())?;
+    (end <= whole.len()).then_some((start, end))
 }
 
 impl PartialEq for SessionState {
@@ -154,6 +177,7 @@ impl SessionState {
             tokens: None,
             locks: CompactionLocks::new(),
             journal: None,
+            folded: None,
         }
     }
 
@@ -297,6 +321,7 @@ impl SessionState {
     }
 
     fn undo_to(&mut self, savepoint: Savepoint) {
+        self.folded = None;
         if let Some(journal) = self.journal.as_mut() {
             for undo in journal.drain(savepoint.journal_len..).rev() {
                 match undo {
@@ -451,6 +476,33 @@ impl SessionState {
         self.tokens.as_ref().map(TokenTally::counter)
     }
 
+    /// What [`crate::derive_message_content`] says of `event` under this state's rules
+    /// (the message it derives and the message's `content`, or `Some(None)` when it
+    /// derives none), when `event` is the surface event this state folded last, the very
+    /// value it folded rather than a copy: the state found the message as it folded it,
+    /// so a consumer handed the event next need not look again. `None` otherwise.
+    pub fn folded_message<'e>(
+        &self,
+        event: &'e Event,
+    ) -> Option<Option<(&'e str, Option<JsonRef<'e>>)>> {
+        let folded = self.folded.as_ref()?;
+        let raw = event.raw();
+        if folded.seq != event.seq().get() || folded.raw != (raw.as_ptr() as usize, raw.len()) {
+            return None;
+        }
+        let text = |(a, b): Span| raw.get(a..b);
+        Some(match folded.message {
+            None => None,
+            Some((message, content)) => Some((
+                text(message)?,
+                match content {
+                    Some(c) => Some(JsonRef::new(text(c)?)),
+                    None => None,
+                },
+            )),
+        })
+    }
+
     /// The cached estimate of a current surface node (0 when tokens are not measured).
     pub fn node_estimate(&self, seq: Seq) -> Option<u32> {
         self.surface.facts(seq.get()).map(|f| f.estimate)
@@ -567,6 +619,8 @@ impl SessionState {
     /// and counter; `None` works it out here.
     pub(crate) fn apply_with(&mut self, event: &Event, plan: SurfacePlan, node: Option<NodeFacts>) {
         let seq = event.seq().get();
+        // Set again below for a surface event whose message is worked out here.
+        self.folded = None;
         let undo = match plan {
             SurfacePlan::None => {
                 if let Some(tokens) = self.tokens.as_mut() {
@@ -614,12 +668,27 @@ impl SessionState {
         known: Option<NodeFacts>,
     ) -> NodeFacts {
         if let Some(node) = known {
+            self.folded = None;
             if let Some(tokens) = self.tokens.as_mut() {
                 tokens.fold_surface_with_estimate(event, node.estimate, shadowed, &self.surface);
             }
             return node;
         }
         let message = derived_message_ref(&self.version, event);
+        // Kept only when the message lies in the envelope (not in an upgraded copy).
+        let raw = event.raw();
+        let spans = match message {
+            None => Some(None),
+            Some(m) => span_in(raw, m.message.raw()).and_then(|at| match m.content {
+                None => Some(Some((at, None))),
+                Some(c) => span_in(raw, c.raw()).map(|content| Some((at, Some(content)))),
+            }),
+        };
+        self.folded = spans.map(|message| FoldedMessage {
+            seq: event.seq().get(),
+            raw: (raw.as_ptr() as usize, raw.len()),
+            message,
+        });
         let estimate = match self.tokens.as_mut() {
             Some(tokens) => tokens.fold_surface(event, message, shadowed, &self.surface),
             None => 0,

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use common::{dsh_fixture_dir, files_under, golden_for};
 use sessionlog_session::tokens::{HeuristicCounter, TokenProjection, LEDGER_RECENT};
 use sessionlog_session::{
-    derive_message, import_jsonl, ImportOptions, RuleSet, Session, SessionState,
+    derive_message, derive_message_content, import_jsonl, ImportOptions, RuleSet, Session,
+    SessionState,
 };
 
 /// Folds the (already upgraded) events of `session` into a fresh state that measures tokens.
@@ -134,4 +135,62 @@ fn a_state_without_tokens_reports_none() {
     assert!(session.state().pressure().is_none());
     assert!(session.state().token_view().is_none());
     assert_eq!(session.state().message_nodes().count(), 0);
+}
+
+/// The message a state hands on for the event it folded last is the one a fresh look
+/// derives, for every event of every fixture; it is handed on for that very event only
+/// (not for an equal copy, nor once the next event is folded), and for every surface event
+/// whose message lies in its envelope.
+#[test]
+fn the_message_handed_on_is_the_one_the_event_derives() {
+    let Some(root) = dsh_fixture_dir("the_message_handed_on_is_the_one_the_event_derives") else {
+        return;
+    };
+    let raw = |m: Option<(&str, Option<sessionlog_session::json::JsonRef<'_>>)>| {
+        m.map(|(message, content)| (message.to_owned(), content.map(|c| c.raw().to_owned())))
+    };
+    let (mut checked, mut handed_on) = (0, 0);
+    for log in files_under(&root.join("logs"), ".jsonl") {
+        if golden_for(&root, &log)["error"].is_string() {
+            continue;
+        }
+        let bytes = std::fs::read(&log).expect("fixture readable");
+        let Ok(import) = import_jsonl(&bytes, &ImportOptions::default()) else {
+            continue;
+        };
+        let session = &import.session;
+        let mut state = SessionState::with_tokens(
+            session.header().clone(),
+            session.version().clone(),
+            Arc::new(HeuristicCounter),
+        );
+        let events = session.events();
+        for (i, event) in events.iter().enumerate() {
+            state
+                .append(event, RuleSet::Dsh, &&events[..i])
+                .unwrap_or_else(|e| panic!("{}: event {i} refused: {e}", log.display()));
+            checked += 1;
+            let fresh = derive_message_content(session.version(), event);
+            match state.folded_message(event) {
+                Some(known) => {
+                    handed_on += 1;
+                    assert_eq!(raw(known), raw(fresh), "{}: event {i}", log.display());
+                    assert!(state.folded_message(&event.clone()).is_none());
+                }
+                None => assert!(
+                    session.version().surface_type(event.event_type()).is_none()
+                        || event.raw().find(event.data().raw()).is_none(),
+                    "{}: surface event {i} handed on nothing",
+                    log.display()
+                ),
+            }
+            if let Some(before) = i.checked_sub(1).and_then(|b| events.get(b)) {
+                assert!(state.folded_message(before).is_none(), "event {i}: stale");
+            }
+        }
+    }
+    assert!(
+        checked > 0 && handed_on > 0,
+        "{checked} events, {handed_on} handed on"
+    );
 }

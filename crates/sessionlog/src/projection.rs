@@ -21,6 +21,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 pub use ::bytes::Bytes;
+use sessionlog_session::json::JsonRef;
 use sessionlog_session::{Event, FormatVersion, SessionHeader};
 
 pub mod stats;
@@ -59,6 +60,13 @@ pub struct StoredEvent<'a> {
     /// same way need not read it again); `None` when the event is folded from the log, or
     /// has no usage that reader reads.
     pub usage: Option<&'a sessionlog_session::tokens::Usage>,
+    /// What [`sessionlog_session::derive_message_content`] says of the event (the message
+    /// it derives and that message's `content`, or `Some(None)` when it derives none), when
+    /// the writer's session state found that as it folded the event just before handing it
+    /// over (so a fold that reads the message need not look for it again); `None` when
+    /// the event is folded from the log, is no surface event, or was not the last of its
+    /// batch. Handed to every fold: it depends on no counter.
+    pub message: Option<Option<(&'a str, Option<JsonRef<'a>>)>>,
 }
 
 /// An estimate of the tokens of the message an event derives.

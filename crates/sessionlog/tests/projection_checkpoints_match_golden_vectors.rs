@@ -115,6 +115,7 @@ fn feed<P: Projection>(p: &P, state: &mut P::State, events: &[Event]) {
             version: &version,
             message_estimate: None,
             usage: None,
+            message: None,
         };
         p.apply(state, &stored).expect("the fold takes every event");
     }

@@ -567,8 +567,11 @@ impl SessionTranscript {
             self.surface_added.push(seq);
         }
         // Only an event of a surface type derives a message.
+        // The writer's state found it as it folded the event, or it is looked for here.
         let derived = surface.and_then(|surface| {
-            derive_surface_content(surface, event).map(|(_, content)| (surface.message, content))
+            e.message
+                .unwrap_or_else(|| derive_surface_content(surface, event))
+                .map(|(_, content)| (surface.message, content))
         });
         match derived {
             None if surface.is_some() => {
@@ -1358,6 +1361,7 @@ mod tests {
             version,
             message_estimate: None,
             usage: None,
+            message: None,
         }
     }
 

@@ -368,6 +368,7 @@ impl Store {
                 version: &version,
                 message_estimate: None,
                 usage: None,
+                message: None,
             };
             for r in resumed.iter_mut().filter(|r| folds(r, seq)) {
                 r.slot.feed(&stored);
@@ -796,6 +797,10 @@ fn feed_one(slots: &mut [Slot], state: &SessionState, event: &Event, kind: u8, r
         version,
         message_estimate,
         usage,
+        // Only a surface event derives a message (the kind tag says which are).
+        message: sessionlog_session::is_surface_kind(kind)
+            .then(|| state.folded_message(event))
+            .flatten(),
     };
     // A fold that reads no figures is handed none, whatever the others read.
     let bare = StoredEvent {
