@@ -13,13 +13,31 @@ use sessionlog_session::{
     SessionState,
 };
 
-/// Folds the (already upgraded) events of `session` into a fresh state that measures tokens.
-fn fold_with_tokens(session: &Session) -> SessionState {
-    let mut state = SessionState::with_tokens(
+/// An empty state of `session`'s header and rules that measures tokens.
+fn state_with_tokens(session: &Session) -> SessionState {
+    SessionState::with_tokens(
         session.header().clone(),
         session.version().clone(),
         Arc::new(HeuristicCounter),
-    );
+    )
+}
+
+/// The sessions of the fixture logs under `root` that import (and are not meant to fail),
+/// each with its log's path.
+fn fixture_sessions(root: &std::path::Path) -> impl Iterator<Item = (String, Session)> + '_ {
+    files_under(&root.join("logs"), ".jsonl")
+        .into_iter()
+        .filter(|log| !golden_for(root, log)["error"].is_string())
+        .filter_map(|log| {
+            let bytes = std::fs::read(&log).expect("fixture readable");
+            let import = import_jsonl(&bytes, &ImportOptions::default()).ok()?;
+            Some((log.display().to_string(), import.session))
+        })
+}
+
+/// Folds the (already upgraded) events of `session` into a fresh state that measures tokens.
+fn fold_with_tokens(session: &Session) -> SessionState {
+    let mut state = state_with_tokens(session);
     let events = session.events();
     for (i, event) in events.iter().enumerate() {
         state
@@ -111,17 +129,10 @@ fn every_fixture_state_rebuilds_messages_requests_and_tokens() {
     };
     let mut checked = 0;
     let mut failures = Vec::new();
-    for log in files_under(&root.join("logs"), ".jsonl") {
-        if golden_for(&root, &log)["error"].is_string() {
-            continue;
-        }
-        let bytes = std::fs::read(&log).expect("fixture readable");
-        let Ok(import) = import_jsonl(&bytes, &ImportOptions::default()) else {
-            continue;
-        };
+    for (log, session) in fixture_sessions(&root) {
         checked += 1;
-        for problem in check(&import.session) {
-            failures.push(format!("{}: {problem}", log.display()));
+        for problem in check(&session) {
+            failures.push(format!("{log}: {problem}"));
         }
     }
     assert!(checked > 0, "no fixture imported");
@@ -150,38 +161,25 @@ fn the_message_handed_on_is_the_one_the_event_derives() {
         m.map(|(message, content)| (message.to_owned(), content.map(|c| c.raw().to_owned())))
     };
     let (mut checked, mut handed_on) = (0, 0);
-    for log in files_under(&root.join("logs"), ".jsonl") {
-        if golden_for(&root, &log)["error"].is_string() {
-            continue;
-        }
-        let bytes = std::fs::read(&log).expect("fixture readable");
-        let Ok(import) = import_jsonl(&bytes, &ImportOptions::default()) else {
-            continue;
-        };
-        let session = &import.session;
-        let mut state = SessionState::with_tokens(
-            session.header().clone(),
-            session.version().clone(),
-            Arc::new(HeuristicCounter),
-        );
+    for (log, session) in fixture_sessions(&root) {
+        let mut state = state_with_tokens(&session);
         let events = session.events();
         for (i, event) in events.iter().enumerate() {
             state
                 .append(event, RuleSet::Dsh, &&events[..i])
-                .unwrap_or_else(|e| panic!("{}: event {i} refused: {e}", log.display()));
+                .unwrap_or_else(|e| panic!("{log}: event {i} refused: {e}"));
             checked += 1;
             let fresh = derive_message_content(session.version(), event);
             match state.folded_message(event) {
                 Some(known) => {
                     handed_on += 1;
-                    assert_eq!(raw(known), raw(fresh), "{}: event {i}", log.display());
+                    assert_eq!(raw(known), raw(fresh), "{log}: event {i}");
                     assert!(state.folded_message(&event.clone()).is_none());
                 }
                 None => assert!(
                     session.version().surface_type(event.event_type()).is_none()
                         || event.raw().find(event.data().raw()).is_none(),
-                    "{}: surface event {i} handed on nothing",
-                    log.display()
+                    "{log}: surface event {i} handed on nothing"
                 ),
             }
             if let Some(before) = i.checked_sub(1).and_then(|b| events.get(b)) {
