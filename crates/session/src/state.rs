@@ -480,7 +480,10 @@ impl SessionState {
     /// (the message it derives and the message's `content`, or `Some(None)` when it
     /// derives none), when `event` is the surface event this state folded last, the very
     /// value it folded rather than a copy: the state found the message as it folded it,
-    /// so a consumer handed the event next need not look again. `None` otherwise.
+    /// so a consumer handed the event next need not look again. `None` otherwise. The
+    /// event is recognised by its seq and the address and length of its envelope, so ask
+    /// with the value just folded: a different event that a later allocation put at the
+    /// same address, with the same seq and length, would be answered as that one was.
     pub fn folded_message<'e>(
         &self,
         event: &'e Event,
