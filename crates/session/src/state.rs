@@ -671,7 +671,6 @@ impl SessionState {
         known: Option<NodeFacts>,
     ) -> NodeFacts {
         if let Some(node) = known {
-            self.folded = None;
             if let Some(tokens) = self.tokens.as_mut() {
                 tokens.fold_surface_with_estimate(event, node.estimate, shadowed, &self.surface);
             }
