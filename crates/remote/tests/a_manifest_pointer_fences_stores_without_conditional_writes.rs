@@ -24,9 +24,8 @@ use common::{
 use parking_lot::Mutex;
 use sessionlog::Store;
 use sessionlog_remote::{
-    newest_manifest, pointed_manifest, restore, DirObjectStore, Error, EtcdLeases, LeaseGrant,
-    LeaseService, ManifestPointers, ObjectStore, Owner, PublishedManifest, RestoreOptions,
-    ShardPointer, Shipper,
+    newest_manifest, pointed_manifest, restore, DirObjectStore, Error, LeaseGrant, LeaseService,
+    ManifestPointers, ObjectStore, Owner, PublishedManifest, RestoreOptions, ShardPointer, Shipper,
 };
 
 /// An object store that ignores the condition of a conditional create, as Garage 2.5 does:
@@ -433,22 +432,20 @@ fn pointer_rules(leases: &dyn LeaseService, pointers: &dyn ManifestPointers, sha
     leases.release(b.lease_id).expect("release");
 }
 
-fn cluster(test: &str) -> Option<EtcdLeases> {
-    common::etcd_cluster(test)
-}
-
-/// A shard name no other test (or earlier run) uses.
-fn shard(test: &str) -> String {
-    common::unique(test)
-}
-
 #[test]
 fn a_stale_owner_is_refused_by_the_etcd_pointer() {
     let test = "a_stale_owner_is_refused_by_the_etcd_pointer";
-    let Some(etcd) = cluster(test) else { return };
+    let Some(etcd) = common::etcd_cluster(test) else {
+        return;
+    };
     let etcd = Arc::new(etcd);
     let tmp = tempfile::tempdir().expect("tempdir");
-    a_stale_owner_is_refused_by_the_pointer(etcd.clone(), etcd, &shard(test), garage_like(&tmp));
+    a_stale_owner_is_refused_by_the_pointer(
+        etcd.clone(),
+        etcd,
+        &common::unique(test),
+        garage_like(&tmp),
+    );
 }
 
 /// The same with the objects on the S3 server of SESSIONLOG_S3_ENDPOINT: SeaweedFS in CI
@@ -457,19 +454,28 @@ fn a_stale_owner_is_refused_by_the_etcd_pointer() {
 #[test]
 fn a_stale_owner_is_refused_by_the_etcd_pointer_on_an_s3_server() {
     let test = "a_stale_owner_is_refused_by_the_etcd_pointer_on_an_s3_server";
-    let Some(etcd) = cluster(test) else { return };
+    let Some(etcd) = common::etcd_cluster(test) else {
+        return;
+    };
     let Some(s3) = common::s3_server(test) else {
         return;
     };
     let objects: Arc<dyn ObjectStore> = s3;
     let etcd = Arc::new(etcd);
-    a_stale_owner_is_refused_by_the_pointer(etcd.clone(), etcd, &shard(test), objects.clone());
+    a_stale_owner_is_refused_by_the_pointer(
+        etcd.clone(),
+        etcd,
+        &common::unique(test),
+        objects.clone(),
+    );
     common::remove_shipped(&*objects);
 }
 
 #[test]
 fn the_etcd_pointer_keeps_the_pointer_rules() {
     let test = "the_etcd_pointer_keeps_the_pointer_rules";
-    let Some(etcd) = cluster(test) else { return };
-    pointer_rules(&etcd, &etcd, &shard(test));
+    let Some(etcd) = common::etcd_cluster(test) else {
+        return;
+    };
+    pointer_rules(&etcd, &etcd, &common::unique(test));
 }

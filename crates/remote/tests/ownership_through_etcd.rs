@@ -21,15 +21,6 @@ use sessionlog_remote::{
 
 const TTL: Duration = Duration::from_secs(2);
 
-fn cluster(test: &str) -> Option<EtcdLeases> {
-    common::etcd_cluster(test)
-}
-
-/// A shard name no other test (or earlier run) uses.
-fn shard(test: &str) -> String {
-    common::unique(test)
-}
-
 /// Acquires `shard` for `node`, waiting (up to 15 s) for an earlier owner's lease to expire.
 fn acquire_when_free(leases: &EtcdLeases, shard: &str, node: &str) -> Owner {
     let started = Instant::now();
@@ -47,8 +38,10 @@ fn acquire_when_free(leases: &EtcdLeases, shard: &str, node: &str) -> Owner {
 #[test]
 fn one_owner_at_a_time_each_with_a_larger_token() {
     let test = "one_owner_at_a_time_each_with_a_larger_token";
-    let Some(leases) = cluster(test) else { return };
-    let shard = shard(test);
+    let Some(leases) = common::etcd_cluster(test) else {
+        return;
+    };
+    let shard = common::unique(test);
     let a = Owner::acquire(&leases, &shard, "node-a", TTL).expect("a acquires");
     let err = Owner::acquire(&leases, &shard, "node-b", TTL).unwrap_err();
     assert!(matches!(err, Error::Owned { .. }), "{err}");
@@ -64,8 +57,10 @@ fn one_owner_at_a_time_each_with_a_larger_token() {
 #[test]
 fn a_writer_whose_lease_lapsed_stops_before_its_next_commit() {
     let test = "a_writer_whose_lease_lapsed_stops_before_its_next_commit";
-    let Some(leases) = cluster(test) else { return };
-    let shard = shard(test);
+    let Some(leases) = common::etcd_cluster(test) else {
+        return;
+    };
+    let shard = common::unique(test);
     let tmp = tempfile::tempdir().expect("tempdir");
     let store = Store::open(tmp.path().join("store"), small_store_options()).expect("open");
     let owner = Owner::acquire(&leases, &shard, "node-a", TTL).expect("acquire");
@@ -104,8 +99,10 @@ fn a_writer_whose_lease_lapsed_stops_before_its_next_commit() {
 #[test]
 fn after_node_loss_the_new_owner_restores_every_shipped_commit_and_the_old_one_is_refused() {
     let test = "after_node_loss_the_new_owner_restores_every_shipped_commit";
-    let Some(leases) = cluster(test) else { return };
-    let shard = shard(test);
+    let Some(leases) = common::etcd_cluster(test) else {
+        return;
+    };
+    let shard = common::unique(test);
     let tmp = tempfile::tempdir().expect("tempdir");
     let objects = Arc::new(DirObjectStore::new(tmp.path().join("bucket")).expect("bucket"));
 
@@ -203,9 +200,11 @@ fn try_shipped_commit(shipper: &Shipper, store: &Store) -> (bool, Result<(), Err
 #[test]
 fn a_live_writer_whose_lease_is_revoked_stops_before_its_next_commit_and_ship() {
     let test = "a_live_writer_whose_lease_is_revoked_stops_before_its_next_commit_and_ship";
-    let Some(leases) = cluster(test) else { return };
+    let Some(leases) = common::etcd_cluster(test) else {
+        return;
+    };
     let leases = Arc::new(leases);
-    let shard = shard(test);
+    let shard = common::unique(test);
     let tmp = tempfile::tempdir().expect("tempdir");
     let objects = Arc::new(DirObjectStore::new(tmp.path().join("bucket")).expect("bucket"));
     let store = Store::open(tmp.path().join("store"), small_store_options()).expect("open");
@@ -267,8 +266,10 @@ fn a_live_writer_whose_lease_is_revoked_stops_before_its_next_commit_and_ship() 
 #[test]
 fn a_writer_cut_off_from_etcd_stops_committing_before_another_node_can_take_the_shard() {
     let test = "a_writer_cut_off_from_etcd_stops_committing_before_another_node_can_take_over";
-    let Some(leases) = cluster(test) else { return };
-    let shard = shard(test);
+    let Some(leases) = common::etcd_cluster(test) else {
+        return;
+    };
+    let shard = common::unique(test);
     let tmp = tempfile::tempdir().expect("tempdir");
     let objects = Arc::new(DirObjectStore::new(tmp.path().join("bucket")).expect("bucket"));
     let store = Store::open(tmp.path().join("store"), small_store_options()).expect("open");

@@ -113,17 +113,38 @@ pub fn unique(test: &str) -> String {
     format!("{test}-{}-{nanos}", std::process::id())
 }
 
+/// The value of `var`, which names `server` for `test`, or `None` (and a line saying `test`
+/// was skipped and how to run it, through `script`) when it is not set; under CI=true a
+/// missing server fails the test instead.
+fn server_setting(test: &str, var: &str, server: &str, script: &str) -> Option<String> {
+    let Ok(value) = std::env::var(var) else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI must run {test} against a {server}: run the tests through {script}"
+        );
+        println!(
+            "skipped {test}: {var} is not set, so there is no {server} to run against (run the tests through {script})"
+        );
+        return None;
+    };
+    Some(value)
+}
+
+/// SESSIONLOG_ETCD_ENDPOINTS, the etcd cluster's endpoints, or `None` without one (see
+/// [`server_setting`]).
+pub fn etcd_endpoints(test: &str) -> Option<String> {
+    server_setting(
+        test,
+        "SESSIONLOG_ETCD_ENDPOINTS",
+        "real etcd cluster",
+        ".ci/with-etcd.sh",
+    )
+}
+
 /// The etcd cluster of SESSIONLOG_ETCD_ENDPOINTS, or `None` (and a line saying `test` was
 /// skipped) without one; under CI=true a missing cluster fails the test instead.
 pub fn etcd_cluster(test: &str) -> Option<EtcdLeases> {
-    let Ok(endpoints) = std::env::var("SESSIONLOG_ETCD_ENDPOINTS") else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI must run {test} against a real etcd cluster: run the tests through .ci/with-etcd.sh"
-        );
-        println!("skipped {test}: no etcd (SESSIONLOG_ETCD_ENDPOINTS is not set; run the tests through .ci/with-etcd.sh)");
-        return None;
-    };
+    let endpoints = etcd_endpoints(test)?;
     let endpoints: Vec<String> = endpoints.split(',').map(str::to_owned).collect();
     Some(EtcdLeases::new(&endpoints).expect("etcd endpoints"))
 }
@@ -132,14 +153,12 @@ pub fn etcd_cluster(test: &str) -> Option<EtcdLeases> {
 /// under a prefix of `test`'s own, or `None` (and a line saying it was skipped) without one;
 /// under CI=true a missing server fails the test instead.
 pub fn s3_server(test: &str) -> Option<Arc<S3ObjectStore>> {
-    let Ok(endpoint) = std::env::var("SESSIONLOG_S3_ENDPOINT") else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI must run {test} against a real S3 server: run the tests through .ci/with-seaweedfs.sh"
-        );
-        println!("skipped {test}: no S3 server (SESSIONLOG_S3_ENDPOINT is not set; run the tests through .ci/with-seaweedfs.sh)");
-        return None;
-    };
+    let endpoint = server_setting(
+        test,
+        "SESSIONLOG_S3_ENDPOINT",
+        "real S3 server",
+        ".ci/with-seaweedfs.sh",
+    )?;
     let config = S3Config {
         bucket: std::env::var("SESSIONLOG_S3_BUCKET").unwrap_or_else(|_| "sessionlog-ci".into()),
         prefix: format!("tests/{}", unique(test)),
