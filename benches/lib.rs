@@ -654,3 +654,17 @@ pub fn bench_object_store(
         )
     }
 }
+
+/// Removes what a bench shipped to [`bench_object_store`]`(name)`: every object under the
+/// directories a shipper writes (an S3 prefix outlives the bench otherwise), then the bucket
+/// directory, if it was one. A failed delete is reported, not fatal.
+pub fn remove_bench_objects(objects: &dyn sessionlog_remote::ObjectStore, name: &str) {
+    for dir in sessionlog_remote::SHIPPED_DIRS {
+        for key in objects.list(dir).unwrap_or_default() {
+            if let Err(e) = objects.delete(&key) {
+                eprintln!("could not remove the shipped object {key}: {e}");
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(bench_dir().join(format!("bucket-{name}")));
+}

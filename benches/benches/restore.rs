@@ -141,15 +141,8 @@ fn main() {
             "median_mb_s": mb_s(median),
         }),
     );
-    for name in ["restore-source", "bucket-restore", "restore-target"] {
+    for name in ["restore-source", "restore-target"] {
         let _ = std::fs::remove_dir_all(bench_dir().join(name));
     }
-    // The shipped objects too (a bucket directory is gone already; an S3 prefix is not).
-    for dir in ["manifests", "segments", "tails", "cache"] {
-        for key in objects.list(dir).unwrap_or_default() {
-            if let Err(e) = objects.delete(&key) {
-                eprintln!("could not remove the shipped object {key}: {e}");
-            }
-        }
-    }
+    sessionlog_benches::remove_bench_objects(&*objects, "restore");
 }

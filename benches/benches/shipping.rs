@@ -256,11 +256,11 @@ fn main() {
         "ship-local",
         "ship-shipped",
         "ship-restored",
-        "bucket-shipped",
-        "bucket-resume",
         "ship-resume-source",
         "ship-resume-node",
     ] {
         let _ = std::fs::remove_dir_all(sessionlog_benches::bench_dir().join(name));
     }
+    sessionlog_benches::remove_bench_objects(&*objects, "shipped");
+    sessionlog_benches::remove_bench_objects(&*resume_objects, "resume");
 }

@@ -87,7 +87,7 @@ fn ship_and_restore_through_a_real_s3_server() {
         ..S3Config::default()
     })
     .expect("client");
-    for dir in ["manifests", "segments", "tails", "cache"] {
+    for dir in sessionlog_remote::SHIPPED_DIRS {
         for key in objects.list(dir).expect("list") {
             objects.delete(&key).expect("delete");
         }

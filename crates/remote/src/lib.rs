@@ -26,6 +26,7 @@ use std::sync::Arc;
 pub use error::{Error, Result};
 pub use manifest::{
     Manifest, ObjectRef, ShippedCheckpoint, ShippedSegment, ShippedStream, MANIFEST_FORMAT,
+    SHIPPED_DIRS,
 };
 pub use object::{DirObjectStore, ObjectStore};
 pub use owner::{

@@ -20,6 +20,9 @@ pub(crate) const SEGMENT_DIR: &str = "segments";
 pub(crate) const TAIL_DIR: &str = "tails";
 /// Where session checkpoints live.
 pub(crate) const CACHE_DIR: &str = "cache";
+/// Every directory of an object store that a shipper writes under: the objects listed
+/// under them are all a shipped store consists of (to remove one, or to count it).
+pub const SHIPPED_DIRS: [&str; 4] = [MANIFEST_DIR, SEGMENT_DIR, TAIL_DIR, CACHE_DIR];
 
 /// One shipped state of a store.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -14,7 +14,7 @@ use sessionlog_remote::{
 };
 
 fn every_object(objects: &DirObjectStore) -> HashSet<String> {
-    ["manifests", "segments", "tails", "cache"]
+    sessionlog_remote::SHIPPED_DIRS
         .iter()
         .flat_map(|dir| objects.list(dir).expect("list"))
         .collect()

@@ -104,7 +104,7 @@ fn concurrent_shipped_commits_share_pipelined_ships_and_all_restore() {
         )
         .collect();
     let mut stored = HashSet::new();
-    for dir in ["manifests", "segments", "tails", "cache"] {
+    for dir in sessionlog_remote::SHIPPED_DIRS {
         stored.extend(objects.list(dir).expect("list"));
     }
     assert_eq!(

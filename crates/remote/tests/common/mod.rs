@@ -170,7 +170,7 @@ pub fn s3_server(test: &str) -> Option<Arc<S3ObjectStore>> {
 
 /// Removes every object a test shipped (and its scratch objects under `t/`).
 pub fn remove_shipped(objects: &dyn ObjectStore) {
-    for dir in ["manifests", "segments", "tails", "cache", "t"] {
+    for dir in sessionlog_remote::SHIPPED_DIRS.into_iter().chain(["t"]) {
         for key in objects.list(dir).expect("list") {
             objects.delete(&key).expect("delete");
         }
