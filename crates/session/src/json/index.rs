@@ -18,6 +18,9 @@ use super::{
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct MemberSpan {
     pub(crate) depth: u8,
+    /// Whether the key holds an escape, found as the key was walked: a lookup then need
+    /// not look again for every member it compares.
+    pub(crate) escaped: bool,
     pub(crate) key: (u32, u32),
     pub(crate) value: (u32, u32),
 }
@@ -87,6 +90,7 @@ impl MemberIndex {
 /// What the unused places of an index hold.
 const NO_MEMBER: MemberSpan = MemberSpan {
     depth: 0,
+    escaped: false,
     key: (0, 0),
     value: (0, 0),
 };
@@ -145,11 +149,11 @@ fn index_object(text: &str, start: usize, depth: u8, out: &mut Vec<MemberSpan>) 
     let mut message_seen = depth > 0;
     let mut content_seen = depth > 1;
     loop {
-        let (key_end, value_start) = member_head(bytes, pos)?;
+        let (key_end, value_start, escaped) = member_head(bytes, pos)?;
         let mut message = false;
         let mut content = false;
         if !(message_seen && content_seen) {
-            let mut key = KeyLiteral::new(text.get(pos..key_end)?);
+            let mut key = KeyLiteral::known(text.get(pos..key_end)?, escaped);
             message = !message_seen && key.is("message");
             content = !content_seen && !message && key.is("content");
             message_seen |= message;
@@ -162,6 +166,7 @@ fn index_object(text: &str, start: usize, depth: u8, out: &mut Vec<MemberSpan>) 
         };
         out.push(MemberSpan {
             depth,
+            escaped,
             key: span(pos, key_end)?,
             value: span(value_start, value_end)?,
         });
@@ -185,6 +190,7 @@ fn index_blocks(text: &str, start: usize, depth: u8, out: &mut Vec<MemberSpan>) 
         let marker = out.len();
         out.push(MemberSpan {
             depth,
+            escaped: false,
             key: (0, 0),
             value: (0, 0),
         });
@@ -275,6 +281,7 @@ impl<'a, const N: usize> Iterator for IndexedBlocks<'a, '_, N> {
             let Some(literal) = slice(member.key) else {
                 continue;
             };
+            let literal = KeyLiteral::known(literal, member.escaped);
             fill_named(&mut found, self.keys, literal, || {
                 slice(member.value).map(|text| JsonRef { text })
             });
@@ -445,6 +452,7 @@ pub(crate) fn indexed_fields<'a, const N: usize>(
         let Some(literal) = slice(member.key) else {
             continue;
         };
+        let literal = KeyLiteral::known(literal, member.escaped);
         missing -= fill_named(&mut found, keys, literal, || {
             slice(member.value).map(|text| JsonRef { text })
         });

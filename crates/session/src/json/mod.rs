@@ -643,8 +643,8 @@ impl<'a> JsonRef<'a> {
         }
         let mut pos = skip_ws(bytes, start + 1);
         loop {
-            let (key_end, value_start) = member_head(bytes, pos)?;
-            if KeyLiteral::new(self.text.get(pos..key_end)?).is(key) {
+            let (key_end, value_start, escaped) = member_head(bytes, pos)?;
+            if KeyLiteral::known(self.text.get(pos..key_end)?, escaped).is(key) {
                 return self.text.get(value_start..);
             }
             match after_member(bytes, skip_value(bytes, value_start)?)? {
@@ -790,7 +790,14 @@ pub(super) fn skip_value(bytes: &[u8], pos: usize) -> Option<usize> {
 }
 
 pub(super) fn skip_string(bytes: &[u8], pos: usize) -> Option<usize> {
+    scan_string(bytes, pos).map(|(end, _)| end)
+}
+
+/// [`skip_string`], and whether the string holds an escape: found on the way, at no cost.
+#[inline(always)]
+pub(super) fn scan_string(bytes: &[u8], pos: usize) -> Option<(usize, bool)> {
     let mut i = pos + 1;
+    let mut escaped = false;
     loop {
         let rest = bytes.get(i..)?;
         // Keys and most values are short: a search of their first bytes a word at a time
@@ -805,8 +812,11 @@ pub(super) fn skip_string(bytes: &[u8], pos: usize) -> Option<usize> {
         };
         i += found;
         match bytes.get(i)? {
-            b'"' => return Some(i + 1),
-            _ => i += 2,
+            b'"' => return Some((i + 1, escaped)),
+            _ => {
+                escaped = true;
+                i += 2;
+            }
         }
     }
 }
@@ -909,15 +919,56 @@ impl<'a> KeyLiteral<'a> {
         // long as the key names it only when it is the key's bytes without any escape; a
         // longer one only when it has escapes and decodes to the key.
         match self.inner.len().cmp(&key.len()) {
-            std::cmp::Ordering::Equal => self.inner == key && !self.escaped(),
+            std::cmp::Ordering::Equal => same_bytes(self.inner, key) && !self.escaped(),
             std::cmp::Ordering::Greater => self.escaped() && decode_string(self.literal) == key,
             std::cmp::Ordering::Less => false,
+        }
+    }
+
+    /// A literal whose walk already found whether it holds an escape (an index records
+    /// it for each key it keeps).
+    pub(super) fn known(literal: &'a str, escaped: bool) -> Self {
+        KeyLiteral {
+            escaped: Some(escaped),
+            ..KeyLiteral::new(literal)
         }
     }
 
     fn escaped(&mut self) -> bool {
         let inner = self.inner;
         *self.escaped.get_or_insert_with(|| has_escape(inner))
+    }
+}
+
+/// Whether two texts of the same length are equal. Keys are short: up to 16 bytes they are
+/// compared as two overlapping words each, inline, where `==` calls `memcmp`, which costs
+/// more than the comparison for every key of every member a lookup walks.
+#[inline(always)]
+fn same_bytes(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let len = a.len();
+    if len != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], at: usize| -> u64 {
+        let mut w = [0u8; 8];
+        if let Some(bytes) = s.get(at..at + 8) {
+            w.copy_from_slice(bytes);
+        }
+        u64::from_le_bytes(w)
+    };
+    let half = |s: &[u8], at: usize| -> u32 {
+        let mut w = [0u8; 4];
+        if let Some(bytes) = s.get(at..at + 4) {
+            w.copy_from_slice(bytes);
+        }
+        u32::from_le_bytes(w)
+    };
+    match len {
+        0..=3 => a.iter().zip(b).all(|(x, y)| x == y),
+        4..=7 => half(a, 0) == half(b, 0) && half(a, len - 4) == half(b, len - 4),
+        8..=16 => word(a, 0) == word(b, 0) && word(a, len - 8) == word(b, len - 8),
+        _ => a == b,
     }
 }
 
@@ -1086,7 +1137,7 @@ fn object_fields<'a, const N: usize>(
         return Some((pos + 1, found));
     }
     loop {
-        let (key_end, value_start) = member_head(bytes, pos)?;
+        let (key_end, value_start, escaped) = member_head(bytes, pos)?;
         let value_end = skip_value(bytes, value_start)?;
         let value = text.get(value_start..value_end)?;
         if !matches!(bytes.get(value_start), Some(b'"' | b'{' | b'['))
@@ -1094,9 +1145,8 @@ fn object_fields<'a, const N: usize>(
         {
             return None;
         }
-        fill_named(&mut found, keys, text.get(pos..key_end)?, || {
-            Some(JsonRef { text: value })
-        });
+        let literal = KeyLiteral::known(text.get(pos..key_end)?, escaped);
+        fill_named(&mut found, keys, literal, || Some(JsonRef { text: value }));
         match after_member(bytes, value_end)? {
             AfterMember::Next(next) => pos = next,
             AfterMember::End(end) => return Some((end, found)),
@@ -1111,10 +1161,9 @@ fn object_fields<'a, const N: usize>(
 pub(super) fn fill_named<'a, const N: usize>(
     found: &mut [Option<JsonRef<'a>>; N],
     keys: [&str; N],
-    literal: &str,
+    mut literal: KeyLiteral<'_>,
     value: impl Fn() -> Option<JsonRef<'a>>,
 ) -> usize {
-    let mut literal = KeyLiteral::new(literal);
     let mut filled = 0;
     for (slot, key) in found.iter_mut().zip(keys) {
         if slot.is_none() && literal.is(key) {
@@ -1126,17 +1175,19 @@ pub(super) fn fill_named<'a, const N: usize>(
 }
 
 /// The key of the object member at `pos` (a string literal, which must be there) and where
-/// its value starts, after the colon and any whitespace.
-pub(super) fn member_head(bytes: &[u8], pos: usize) -> Option<(usize, usize)> {
+/// its value starts, after the colon and any whitespace, and whether the key holds an
+/// escape.
+#[inline(always)]
+pub(super) fn member_head(bytes: &[u8], pos: usize) -> Option<(usize, usize, bool)> {
     if bytes.get(pos) != Some(&b'"') {
         return None;
     }
-    let key_end = skip_string(bytes, pos)?;
+    let (key_end, escaped) = scan_string(bytes, pos)?;
     let colon = skip_ws(bytes, key_end);
     if bytes.get(colon) != Some(&b':') {
         return None;
     }
-    Some((key_end, skip_ws(bytes, colon + 1)))
+    Some((key_end, skip_ws(bytes, colon + 1), escaped))
 }
 
 /// What follows an object member's value.
@@ -1256,6 +1307,44 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(4096))]
 
+        /// Texts of the same length compare as `==` compares them, at every length the
+        /// word comparison splits on (equal texts, texts differing in one byte).
+        #[test]
+        fn same_bytes_is_equality(
+            text in prop::collection::vec(prop::sample::select(b"ab\\\"y".to_vec()), 0..24),
+            flip in any::<prop::sample::Index>(),
+        ) {
+            let a = String::from_utf8(text).expect("ASCII");
+            prop_assert!(same_bytes(&a, &a));
+            if !a.is_empty() {
+                let at = flip.index(a.len());
+                let mut b = a.clone().into_bytes();
+                b[at] = if b[at] == b'a' { b'b' } else { b'a' };
+                let b = String::from_utf8(b).expect("ASCII");
+                prop_assert_eq!(same_bytes(&a, &b), a == b);
+                prop_assert!(!same_bytes(&a, &b));
+            }
+            let longer = format!("{a}a");
+            prop_assert!(!same_bytes(&a, &longer));
+        }
+
+        /// A key literal names a key exactly when its decoded text is the key, whether it
+        /// finds its escapes itself or is told of them by the walk that found it.
+        #[test]
+        fn a_key_literal_names_the_key_it_decodes_to(
+            key in prop::sample::select(vec!["type", "text", "id", "toolCallId", "content", "a", ""]),
+            literal in prop::sample::select(vec![
+                "\"type\"", "\"t\\u0079pe\"", "\"text\"", "\"tex\"", "\"id\"", "\"i\\u0064\"",
+                "\"toolCallId\"", "\"toolCallI\\u0064\"", "\"content\"", "\"a\"", "\"\\u0061\"", "\"\"",
+                "\"\\\"\"",
+            ]),
+        ) {
+            let names = decode_string(literal) == key;
+            prop_assert_eq!(KeyLiteral::new(literal).is(key), names);
+            let escaped = literal.contains('\\');
+            prop_assert_eq!(KeyLiteral::known(literal, escaped).is(key), names);
+        }
+
         #[test]
         fn skipping_a_word_at_a_time_ends_where_skipping_bytewise_does(
             body in jsonish(),
@@ -1268,6 +1357,13 @@ mod tests {
                 prop_assert_eq!(skip_value(&text, pos), skip_value_bytewise(&text, pos));
                 if text.get(pos) == Some(&b'"') {
                     prop_assert_eq!(skip_string(&text, pos), skip_string_bytewise(&text, pos));
+                    // The escape it reports is a backslash inside the string it skipped.
+                    let scanned = scan_string(&text, pos).map(|(end, escaped)| {
+                        (end, escaped, text.get(pos..end).is_some_and(|s| s.contains(&b'\\')))
+                    });
+                    if let Some((_, escaped, backslash)) = scanned {
+                        prop_assert_eq!(escaped, backslash);
+                    }
                 }
             }
         }
