@@ -1140,7 +1140,11 @@ fn message_lines<'e>(
                 out.push_str("→ calls ");
                 out.push_str(&str_or(name));
                 out.push('(');
-                abbreviate_into(out, &arguments_line(arguments), ARGUMENT_CHARS);
+                match arguments.filter(|a| a.kind() == JsonKind::String) {
+                    // A string's text, read from its literal.
+                    Some(text) => abbreviate_value(out, Some(text), ARGUMENT_CHARS),
+                    None => abbreviate_into(out, &arguments_line(arguments), ARGUMENT_CHARS),
+                }
                 out.push_str(") [");
                 out.push_str(&str_or(id));
                 out.push(']');
@@ -1162,15 +1166,12 @@ fn message_lines<'e>(
     Ok(written)
 }
 
-/// Arguments as one line: a JSON string's text, nothing for null or none, or any other
-/// value's JSON written compactly.
+/// Arguments that are no string as one line: nothing for null or none, or any other
+/// value's JSON written compactly. (A string's text is read from its literal.)
 fn arguments_line(value: Option<JsonRef<'_>>) -> String {
     let Some(value) = value else {
         return String::new();
     };
-    if let Some(text) = value.as_str() {
-        return text.into_owned();
-    }
     if value.raw() == "null" {
         return String::new();
     }
@@ -1583,6 +1584,56 @@ mod tests {
             Transcript.skipped(&mut r, seq);
             assert!(r == t, "from the checkpoint at seq {at}");
             assert_eq!(written(&r), shown, "from the checkpoint at seq {at}");
+        }
+    }
+
+    /// A tool call's arguments on its line: a string's text (plain, JSON held in a string,
+    /// escapes of every kind, longer than the line), or any other value's compact JSON,
+    /// abbreviated as the decoded text is.
+    #[test]
+    fn a_calls_arguments_read_on_its_line_as_their_text_abbreviates() {
+        let version = FormatVersion::current();
+        let long = "x".repeat(70);
+        let cases = [
+            (r#""ls""#.to_owned(), "ls".to_owned()),
+            (
+                r#""{\"command\": \"cargo test\"}""#.to_owned(),
+                r#"{"command": "cargo test"}"#.to_owned(),
+            ),
+            (
+                format!(r#""{{\"a\":\"{long}\"}}""#),
+                format!(r#"{{"a":"{long}"}}"#),
+            ),
+            (
+                r#""a\nb\\c\/d \u00e9""#.to_owned(),
+                "a\nb\\c/d é".to_owned(),
+            ),
+            (
+                r#""{\"k\": \"v  w\"}""#.to_owned(),
+                r#"{"k": "v  w"}"#.to_owned(),
+            ),
+            (
+                r#"{"command": "cargo   test"}"#.to_owned(),
+                r#"{"command":"cargo   test"}"#.to_owned(),
+            ),
+            ("null".to_owned(), String::new()),
+        ];
+        for (arguments, text) in cases {
+            let input = EventInput::new(
+                "assistant/message",
+                0,
+                format!(
+                    r#"{{"turn":1,"step":1,"message":{{"id":"m","role":"assistant","content":[{{"type":"tool-call","id":"c1","name":"bash","arguments":{arguments}}}]}}}}"#
+                ),
+            );
+            let event = input.into_event(0).expect("an event");
+            let mut t = SessionTranscript::default();
+            t.fold(&stored(&event, &version)).expect("folds");
+            let line = format!(
+                "→ calls bash({}) [c1]",
+                abbreviate(&text, super::ARGUMENT_CHARS)
+            );
+            assert!(written(&t).contains(&line), "{arguments}: {}", written(&t));
         }
     }
 

@@ -39,10 +39,17 @@ pub(super) fn plain_prefix(text: &str, max: usize) -> Option<PlainPrefix<'_>> {
         .iter()
         .zip(head.iter().skip(1))
         .fold(false, |d, (&a, &b)| d | ((a == b' ') & (b == b' ')));
-    // A leading or trailing space is dropped, and a space where the cut falls would be
-    // the character that marks the cut only if something printable followed it.
-    if odd || doubled || head.first() == Some(&b' ') || head.last() == Some(&b' ') {
+    // A leading or trailing space is dropped, and a space where the cut falls marks the
+    // cut only if something printable follows it: so it does when the byte after it is
+    // printable ASCII (and no backslash, which in a literal starts an escape).
+    if odd || doubled || head.first() == Some(&b' ') {
         return None;
+    }
+    if head.last() == Some(&b' ') {
+        let after = bytes.get(head.len())?;
+        if head.len() <= max || !(0x21..=0x7E).contains(after) || *after == b'\\' {
+            return None;
+        }
     }
     let cut = bytes.len() > max;
     Some(PlainPrefix {
@@ -64,7 +71,11 @@ pub(super) fn abbreviate_value(out: &mut String, value: Option<JsonRef<'_>>, max
     let Some(value) = value.filter(|v| v.kind() == JsonKind::String) else {
         return;
     };
-    if let Some(prefix) = plain_prefix(literal_inner(value), max) {
+    let inner = literal_inner(value);
+    let mut buf = [0u8; DECODED_HEAD];
+    let plain = plain_prefix(inner, max)
+        .or_else(|| quoted_head(inner, max + 2, &mut buf).and_then(|h| plain_prefix(h, max)));
+    if let Some(prefix) = plain {
         out.push_str(prefix.text);
         if prefix.cut {
             out.push('…');
@@ -72,6 +83,35 @@ pub(super) fn abbreviate_value(out: &mut String, value: Option<JsonRef<'_>>, max
         return;
     }
     abbreviate_into(out, &value.as_str().unwrap_or_default(), max);
+}
+
+/// Room for the decoded start of a literal that [`quoted_head`] makes.
+const DECODED_HEAD: usize = 128;
+
+/// The first `limit` bytes of the text of a JSON string literal (`inner`, between its
+/// quotes), decoded into `buf`, when they are ASCII and the escapes among them are only
+/// `\"`, `\\` and `\/`: a JSON text held in a string, as tool arguments are, is read
+/// without decoding the rest of it. `None` for anything else.
+fn quoted_head<'b>(inner: &str, limit: usize, buf: &'b mut [u8; DECODED_HEAD]) -> Option<&'b str> {
+    let limit = limit.min(DECODED_HEAD);
+    let mut bytes = inner.bytes();
+    let mut len = 0;
+    while len < limit {
+        let Some(b) = bytes.next() else {
+            break;
+        };
+        let b = match b {
+            b'\\' => match bytes.next()? {
+                e @ (b'"' | b'\\' | b'/') => e,
+                _ => return None,
+            },
+            b if b.is_ascii() => b,
+            _ => return None,
+        };
+        *buf.get_mut(len)? = b;
+        len += 1;
+    }
+    std::str::from_utf8(buf.get(..len)?).ok()
 }
 
 /// [`abbreviate`], appended to `out`. A text whose start needs no rewriting is copied as
@@ -229,8 +269,9 @@ pub(super) fn push_spaces(line: &mut String, n: usize) {
 
 #[cfg(test)]
 mod tests {
-    use super::{abbreviate, push_left, push_u64, Lines};
+    use super::{abbreviate, abbreviate_value, push_left, push_u64, Lines};
     use crate::projection::transcript::KIND_WIDTH;
+    use sessionlog_session::json::JsonRef;
 
     #[test]
     fn abbreviation_keeps_one_line_and_marks_the_cut() {
@@ -279,6 +320,9 @@ mod tests {
             "0123456789",
             "—",
             "\u{85}",
+            "\\",
+            "\"",
+            "/",
         ];
         let mut rng = 0x2545_f491_4f6c_dd1du64;
         for case in 0..2000 {
@@ -295,6 +339,26 @@ mod tests {
                     abbreviate_by_characters(&text, max),
                     "{text:?} at {max}"
                 );
+            }
+        }
+    }
+
+    /// Plain words and single spaces, cut where a space falls at the cut or beside it,
+    /// followed by what may come after such a space: abbreviated as the character walk
+    /// does, from the text and from its JSON string literal.
+    #[test]
+    fn a_plain_text_cut_at_a_space_abbreviates_as_the_character_walk_does() {
+        for max in [1usize, 2, 5, 10, 60, 100] {
+            for at in max.saturating_sub(2)..=max + 1 {
+                for after in ["x", "\\", "\"", " ", "  y", "\n", "\ty", "é", "", "}"] {
+                    let text = format!("{} {after}", "a".repeat(at));
+                    let expected = abbreviate_by_characters(&text, max);
+                    assert_eq!(abbreviate(&text, max), expected, "{text:?} at {max}");
+                    let literal = serde_json::to_string(&text).expect("a JSON string");
+                    let mut undecoded = String::new();
+                    abbreviate_value(&mut undecoded, Some(JsonRef::new(&literal)), max);
+                    assert_eq!(undecoded, expected, "{literal} at {max}");
+                }
             }
         }
     }
