@@ -303,7 +303,9 @@ fn top(v: &[f64]) -> f64 {
 /// the instructions of each configuration give a projection's upkeep per appended event,
 /// a figure that other work on the machine does not disturb.
 fn upkeep_only(config: &str) {
-    let dir = fresh_dir("projections-upkeep-only");
+    // A directory of its own per configuration, so that configurations may be counted at
+    // the same time.
+    let dir = fresh_dir(&format!("projections-upkeep-only-{config}"));
     let store = Store::open(&dir, StoreOptions::default()).expect("store");
     let mut h = store
         .create_session("long", SessionHeader::new("long", 1, None))
