@@ -553,7 +553,11 @@ impl SessionTranscript {
             put_str(&mut self.names, id);
             put_str(&mut self.names, name);
         }
-        let surface = e.version.surface_type(event_type);
+        // Only an event whose kind tag says so can be of a surface type: the others are
+        // not looked for among them.
+        let surface = sessionlog_session::is_surface_kind(e.kind)
+            .then(|| e.version.surface_type(event_type))
+            .flatten();
         if surface.is_some() {
             if let Some(SurfaceOp::Replace { .. }) = event.surface_op() {
                 self.replacements += 1;
