@@ -671,10 +671,10 @@ impl<'a> JsonRef<'a> {
             pos: if self.is_object() { 1 } else { self.text.len() },
         };
         while missing > 0 {
-            let Some((literal, value)) = members.next() else {
+            let Some((literal, escaped, value)) = members.next_member() else {
                 break;
             };
-            let mut literal = KeyLiteral::new(literal);
+            let mut literal = KeyLiteral::known(literal, escaped);
             for (slot, key) in found.iter_mut().zip(keys) {
                 if slot.is_none() && literal.is(key) {
                     *slot = Some(value);
@@ -993,23 +993,17 @@ pub(super) struct RawMembers<'a> {
     pub(super) pos: usize,
 }
 
-impl<'a> Iterator for RawMembers<'a> {
-    type Item = (&'a str, JsonRef<'a>);
-
-    fn next(&mut self) -> Option<Self::Item> {
+impl<'a> RawMembers<'a> {
+    /// The next member as (key literal with quotes, whether the key holds an escape,
+    /// value): the escape is found as the key is skipped, so a lookup comparing the key
+    /// need not look for one again.
+    fn next_member(&mut self) -> Option<(&'a str, bool, JsonRef<'a>)> {
         let bytes = self.text.as_bytes();
         let start = skip_ws(bytes, self.pos);
-        if bytes.get(start) != Some(&b'"') {
+        let Some((key_end, value_start, escaped)) = member_head(bytes, start) else {
             self.pos = bytes.len();
             return None;
-        }
-        let key_end = skip_string(bytes, start)?;
-        let colon = skip_ws(bytes, key_end);
-        if bytes.get(colon) != Some(&b':') {
-            self.pos = bytes.len();
-            return None;
-        }
-        let value_start = skip_ws(bytes, colon + 1);
+        };
         let value_end = skip_value(bytes, value_start)?;
         let after = skip_ws(bytes, value_end);
         self.pos = if bytes.get(after) == Some(&b',') {
@@ -1019,10 +1013,20 @@ impl<'a> Iterator for RawMembers<'a> {
         };
         Some((
             self.text.get(start..key_end)?,
+            escaped,
             JsonRef {
                 text: self.text.get(value_start..value_end)?,
             },
         ))
+    }
+}
+
+impl<'a> Iterator for RawMembers<'a> {
+    type Item = (&'a str, JsonRef<'a>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_member()
+            .map(|(literal, _, value)| (literal, value))
     }
 }
 
