@@ -72,17 +72,23 @@ pub(super) fn abbreviate_value(out: &mut String, value: Option<JsonRef<'_>>, max
         return;
     };
     let inner = literal_inner(value);
+    if let Some(prefix) = plain_prefix(inner, max) {
+        return push_prefix(out, prefix);
+    }
+    // Only a literal whose start is not plain as it is spelled has its start decoded.
     let mut buf = [0u8; DECODED_HEAD];
-    let plain = plain_prefix(inner, max)
-        .or_else(|| quoted_head(inner, max + 2, &mut buf).and_then(|h| plain_prefix(h, max)));
-    if let Some(prefix) = plain {
-        out.push_str(prefix.text);
-        if prefix.cut {
-            out.push('…');
-        }
-        return;
+    if let Some(prefix) = quoted_head(inner, max + 2, &mut buf).and_then(|h| plain_prefix(h, max)) {
+        return push_prefix(out, prefix);
     }
     abbreviate_into(out, &value.as_str().unwrap_or_default(), max);
+}
+
+/// Appends a plain prefix's characters, and the ellipsis when the text goes on.
+fn push_prefix(out: &mut String, prefix: PlainPrefix<'_>) {
+    out.push_str(prefix.text);
+    if prefix.cut {
+        out.push('…');
+    }
 }
 
 /// Room for the decoded start of a literal that [`quoted_head`] makes.
@@ -91,9 +97,12 @@ const DECODED_HEAD: usize = 128;
 /// The first `limit` bytes of the text of a JSON string literal (`inner`, between its
 /// quotes), decoded into `buf`, when they are ASCII and the escapes among them are only
 /// `\"`, `\\` and `\/`: a JSON text held in a string, as tool arguments are, is read
-/// without decoding the rest of it. `None` for anything else.
+/// without decoding the rest of it. `None` for anything else, and for a `limit` past
+/// [`DECODED_HEAD`] (a shorter head would read as the whole text).
 fn quoted_head<'b>(inner: &str, limit: usize, buf: &'b mut [u8; DECODED_HEAD]) -> Option<&'b str> {
-    let limit = limit.min(DECODED_HEAD);
+    if limit > DECODED_HEAD {
+        return None;
+    }
     let mut bytes = inner.bytes();
     let mut len = 0;
     while len < limit {
@@ -119,11 +128,7 @@ fn quoted_head<'b>(inner: &str, limit: usize, buf: &'b mut [u8; DECODED_HEAD]) -
 /// and other characters are decoded one at a time.
 pub(super) fn abbreviate_into(out: &mut String, text: &str, max: usize) {
     if let Some(prefix) = plain_prefix(text, max) {
-        out.push_str(prefix.text);
-        if prefix.cut {
-            out.push('…');
-        }
-        return;
+        return push_prefix(out, prefix);
     }
     let printable = |b: &u8| (0x21..=0x7E).contains(b);
     let start = out.len();
@@ -359,6 +364,22 @@ mod tests {
                     abbreviate_value(&mut undecoded, Some(JsonRef::new(&literal)), max);
                     assert_eq!(undecoded, expected, "{literal} at {max}");
                 }
+            }
+        }
+    }
+
+    /// JSON held in a string (its quotes escaped), of lengths around a line of any width,
+    /// up to and past the room for a decoded head: abbreviated from its literal as from
+    /// its decoded text.
+    #[test]
+    fn quoted_json_abbreviates_from_its_literal_as_its_text_does() {
+        for max in [1usize, 60, 100, 125, 126, 127, 200] {
+            for len in [max.saturating_sub(1), max, max + 1, max + 2, 300] {
+                let text = format!("{{\"k\":\"{}\"}}", "v".repeat(len));
+                let literal = serde_json::to_string(&text).expect("a JSON string");
+                let mut undecoded = String::new();
+                abbreviate_value(&mut undecoded, Some(JsonRef::new(&literal)), max);
+                assert_eq!(undecoded, abbreviate(&text, max), "{literal} at {max}");
             }
         }
     }
