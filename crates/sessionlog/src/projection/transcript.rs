@@ -1279,7 +1279,8 @@ fn tool_call_line(out: &mut String, name: &Option<Cow<'_, str>>, id: &Option<Cow
 }
 
 /// Appends one line for a structural event (without its line end): what it says, in words
-/// where its type (`ty`) is common. Reads the payload in place.
+/// where its type (`ty`) is common. Reads the payload in place. A tool call is not handed
+/// here: the fold writes its line with [`tool_call_line`] from the name and id it read.
 fn structural(out: &mut String, ty: &str, e: &Event) {
     match ty {
         // The legacy upgrade spreads `trigger` into the payload; older logs nest it.
@@ -1327,10 +1328,6 @@ fn structural(out: &mut String, ty: &str, e: &Event) {
             out.push_str(" (");
             out.push_str(&str_or(reason));
             out.push(')');
-        }
-        "tool/call" => {
-            let [name, id] = e.data_fields(["name", "callId"]);
-            tool_call_line(out, &text_of(name), &text_of(id));
         }
         // Anything else: the type and its payload as written, abbreviated.
         _ => {
