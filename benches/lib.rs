@@ -543,24 +543,66 @@ pub fn fdatasync_floor_now(samples: usize) -> Percentiles {
 /// calls, a summary compaction every 50 turns keeping 40 nodes) to `h` until it holds at
 /// least `events` events. Nothing is committed.
 pub fn fill_long_session(h: &mut sessionlog::SessionHandle, events: u64) {
-    use sessionlog::workload::{Workload, WorkloadConfig};
-    let mut w = Workload::new(
-        42,
-        WorkloadConfig::default()
-            .with_compact_every_turns(Some(50))
-            .with_keep_tail_nodes(40),
-    );
-    for e in w.session_start(1) {
-        h.append(e).expect("append");
-    }
-    while h.next_seq().get() < events {
-        let next = h.next_seq().get();
-        for e in w.turn(next, 2, None) {
+    LongSession::start(h).fill(h, events);
+}
+
+/// The generator behind [`fill_long_session`], kept between calls so that a session can be
+/// grown in steps (committing, or stopping short of a checkpoint, between them) into the
+/// same traffic that one call writes.
+#[derive(Debug)]
+pub struct LongSession {
+    workload: sessionlog::workload::Workload,
+}
+
+impl LongSession {
+    /// Appends the session's start to `h`, a session with no event yet.
+    pub fn start(h: &mut sessionlog::SessionHandle) -> Self {
+        use sessionlog::workload::{Workload, WorkloadConfig};
+        let mut workload = Workload::new(
+            42,
+            WorkloadConfig::default()
+                .with_compact_every_turns(Some(50))
+                .with_keep_tail_nodes(40),
+        );
+        for e in workload.session_start(1) {
             h.append(e).expect("append");
         }
-        if w.wants_compaction() {
+        Self { workload }
+    }
+
+    /// Appends whole turns (and the compactions they call for) until `h` holds at least
+    /// `events` events. Nothing is committed.
+    pub fn fill(&mut self, h: &mut sessionlog::SessionHandle, events: u64) {
+        while h.next_seq().get() < events {
+            self.turn(h);
+        }
+    }
+
+    /// Appends whole turns as long as the next one (and a compaction after it) leaves `h`
+    /// holding fewer than `limit` events: the most a session can be grown short of `limit`
+    /// in turns. Nothing is committed.
+    pub fn fill_short_of(&mut self, h: &mut sessionlog::SessionHandle, limit: u64) {
+        /// More than a compaction appends.
+        const COMPACTION: u64 = 16;
+        loop {
+            let next = h.next_seq().get();
+            let turn = self.workload.clone().turn(next, 2, None).len() as u64;
+            if next + turn + COMPACTION >= limit {
+                return;
+            }
+            self.turn(h);
+        }
+    }
+
+    /// One turn, and the compaction it calls for.
+    fn turn(&mut self, h: &mut sessionlog::SessionHandle) {
+        let next = h.next_seq().get();
+        for e in self.workload.turn(next, 2, None) {
+            h.append(e).expect("append");
+        }
+        if self.workload.wants_compaction() {
             let surface = h.state().surface();
-            if let Some(compaction) = w.compaction(&surface, h.next_seq(), 3) {
+            if let Some(compaction) = self.workload.compaction(&surface, h.next_seq(), 3) {
                 h.append_atomic(compaction).expect("compaction");
             }
         }
