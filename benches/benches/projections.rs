@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use sessionlog::projection::{Stats, ToolAudit, Totals, Transcript};
 use sessionlog::session::{EventInput, SessionHeader};
 use sessionlog::{Access, CacheUse, LogOptions, Projection, SessionHandle, Store, StoreOptions};
-use sessionlog_benches::{fill_long_session, fresh_dir, human_ns, ns, probe, thread_cpu};
+use sessionlog_benches::{
+    fill_long_session, fresh_dir, human_ns, ns, probe, thread_cpu, LongSession,
+};
 
 /// Events of the long session; `SESSIONLOG_PROJECTION_BENCH_EVENTS` sets fewer for a quick
 /// try.
@@ -63,13 +65,15 @@ fn open_read_only(dir: &Path, cache: bool) -> Store {
 /// the end; the writer going away checkpoints the projections it left behind by the
 /// store's refresh interval or more, as any writer does, so a read folds fewer events than
 /// that past each checkpoint. The session's own state and the store-wide totals are then
-/// read once by a writable open, which checkpoints them.
-fn build(dir: &Path) -> u64 {
+/// read once by a writable open, which checkpoints them. Returns the events and the
+/// generator, to grow the session further.
+fn build(dir: &Path) -> (u64, LongSession) {
     let store = Store::open(dir, options()).expect("store");
     let mut h = store
         .create_session("long", SessionHeader::new("long", 1, None))
         .expect("create");
-    fill_long_session(&mut h, long_events());
+    let mut traffic = LongSession::start(&mut h);
+    traffic.fill(&mut h, long_events());
     h.commit().expect("commit");
     let events = h.next_seq().get();
     drop(h);
@@ -78,7 +82,71 @@ fn build(dir: &Path) -> u64 {
         .store_projection::<Totals>(Totals::NAME)
         .expect("totals");
     store.close().expect("close");
-    events
+    (events, traffic)
+}
+
+/// Events the transcript folds past its checkpoint at most while its rewritten rest is
+/// small, as its `checkpoint_every` documents.
+const TRANSCRIPT_CHECKPOINT_EVERY: u64 = 16_384;
+
+/// The projections' checkpoints at their farthest behind: a writer resumes the long session
+/// (whose checkpoints are fresh) and appends whole turns, committing only at the end, as
+/// long as they keep the transcript's checkpoint from falling due; a read-only open beside
+/// it (the writer stays open, as a live writer does, or as a crashed one left the store)
+/// hands the transcript back. The same for the stats (due every refresh interval), then for
+/// the tool audit (due after a sixteenth more events). Returns the events the session held
+/// at the end and, per projection, the time and the events folded past its checkpoint.
+fn hand_backs_behind(
+    dir: &Path,
+    traffic: &mut LongSession,
+) -> (u64, [(&'static str, Duration, u64); 3]) {
+    let refresh = options().cache_refresh_events;
+    let store = Store::open(dir, options()).expect("store");
+    let (mut h, closers) = store.open_session("long").expect("resume");
+    assert!(closers.is_empty(), "the long session was left whole");
+    // The checkpoints are fresh.
+    let checkpointed = h.next_seq().get();
+    // Grows the session short of `due` events past `from`, commits, and hands `P` back,
+    // which must have folded most of them.
+    let mut behind = |from: u64,
+                      due: u64,
+                      hand_back: fn(&Path, &str, u64) -> (Duration, u64),
+                      name| {
+        traffic.fill_short_of(&mut h, from + due);
+        h.commit().expect("commit");
+        let (took, past) = hand_back(dir, name, due);
+        let appended = h.next_seq().get() - from;
+        assert!(
+            past == appended && past > due * 3 / 4,
+            "{name}: folded {past} events past its checkpoint of the {appended} appended, not its farthest"
+        );
+        (name, took, past)
+    };
+    let transcript = behind(
+        checkpointed,
+        TRANSCRIPT_CHECKPOINT_EVERY,
+        hand_back_from::<Transcript>,
+        Transcript::NAME,
+    );
+    // That commit checkpointed the stats.
+    let stats = behind(
+        checkpointed + transcript.2,
+        refresh,
+        hand_back_from::<Stats>,
+        Stats::NAME,
+    );
+    // Due once `events - checkpointed >= events / 16`.
+    let due = (checkpointed * 16).div_ceil(15) - checkpointed;
+    let tool_audit = behind(
+        checkpointed,
+        due,
+        hand_back_from::<ToolAudit>,
+        ToolAudit::NAME,
+    );
+    let events = h.next_seq().get();
+    drop(h);
+    store.close().expect("close");
+    (events, [stats, tool_audit, transcript])
 }
 
 /// Best of `RUNS` of `f`.
@@ -90,17 +158,38 @@ fn best(mut f: impl FnMut() -> Duration) -> Duration {
 /// events folded past its checkpoint (fewer than the store's refresh interval: a writer
 /// going away leaves none that far behind).
 fn hand_back<P: Projection>(dir: &Path, name: &str, cache: bool) -> (Duration, u64) {
-    let refresh = options().cache_refresh_events;
+    if cache {
+        hand_back_from::<P>(dir, name, options().cache_refresh_events)
+    } else {
+        let took = best(|| {
+            let store = open_read_only(dir, false);
+            let started = Instant::now();
+            let p = store.projection::<P>(name, "long").expect("projection");
+            let elapsed = started.elapsed();
+            assert!(
+                matches!(p.cache, CacheUse::Disabled),
+                "{name}: {:?}",
+                p.cache
+            );
+            std::hint::black_box(&p.state);
+            elapsed
+        });
+        (took, 0)
+    }
+}
+
+/// Handing projection `P` back from its checkpoint through a read-only open (the open not
+/// timed), which must fold fewer than `most` events past it; and how many it folded.
+fn hand_back_from<P: Projection>(dir: &Path, name: &str, most: u64) -> (Duration, u64) {
     let mut past = 0;
     let took = best(|| {
-        let store = open_read_only(dir, cache);
+        let store = open_read_only(dir, true);
         let started = Instant::now();
         let p = store.projection::<P>(name, "long").expect("projection");
         let elapsed = started.elapsed();
-        match (&p.cache, cache) {
-            (CacheUse::Hit { folded }, true) if *folded < refresh => past = *folded,
-            (CacheUse::Disabled, false) => {}
-            (other, _) => panic!("{name}: built as {other:?}"),
+        match &p.cache {
+            CacheUse::Hit { folded } if *folded < most => past = *folded,
+            other => panic!("{name}: built as {other:?}"),
         }
         std::hint::black_box(&p.state);
         elapsed
@@ -327,7 +416,7 @@ fn upkeep_only(config: &str) {
 /// of `show` (the kernel's copying of file bytes aside), for profiling.
 fn show_only() {
     let dir = fresh_dir("projections-show-only");
-    let events = build(&dir);
+    let (events, _) = build(&dir);
     let took = show_once(&dir);
     println!("show of a {events}-event session: {}", human_ns(ns(took)));
     // `SESSIONLOG_PROJECTION_SHOW_ONLY=N` (N > 1): N more, each split into its parts.
@@ -369,7 +458,7 @@ fn main() {
     let probe = probe();
     let dir = fresh_dir("projections-1m");
     let started = Instant::now();
-    let events = build(&dir);
+    let (events, mut traffic) = build(&dir);
     println!(
         "built a {events}-event session keeping three projections in {:.1?}",
         started.elapsed()
@@ -397,6 +486,7 @@ fn main() {
     let show_time = show(&dir);
     let stats_time = stats(&dir);
     let load_time = load_session(&dir);
+    let (events_behind, behind) = hand_backs_behind(&dir, &mut traffic);
 
     let inputs = inputs(&dir);
     let upkeep_root = fresh_dir("projections-upkeep");
@@ -423,6 +513,15 @@ fn main() {
             human_ns(ns(checkpoint)),
             human_ns(ns(cold)),
             r(checkpoint, cold)
+        );
+    }
+    println!(
+        "the same, each checkpoint at its farthest behind (a writer beside; {events_behind} events at the end; best of {RUNS}):"
+    );
+    for (name, took, past) in behind {
+        println!(
+            "  {name:<11} from its checkpoint {:>10} ({past} events folded past it)",
+            human_ns(ns(took))
         );
     }
     println!(

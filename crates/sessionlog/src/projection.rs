@@ -162,12 +162,13 @@ pub trait Projection: Send + Sync + 'static {
     }
 
     /// How many events a writer folds past this projection's checkpoint before it writes a
-    /// new one (and how many a read may fold before it does), given the store's
+    /// new one (and how many a read may fold before it does), given the state, the store's
     /// `cache_refresh_events` and the events the state covers. The default is the store's
     /// setting; a projection whose checkpoint grows with the session returns more as the
-    /// session grows, so that rewriting it stays a bounded share of appending.
-    fn checkpoint_every(&self, refresh_events: u64, events: u64) -> u64 {
-        let _ = events;
+    /// checkpoint grows, so that rewriting it stays a bounded share of appending (and no
+    /// more than it must: a read folds up to this many events past the checkpoint).
+    fn checkpoint_every(&self, state: &Self::State, refresh_events: u64, events: u64) -> u64 {
+        let _ = (state, events);
         refresh_events
     }
 
@@ -241,13 +242,34 @@ pub trait Projection: Send + Sync + 'static {
     }
 }
 
-/// [`Projection::checkpoint_every`] for a projection whose checkpoint grows with the
+/// [`Projection::checkpoint_every`] for a projection whose whole checkpoint grows with the
 /// session (it keeps something of every call or row): a new checkpoint after a sixteenth
 /// more events at the earliest, which bounds the bytes rewritten over a session's life to
 /// about seventeen times its final checkpoint, instead of growing with the square of its
 /// length.
 pub(crate) fn growing_checkpoint_every(refresh_events: u64, events: u64) -> u64 {
     refresh_events.max(events / 16)
+}
+
+/// Events a projection with appended parts folds past its checkpoint at most, while what it
+/// rewrites is small: at a whole-log fold rate of about 0.3 µs per event, about 5 ms for a
+/// read to fold, and a rewrite of what is not appended at most every this many events.
+pub(crate) const APPENDED_CHECKPOINT_EVERY: u64 = 16_384;
+
+/// Bytes of its rewritten rest a projection with appended parts may write per event
+/// appended ([`appended_checkpoint_every`]): a few percent of the bytes an event takes in
+/// the log.
+pub(crate) const REWRITTEN_BYTES_PER_EVENT: u64 = 8;
+
+/// [`Projection::checkpoint_every`] for a projection whose checkpoint is mostly appended
+/// parts, and whose rest (rewritten at each checkpoint) is `rest_bytes` long: every
+/// [`APPENDED_CHECKPOINT_EVERY`] events while the rest is small, as rarely as its
+/// rewriting costs [`REWRITTEN_BYTES_PER_EVENT`] when it is large, never more rarely than
+/// [`growing_checkpoint_every`]. The appended parts are written once whatever the interval,
+/// so the interval is what bounds the fold of a read against the rest's rewriting.
+pub(crate) fn appended_checkpoint_every(refresh_events: u64, events: u64, rest_bytes: u64) -> u64 {
+    let by_rest = APPENDED_CHECKPOINT_EVERY.max(rest_bytes / REWRITTEN_BYTES_PER_EVENT);
+    refresh_events.max(by_rest.min(events / 16))
 }
 
 /// A projection state without its type, as the store keeps it.
@@ -261,7 +283,7 @@ pub(crate) trait Registered: Send + Sync {
     fn version(&self) -> u32;
     fn wants(&self, kind: u8) -> bool;
     fn reads_estimates(&self) -> bool;
-    fn checkpoint_every(&self, refresh_events: u64, events: u64) -> u64;
+    fn checkpoint_every(&self, state: &AnyState, refresh_events: u64, events: u64) -> u64;
     fn init(&self, header: &SessionHeader) -> Result<AnyState, ProjectionError>;
     fn apply(&self, state: &mut AnyState, event: &StoredEvent<'_>) -> Result<(), ProjectionError>;
     fn skipped(&self, state: &mut AnyState, events: u64) -> Result<(), ProjectionError>;
@@ -340,9 +362,15 @@ impl<P: Projection> Registered for P {
         guarded("reads_estimates", || Ok(Projection::reads_estimates(self))).unwrap_or(true)
     }
 
-    fn checkpoint_every(&self, refresh_events: u64, events: u64) -> u64 {
+    fn checkpoint_every(&self, state: &AnyState, refresh_events: u64, events: u64) -> u64 {
         guarded("checkpoint_every", || {
-            Ok(Projection::checkpoint_every(self, refresh_events, events))
+            let state = typed::<P>(state)?;
+            Ok(Projection::checkpoint_every(
+                self,
+                state,
+                refresh_events,
+                events,
+            ))
         })
         .unwrap_or(refresh_events)
     }
@@ -604,5 +632,39 @@ pub mod bytes {
                 )))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{appended_checkpoint_every, growing_checkpoint_every, APPENDED_CHECKPOINT_EVERY};
+
+    #[test]
+    fn an_appended_checkpoint_is_rewritten_as_often_as_its_rest_allows() {
+        let refresh = 1024;
+        // A short session: the store's interval, as any projection.
+        assert_eq!(appended_checkpoint_every(refresh, 10_000, 100), refresh);
+        // Growing as a sixteenth of the session, up to the fixed bound while the rest is small.
+        assert_eq!(appended_checkpoint_every(refresh, 160_000, 100), 10_000);
+        for events in [1_000_000, 10_000_000, 1 << 40] {
+            assert_eq!(
+                appended_checkpoint_every(refresh, events, 4096),
+                APPENDED_CHECKPOINT_EVERY
+            );
+            // A large rest is rewritten less often, but never more rarely than a growing
+            // checkpoint.
+            let big = appended_checkpoint_every(refresh, events, 1 << 20);
+            assert_eq!(
+                big,
+                ((1 << 20) / super::REWRITTEN_BYTES_PER_EVENT).min(events / 16)
+            );
+            assert!(big > APPENDED_CHECKPOINT_EVERY);
+            assert_eq!(
+                appended_checkpoint_every(refresh, events, u64::MAX),
+                growing_checkpoint_every(refresh, events)
+            );
+        }
+        // A store whose interval is longer keeps it.
+        assert_eq!(appended_checkpoint_every(1 << 30, 1 << 32, 0), 1 << 30);
     }
 }

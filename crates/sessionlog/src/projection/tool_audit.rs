@@ -103,7 +103,7 @@ impl Projection for ToolAudit {
 
     /// The audit's checkpoint holds every call with its arguments, so it grows with the
     /// session.
-    fn checkpoint_every(&self, refresh_events: u64, events: u64) -> u64 {
+    fn checkpoint_every(&self, _: &ToolCalls, refresh_events: u64, events: u64) -> u64 {
         super::growing_checkpoint_every(refresh_events, events)
     }
 

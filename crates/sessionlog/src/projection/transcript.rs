@@ -876,6 +876,14 @@ impl SessionTranscript {
         pieces
     }
 
+    /// The bytes [`SessionTranscript::rest`] would write, without writing them.
+    fn rest_len(&self) -> u64 {
+        let rows = self.rows.len().saturating_sub(self.final_folded_rows());
+        let run = if self.run.is_some() { 17 } else { 1 };
+        let tail = run + 8 + self.unsettled.len() * 8 + 8 + self.surface_count() * 8;
+        (24 + rows * stored::ROW_BYTES + tail) as u64
+    }
+
     /// The part of the checkpoint after the rows: the chunk run being read, the unsettled
     /// runs and the surface.
     fn tail(&self) -> Vec<u8> {
@@ -955,9 +963,11 @@ impl Projection for Transcript {
         Self::VERSION
     }
 
-    /// The transcript's checkpoint holds every row, so it grows with the session.
-    fn checkpoint_every(&self, refresh_events: u64, events: u64) -> u64 {
-        super::growing_checkpoint_every(refresh_events, events)
+    /// The transcript's text and the rows that never change again are appended parts,
+    /// written once; each checkpoint rewrites only the rest (the rows still open, the runs
+    /// unsettled and the surface), so it is written often while that is small.
+    fn checkpoint_every(&self, s: &SessionTranscript, refresh_events: u64, events: u64) -> u64 {
+        super::appended_checkpoint_every(refresh_events, events, s.rest_len())
     }
 
     /// Streamed chunks are not handed to the fold: all it keeps of them is where each run
@@ -1586,6 +1596,64 @@ mod tests {
             assert!(r == t, "from the checkpoint at seq {at}");
             assert_eq!(written(&r), shown, "from the checkpoint at seq {at}");
         }
+    }
+
+    /// The size a writer's checkpoint interval is chosen by is the size of the rest it
+    /// writes: after every event of a session that streams, stops mid-stream and compacts,
+    /// folded from the start and from checkpoints decoded from their appended parts.
+    #[test]
+    fn the_rest_a_checkpoint_rewrites_is_as_long_as_rest_len_says() {
+        use crate::workload::{Workload, WorkloadConfig};
+        let version = FormatVersion::dsh_v0();
+        let mut w = Workload::new(
+            11,
+            WorkloadConfig::default().with_compact_every_turns(Some(4)),
+        );
+        let rest_bytes = |t: &SessionTranscript| {
+            let mut rest = Vec::new();
+            Transcript.encode_pieces(t, &mut rest);
+            rest.iter().map(|p| p.len() as u64).sum::<u64>()
+        };
+        let mut states = vec![SessionTranscript::default()];
+        let mut seq = 0u64;
+        let mut checked = 0;
+        for turn in 0..40 {
+            let interrupt = (turn % 5 == 4).then_some(5);
+            for input in w.turn(seq, 1, interrupt) {
+                let event = input.into_event(seq).expect("an event");
+                let e = stored(&event, &version);
+                seq += 1;
+                for t in &mut states {
+                    if Transcript.wants(e.kind) {
+                        Transcript.apply(t, &e).expect("folds");
+                    }
+                    assert_eq!(t.rest_len(), rest_bytes(t), "at seq {seq}");
+                    let mut caught_up = t.clone();
+                    Transcript.skipped(&mut caught_up, seq);
+                    assert_eq!(caught_up.rest_len(), rest_bytes(&caught_up), "at seq {seq}");
+                    checked += 1;
+                }
+            }
+            if turn % 10 == 5 {
+                let mut t = states[0].clone();
+                Transcript.skipped(&mut t, seq);
+                let mut parts = Vec::new();
+                Transcript.appended(&t, &mut parts);
+                let parts = parts.iter().map(|p| p.concat().into()).collect();
+                let mut rest = Vec::new();
+                Transcript.encode_pieces(&t, &mut rest);
+                let rest: Vec<u8> = rest.concat();
+                let resumed = Transcript
+                    .decode_appended(rest.into(), parts)
+                    .expect("decodes");
+                assert_eq!(resumed.rest_len(), rest_bytes(&resumed));
+                states.push(resumed);
+            }
+        }
+        assert!(
+            states.len() > 3 && checked > 1000,
+            "{checked} states checked"
+        );
     }
 
     /// A tool call's arguments on its line: a string's text (plain, JSON held in a string,

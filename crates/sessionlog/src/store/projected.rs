@@ -140,10 +140,13 @@ impl Slot {
 
     /// Whether enough events were folded past the checkpoint to write a new one.
     pub(crate) fn due(&self, refresh_events: u64) -> bool {
-        let every = self
-            .projection
-            .checkpoint_every(refresh_events, self.events)
-            .max(1);
+        let every = match &self.state {
+            Ok(state) => self
+                .projection
+                .checkpoint_every(state, refresh_events, self.events),
+            Err(_) => refresh_events,
+        }
+        .max(1);
         self.events.saturating_sub(self.checkpointed) >= every
     }
 
