@@ -188,7 +188,22 @@ pub(crate) fn open(
             sealed.insert(id, seg);
             continue;
         }
-        let footer = FooterView::decode(&bytes, id.0);
+        // The active segment's unwritten rest reads as zeros by definition (its scan takes it
+        // so), so a trailer lying there is no footer. Read through the mapping, it would fault
+        // in pages of zeros around it, which the file system then reports as data: the scan
+        // would compare the whole unwritten rest of a preallocated segment.
+        let unwritten_trailer = last
+            && !read_only
+            && file.data_end().map_err(io_err("reading", &path))?
+                + sessionlog_format::FOOTER_TRAILER_LEN as u64
+                <= bytes.len() as u64;
+        let footer = if unwritten_trailer {
+            Err(sessionlog_format::FormatError::Zeroed {
+                structure: sessionlog_format::Structure::FooterTrailer,
+            })
+        } else {
+            FooterView::decode(&bytes, id.0)
+        };
         let footer_fact = if footer.is_ok() {
             FooterFact::Valid
         } else {
