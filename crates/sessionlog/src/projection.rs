@@ -269,7 +269,9 @@ pub(crate) const REWRITTEN_BYTES_PER_EVENT: u64 = 8;
 /// so the interval is what bounds the fold of a read against the rest's rewriting.
 pub(crate) fn appended_checkpoint_every(refresh_events: u64, events: u64, rest_bytes: u64) -> u64 {
     let by_rest = APPENDED_CHECKPOINT_EVERY.max(rest_bytes / REWRITTEN_BYTES_PER_EVENT);
-    refresh_events.max(by_rest.min(events / 16))
+    by_rest
+        .min(growing_checkpoint_every(refresh_events, events))
+        .max(refresh_events)
 }
 
 /// A projection state without its type, as the store keeps it.

@@ -1,5 +1,5 @@
-//! The golden projection checkpoints in `format-spec/vectors/` (`stats` and `tool-audit`
-//! version 1, `transcript` version 4) are what the shipped folds encode for the session below, and decode to the
+//! The golden projection checkpoints in `format-spec/vectors/` (`stats` version 1, `tool-audit`
+//! version 2, `transcript` version 4) are what the shipped folds encode for the session below, and decode to the
 //! states `format-spec/vectors/README.md` describes, so `format-spec/cache.md#projections`
 //! cannot drift from the code.
 //!
@@ -20,7 +20,7 @@ use sessionlog::{Projection, StoredEvent};
 
 const REGENERATE_ENV: &str = "SESSIONLOG_REGENERATE_VECTORS";
 const STATS_FILE: &str = "projection_stats_v1.bin";
-const AUDIT_FILE: &str = "projection_tool_audit_v1.bin";
+const AUDIT_FILE: &str = "projection_tool_audit_v2.bin";
 const TRANSCRIPT_FILE: &str = "projection_transcript_v4.bin";
 /// The transcript of [`longer_events`], whose last chunk run is never settled: its rows
 /// from that run on are held in the rest, not in the row table.
@@ -423,5 +423,50 @@ fn a_transcript_resumed_from_its_checkpoint_at_any_event_folds_on_as_a_whole_fol
                 "resumed at {cut}, again at {again:?}"
             );
         }
+    }
+}
+
+/// A call id used again while its first call is open: the result answers the later call,
+/// the earlier one stays unanswered and is no longer open under the id, so a second result
+/// with the id answers nothing. A checkpoint taken after any prefix of such a session,
+/// decoded and folded on, must be the state of the whole fold: the replay of the entries
+/// recovers which call is open under the id, which the calls alone do not say.
+#[test]
+fn a_call_id_reused_while_open_is_checkpointed_as_the_fold_left_it() {
+    let t = 1_700_000_000_000i64;
+    let call = |at: i64, args: &str| {
+        EventInput::new(
+            "tool/call",
+            t + at,
+            format!(r#"{{"turn":1,"step":1,"callId":"c1","name":"bash","arguments":"{args}"}}"#),
+        )
+    };
+    let result = |at: i64| {
+        EventInput::new(
+            "tool/result",
+            t + at,
+            r#"{"turn":1,"step":1,"message":{"id":"r","role":"user","source":{"kind":"tool","callId":"c1"},"content":[{"type":"tool-result","toolCallId":"c1","content":[{"type":"text","text":"out"}],"isError":false}]}}"#,
+        )
+        .with_surface_op(SurfaceOp::Append)
+    };
+    let events: Vec<Event> = [call(0, "a"), call(10, "b"), result(20), result(30)]
+        .into_iter()
+        .enumerate()
+        .map(|(seq, input)| input.into_event(seq as u64).expect("an event"))
+        .collect();
+    let whole = fold_events(&ToolAudit, &events);
+    let [first, second] = &whole.calls[..] else {
+        panic!("two calls: {:?}", whole.calls)
+    };
+    assert_eq!(first.result, None, "the first call is never answered");
+    assert_eq!(second.result.as_ref().map(|r| r.seq), Some(2));
+    for at in 0..=events.len() {
+        let head = fold_events(&ToolAudit, &events[..at]);
+        let mut bytes = Vec::new();
+        ToolAudit.encode(&head, &mut bytes);
+        let mut state = ToolAudit.decode(&bytes).expect("decodes");
+        assert_eq!(state, head, "checkpoint after {at} events");
+        feed(&ToolAudit, &mut state, &events[at..]);
+        assert_eq!(state, whole, "checkpoint after {at} events, folded on");
     }
 }

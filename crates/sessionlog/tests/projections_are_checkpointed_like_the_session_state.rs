@@ -158,15 +158,17 @@ proptest! {
 #[test]
 fn a_crash_at_any_point_of_a_projection_checkpoint_write_is_rebuilt_or_used_whole() {
     // Writing the checkpoints makes only directory changes (create a file under a
-    // temporary name, put it in place; for the transcript first the files of its appended
-    // parts) and writes, one a piece: the framing, the checkpoint and the checksum for stats
-    // and tool-audit; for the transcript its row text, its rows, its tool names and its
-    // shadowings, each to its own file, then the framing, the list of those parts, the rest
-    // in its pieces and the checksum. The first read folds the whole log and writes them: 12
-    // directory changes and 16 writes, which the helper checks are no more than the
-    // schedule covers; one more of each puts a cut after the last among the runs.
+    // temporary name, put it in place; for tool-audit and the transcript first the files of
+    // their appended parts) and writes, one a piece: the framing, the checkpoint and the
+    // checksum for stats; for tool-audit its entries to a file of their own, then the
+    // framing, the list of that part, the rest and the checksum; for the transcript its row
+    // text, its rows, its tool names and its shadowings, each to its own file, then the
+    // framing, the list of those parts, the rest in its pieces and the checksum. The first
+    // read folds the whole log and writes them: 13 directory changes and 18 writes, which
+    // the helper checks are no more than the schedule covers; one more of each puts a cut
+    // after the last among the runs.
     a_crash_at_every_point_of_a_checkpoint_write(
-        (13, 17),
+        (14, 19),
         1 << 30,
         &opts,
         &|store| {
@@ -185,11 +187,11 @@ fn a_crash_at_any_point_of_a_projection_checkpoint_write_is_rebuilt_or_used_whol
 fn a_crash_at_any_point_of_a_checkpoint_appended_to_its_file_leaves_one_whole_or_none() {
     // A writer checkpointing every few events appends each checkpoint to the file of the
     // one before as a frame; the crash falls on the last commit: its log write and sync,
-    // then its checkpoints (appended, but for a growing one that starts a new file), 2
-    // directory changes and 18 writes in all; one more of each puts a cut after the last.
+    // then its checkpoints (appended to their files, or the first of a generation), 2
+    // directory changes and 20 writes in all; one more of each puts a cut after the last.
     let writer = RefCell::new(None);
     a_crash_at_every_point_of_a_checkpoint_write(
-        (3, 19),
+        (3, 21),
         4,
         &opts,
         &|store| {
@@ -507,8 +509,8 @@ fn a_projection_registered_twice_or_badly_named_is_refused_at_open() {
     assert!(matches!(bad, Err(Error::BadProjection(_))), "{bad:?}");
 }
 
-/// A growing projection (the transcript's checkpoint is rewritten after a sixteenth more
-/// events) left far behind by a writer is checkpointed when the writer goes away, so a
+/// A projection checkpointed less often than the store's refresh interval (the transcript's
+/// checkpoint, in a session this short, after a sixteenth more events) left far behind by a writer is checkpointed when the writer goes away, so a
 /// reader after it folds fewer than the store's refresh interval past the checkpoint; and
 /// what it hands back equals a fold of the whole log.
 #[test]

@@ -6,6 +6,8 @@ use std::collections::HashMap;
 
 use std::borrow::Cow;
 
+use bytes::Bytes;
+
 use sessionlog_session::codec::kind;
 use sessionlog_session::json::{JsonKind, JsonRef};
 use sessionlog_session::{Event, MessageLocation, SessionHeader, SurfaceOp};
@@ -22,7 +24,7 @@ impl ToolAudit {
     /// The name it is registered under.
     pub const NAME: &'static str = "tool-audit";
     /// The version of its fold and encoding.
-    pub const VERSION: u32 = 1;
+    pub const VERSION: u32 = 2;
 }
 
 /// The answer to one call.
@@ -70,7 +72,13 @@ impl ToolCallRecord {
 }
 
 /// Every tool call of a session, in call order.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// Beside the calls, the state keeps what its checkpoint is made of: the fold's *entries*
+/// (a call made, a call answered, a result shadowed), in the order folded, which only grow
+/// at their end. The store appends what was added to them since its last checkpoint to a
+/// file of their own instead of rewriting every call's arguments each time, and a
+/// checkpoint is read back by replaying them. spec: format-spec/cache.md#tool-audit
+#[derive(Debug, Clone, Default)]
 pub struct ToolCalls {
     /// The calls.
     pub calls: Vec<ToolCallRecord>,
@@ -78,6 +86,185 @@ pub struct ToolCalls {
     open: HashMap<String, usize>,
     /// Call index by the seq of its result, for results a replacement may shadow.
     results: SeqMap<usize>,
+    /// The entries of the checkpoint the state was read from (kept as read: mapped from its
+    /// file when large).
+    stored: Bytes,
+    /// The entries folded since, encoded as the checkpoint stores them.
+    entries: Vec<u8>,
+    /// Entries in `stored` and `entries` together.
+    entry_count: u64,
+}
+
+/// Two states are equal when their calls are and so are the entries that made them,
+/// however those are split between what was read and what was folded since.
+impl PartialEq for ToolCalls {
+    fn eq(&self, other: &Self) -> bool {
+        self.calls == other.calls
+            && self.open == other.open
+            && self.results == other.results
+            && self.entry_count == other.entry_count
+            && self.stored.len() + self.entries.len() == other.stored.len() + other.entries.len()
+            && self
+                .stored
+                .iter()
+                .chain(&self.entries)
+                .eq(other.stored.iter().chain(&other.entries))
+    }
+}
+
+impl Eq for ToolCalls {}
+
+/// The entry tags of the checkpoint's appended part.
+const CALL: u8 = 0;
+const ANSWER: u8 = 1;
+const SHADOWING: u8 = 2;
+
+/// The length of the checkpoint's rest: the entry count and the call count.
+const REST_LEN: u64 = 16;
+
+/// One entry of the fold, as its checkpoint replays it.
+enum Entry {
+    /// A `tool/call`.
+    Call(ToolCallRecord),
+    /// The result answering the call at this index.
+    Answer { call: usize, outcome: ToolOutcome },
+    /// A replacement (seq `by`) citing the result of the call at this index.
+    Shadowing { call: usize, by: u64 },
+}
+
+impl ToolCalls {
+    /// Encodes `entry` after the entries folded so far and applies it.
+    fn fold_in(&mut self, entry: Entry) -> Result<(), &'static str> {
+        let out = &mut self.entries;
+        match &entry {
+            Entry::Call(c) => {
+                out.push(CALL);
+                put_u64(out, c.seq);
+                put_u64(out, c.time as u64);
+                put_u64(out, c.turn as u64);
+                put_u64(out, c.step as u64);
+                put_str(out, &c.call_id);
+                put_str(out, &c.name);
+                put_str(out, &c.arguments);
+            }
+            Entry::Answer { call, outcome } => {
+                out.push(ANSWER);
+                put_u64(out, *call as u64);
+                put_u64(out, outcome.seq);
+                put_u64(out, outcome.time as u64);
+                out.push(u8::from(outcome.error));
+            }
+            Entry::Shadowing { call, by } => {
+                out.push(SHADOWING);
+                put_u64(out, *call as u64);
+                put_u64(out, *by);
+            }
+        }
+        self.apply(entry)
+    }
+
+    /// Applies `entry`, refusing one the fold could not have made at this point (a replay
+    /// of bytes it did not write).
+    fn apply(&mut self, entry: Entry) -> Result<(), &'static str> {
+        self.entry_count += 1;
+        match entry {
+            Entry::Call(c) => {
+                // A call id reused while open answers its latest call.
+                self.open.insert(c.call_id.clone(), self.calls.len());
+                self.calls.push(c);
+            }
+            Entry::Answer { call, outcome } => {
+                let c = self
+                    .calls
+                    .get_mut(call)
+                    .ok_or("an answer to a call not made")?;
+                if self.open.get(&c.call_id) != Some(&call) {
+                    return Err("an answer to a call not open under its id");
+                }
+                self.open.remove(&c.call_id);
+                if self.results.insert(outcome.seq, call).is_some() {
+                    return Err("a result answering two calls");
+                }
+                c.result = Some(outcome);
+            }
+            Entry::Shadowing { call, by } => {
+                let c = self
+                    .calls
+                    .get_mut(call)
+                    .filter(|c| c.result.is_some())
+                    .ok_or("a shadowing of a call not answered")?;
+                c.shadowed_by = Some(by);
+            }
+        }
+        Ok(())
+    }
+
+    /// The state the entries `stored` make, keeping them.
+    fn replay(stored: Bytes) -> Result<ToolCalls, ProjectionError> {
+        let bad = |what: &str| ProjectionError::Undecodable(what.to_owned());
+        let mut s = ToolCalls::default();
+        let mut r = Reader::new(&stored);
+        while !r.rest().is_empty() {
+            let entry = match r.u8()? {
+                CALL => Entry::Call(ToolCallRecord {
+                    seq: r.u64()?,
+                    time: r.u64()? as i64,
+                    turn: r.u64()? as i64,
+                    step: r.u64()? as i64,
+                    call_id: r.str()?,
+                    name: r.str()?,
+                    arguments: r.str()?,
+                    result: None,
+                    shadowed_by: None,
+                }),
+                ANSWER => {
+                    let call = usize::try_from(r.u64()?).map_err(|_| bad("a call index"))?;
+                    let seq = r.u64()?;
+                    let time = r.u64()? as i64;
+                    let error = match r.u8()? {
+                        0 => false,
+                        1 => true,
+                        _ => return Err(bad("an error flag other than 0 or 1")),
+                    };
+                    Entry::Answer {
+                        call,
+                        outcome: ToolOutcome { seq, time, error },
+                    }
+                }
+                SHADOWING => Entry::Shadowing {
+                    call: usize::try_from(r.u64()?).map_err(|_| bad("a call index"))?,
+                    by: r.u64()?,
+                },
+                _ => return Err(bad("an entry tag other than 0, 1 or 2")),
+            };
+            s.apply(entry).map_err(bad)?;
+        }
+        s.stored = stored;
+        Ok(s)
+    }
+
+    /// The checkpoint's rest: the entry count and the call count, which its entries must
+    /// make.
+    fn rest(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(REST_LEN as usize);
+        put_u64(&mut out, self.entry_count);
+        put_u64(&mut out, self.calls.len() as u64);
+        out
+    }
+
+    /// A checkpoint's state: its entries replayed, checked against its rest.
+    fn decode_parts(rest: &[u8], entries: Bytes) -> Result<ToolCalls, ProjectionError> {
+        let s = ToolCalls::replay(entries)?;
+        let mut r = Reader::new(rest);
+        let (entry_count, calls) = (r.u64()?, r.u64()?);
+        r.finish()?;
+        if entry_count != s.entry_count || calls != s.calls.len() as u64 {
+            return Err(ProjectionError::Undecodable(
+                "entries that do not make the counts of the rest".to_owned(),
+            ));
+        }
+        Ok(s)
+    }
 }
 
 impl Projection for ToolAudit {
@@ -101,10 +288,10 @@ impl Projection for ToolAudit {
         false
     }
 
-    /// The audit's checkpoint holds every call with its arguments, so it grows with the
-    /// session.
+    /// The audit's entries are an appended part and its rest is two counts, so a
+    /// checkpoint costs the entries folded since the last one.
     fn checkpoint_every(&self, _: &ToolCalls, refresh_events: u64, events: u64) -> u64 {
-        super::growing_checkpoint_every(refresh_events, events)
+        super::appended_checkpoint_every(refresh_events, events, REST_LEN)
     }
 
     fn init(&self, _header: &SessionHeader) -> ToolCalls {
@@ -113,15 +300,16 @@ impl Projection for ToolAudit {
 
     fn apply(&self, s: &mut ToolCalls, e: &StoredEvent<'_>) -> Result<(), ProjectionError> {
         let event = e.event;
+        let refused = |what: &str| ProjectionError::refused(event, what);
         let replace = matches!(event.surface_op(), Some(SurfaceOp::Replace { .. }));
         if replace {
             for source in event.source_event_seqs().unwrap_or_default() {
-                if let Some(call) = s
-                    .results
-                    .get(&source.get())
-                    .and_then(|&i| s.calls.get_mut(i))
-                {
-                    call.shadowed_by = Some(event.seq().get());
+                if let Some(&call) = s.results.get(&source.get()) {
+                    s.fold_in(Entry::Shadowing {
+                        call,
+                        by: event.seq().get(),
+                    })
+                    .map_err(refused)?;
                 }
             }
         }
@@ -130,8 +318,7 @@ impl Projection for ToolAudit {
         }
         if event.event_type() == "tool/call" {
             let call = ToolCallFields::read(event)?;
-            s.open.insert(call.call_id.to_string(), s.calls.len());
-            s.calls.push(ToolCallRecord {
+            s.fold_in(Entry::Call(ToolCallRecord {
                 seq: event.seq().get(),
                 time: event.time(),
                 turn: call.turn,
@@ -141,102 +328,69 @@ impl Projection for ToolAudit {
                 arguments: call.arguments.into_owned(),
                 result: None,
                 shadowed_by: None,
-            });
+            }))
+            .map_err(refused)?;
         } else if event.event_type() == "tool/result" && !replace {
             let result = ToolResultFields::read(event)?;
-            if let Some(i) = s.open.remove(result.call_id.as_ref()) {
-                if let Some(call) = s.calls.get_mut(i) {
-                    call.result = Some(ToolOutcome {
+            if let Some(&call) = s.open.get(result.call_id.as_ref()) {
+                s.fold_in(Entry::Answer {
+                    call,
+                    outcome: ToolOutcome {
                         seq: event.seq().get(),
                         time: event.time(),
                         error: result.is_error(),
-                    });
-                    s.results.insert(event.seq().get(), i);
-                }
+                    },
+                })
+                .map_err(refused)?;
             }
         }
         Ok(())
     }
 
+    /// The checkpoint in one buffer: the entries after their length (8 bytes), then the
+    /// rest.
     fn encode(&self, s: &ToolCalls, out: &mut Vec<u8>) {
-        put_u64(out, s.calls.len() as u64);
-        for c in &s.calls {
-            put_u64(out, c.seq);
-            put_u64(out, c.time as u64);
-            put_u64(out, c.turn as u64);
-            put_u64(out, c.step as u64);
-            put_str(out, &c.call_id);
-            put_str(out, &c.name);
-            put_str(out, &c.arguments);
-            match &c.result {
-                None => out.push(0),
-                Some(r) => {
-                    out.push(if r.error { 2 } else { 1 });
-                    put_u64(out, r.seq);
-                    put_u64(out, r.time as u64);
-                }
-            }
-            match c.shadowed_by {
-                None => out.push(0),
-                Some(by) => {
-                    out.push(1);
-                    put_u64(out, by);
-                }
-            }
-        }
+        put_u64(out, (s.stored.len() + s.entries.len()) as u64);
+        out.extend_from_slice(&s.stored);
+        out.extend_from_slice(&s.entries);
+        out.extend_from_slice(&s.rest());
+    }
+
+    /// The rest of the checkpoint, after its entries.
+    fn encode_pieces<'s>(&self, s: &'s ToolCalls, pieces: &mut Vec<Cow<'s, [u8]>>) {
+        pieces.push(Cow::Owned(s.rest()));
     }
 
     fn decode(&self, bytes: &[u8]) -> Result<ToolCalls, ProjectionError> {
-        let bad = |what: &str| ProjectionError::Undecodable(what.to_owned());
-        let mut r = Reader::new(bytes);
-        let mut s = ToolCalls::default();
-        for i in 0..r.count(58)? {
-            let seq = r.u64()?;
-            let time = r.u64()? as i64;
-            let turn = r.u64()? as i64;
-            let step = r.u64()? as i64;
-            let call_id = r.str()?;
-            let name = r.str()?;
-            let arguments = r.str()?;
-            let result = match r.u8()? {
-                0 => None,
-                flag @ (1 | 2) => Some(ToolOutcome {
-                    seq: r.u64()?,
-                    time: r.u64()? as i64,
-                    error: flag == 2,
-                }),
-                _ => return Err(bad("a result flag other than 0, 1 or 2")),
-            };
-            let shadowed_by = match r.u8()? {
-                0 => None,
-                1 => Some(r.u64()?),
-                _ => return Err(bad("a presence flag other than 0 or 1")),
-            };
-            match &result {
-                // A call id reused while open answers its latest call, as in the fold.
-                None => {
-                    s.open.insert(call_id.clone(), i);
-                }
-                Some(outcome) => {
-                    if s.results.insert(outcome.seq, i).is_some() {
-                        return Err(bad("a result answering two calls"));
-                    }
-                }
-            }
-            s.calls.push(ToolCallRecord {
-                seq,
-                time,
-                turn,
-                step,
-                call_id,
-                name,
-                arguments,
-                result,
-                shadowed_by,
-            });
-        }
-        r.finish()?;
-        Ok(s)
+        self.decode_shared(Bytes::copy_from_slice(bytes))
+    }
+
+    fn decode_shared(&self, bytes: Bytes) -> Result<ToolCalls, ProjectionError> {
+        let mut r = Reader::new(&bytes);
+        let len = r.count(1)?;
+        let entries = r.take(len)?;
+        let rest = r.rest();
+        ToolCalls::decode_parts(rest, bytes.slice_ref(entries))
+    }
+
+    /// The entries.
+    fn appended_parts(&self) -> usize {
+        1
+    }
+
+    fn appended<'s>(&self, s: &'s ToolCalls, parts: &mut Vec<Vec<&'s [u8]>>) {
+        parts.push(vec![&s.stored[..], &s.entries[..]]);
+    }
+
+    fn decode_appended(
+        &self,
+        rest: Bytes,
+        parts: Vec<Bytes>,
+    ) -> Result<ToolCalls, ProjectionError> {
+        let [entries]: [Bytes; 1] = parts
+            .try_into()
+            .map_err(|_| ProjectionError::Undecodable("not one appended part".into()))?;
+        ToolCalls::decode_parts(&rest, entries)
     }
 }
 
