@@ -42,6 +42,17 @@ fn commit_every() -> usize {
     })
 }
 const RUNS: usize = 7;
+/// `SESSIONLOG_PROJECTION_UPKEEP_AFTER=N`: each upkeep store's session first holds the long
+/// session's first N events (whole turns, so a few more), appended and committed before the
+/// measured appends, which then continue the same session. The upkeep is then that of a
+/// long session, whose checkpoints are larger and, for the transcript, due more often than
+/// a young one's. Default 0: the measured appends begin the session.
+fn upkeep_after() -> u64 {
+    std::env::var("SESSIONLOG_PROJECTION_UPKEEP_AFTER")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
 
 fn options() -> StoreOptions {
     StoreOptions::default()
@@ -85,16 +96,16 @@ fn build(dir: &Path) -> (u64, LongSession) {
     (events, traffic)
 }
 
-/// Events the transcript folds past its checkpoint at most while its rewritten rest is
-/// small, as its `checkpoint_every` documents.
-const TRANSCRIPT_CHECKPOINT_EVERY: u64 = 16_384;
+/// Events the transcript and the tool audit fold past their checkpoints at most while their
+/// rewritten rests are small, as their `checkpoint_every` documents.
+const APPENDED_CHECKPOINT_EVERY: u64 = 16_384;
 
 /// The projections' checkpoints at their farthest behind: a writer resumes the long session
 /// (whose checkpoints are fresh) and appends whole turns, committing only at the end, as
 /// long as they keep the transcript's checkpoint from falling due; a read-only open beside
 /// it (the writer stays open, as a live writer does, or as a crashed one left the store)
-/// hands the transcript back. The same for the stats (due every refresh interval), then for
-/// the tool audit (due after a sixteenth more events). Returns the events the session held
+/// hands the transcript back, then the tool audit (due at the same point). The same for
+/// the stats (due every refresh interval). Returns the events the session held
 /// at the end and, per projection, the time and the events folded past its checkpoint.
 fn hand_backs_behind(
     dir: &Path,
@@ -124,9 +135,16 @@ fn hand_backs_behind(
     };
     let transcript = behind(
         checkpointed,
-        TRANSCRIPT_CHECKPOINT_EVERY,
+        APPENDED_CHECKPOINT_EVERY,
         hand_back_from::<Transcript>,
         Transcript::NAME,
+    );
+    // Due at the same point: nothing more to append.
+    let tool_audit = behind(
+        checkpointed,
+        APPENDED_CHECKPOINT_EVERY,
+        hand_back_from::<ToolAudit>,
+        ToolAudit::NAME,
     );
     // That commit checkpointed the stats.
     let stats = behind(
@@ -134,14 +152,6 @@ fn hand_backs_behind(
         refresh,
         hand_back_from::<Stats>,
         Stats::NAME,
-    );
-    // Due once `events - checkpointed >= events / 16`.
-    let due = (checkpointed * 16).div_ceil(15) - checkpointed;
-    let tool_audit = behind(
-        checkpointed,
-        due,
-        hand_back_from::<ToolAudit>,
-        ToolAudit::NAME,
     );
     let events = h.next_seq().get();
     drop(h);
@@ -269,11 +279,11 @@ fn load_session(dir: &Path) -> Duration {
     })
 }
 
-/// The first `UPKEEP_EVENTS` events of the long session, as inputs to append again.
-fn inputs(dir: &Path) -> Vec<EventInput> {
+/// `UPKEEP_EVENTS` events of the long session from seq `from` on, as inputs to append again.
+fn inputs(dir: &Path, from: u64) -> Vec<EventInput> {
     let store = open_read_only(dir, false);
     let events = store
-        .events("long", sessionlog::Seq(0))
+        .events("long", sessionlog::Seq(from))
         .expect("events")
         .take(UPKEEP_EVENTS);
     events
@@ -296,8 +306,9 @@ fn upkeep_dir(root: &Path, projection: Option<&str>) -> std::path::PathBuf {
     root.join(projection.unwrap_or("none"))
 }
 
-/// A new store in `root` keeping `projection` (or none), with one new session to append to.
-fn upkeep_store(root: &Path, projection: Option<&str>) -> (Store, SessionHandle) {
+/// A new store in `root` keeping `projection` (or none), with one new session to append to,
+/// which holds the long session's first `after` events (whole turns; none if 0), committed.
+fn upkeep_store(root: &Path, projection: Option<&str>, after: u64) -> (Store, SessionHandle) {
     let dir = upkeep_dir(root, projection);
     let _ = std::fs::remove_dir_all(&dir);
     let log = LogOptions::default()
@@ -311,9 +322,13 @@ fn upkeep_store(root: &Path, projection: Option<&str>) -> (Store, SessionHandle)
         _ => options,
     };
     let store = Store::open(&dir, options).expect("store");
-    let h = store
+    let mut h = store
         .create_session("u", SessionHeader::new("u", 1, None))
         .expect("create");
+    if after > 0 {
+        fill_long_session(&mut h, after);
+        h.commit().expect("commit");
+    }
     (store, h)
 }
 
@@ -330,18 +345,16 @@ fn append_chunk(h: &mut SessionHandle, inputs: &[EventInput], appended: usize) {
     }
 }
 
-/// Appends `inputs` to a new session of a new store keeping `projection` (or none),
-/// committing every [`commit_every`] events, and removes the store. Reads no clock: under
+/// Appends `inputs` to the session of `h`, committing every [`commit_every`] events, and
+/// closes its store. Reads no clock: under
 /// `valgrind --tool=callgrind --toggle-collect='*append_all*'` its instructions are the
 /// appends' (callgrind does not follow a clock read through the vDSO).
 #[inline(never)]
-fn append_all(root: &Path, inputs: &[EventInput], projection: Option<&str>) {
-    let (store, mut h) = upkeep_store(root, projection);
+fn append_all(store: Store, mut h: SessionHandle, inputs: &[EventInput]) {
     append_chunk(&mut h, inputs, 0);
     h.commit().expect("commit");
     drop(h);
     drop(store);
-    let _ = std::fs::remove_dir_all(upkeep_dir(root, projection));
 }
 
 /// Events each configuration appends before the next takes its turn.
@@ -352,9 +365,16 @@ const CHUNK: usize = 1024;
 /// to chunk). A slower or faster stretch of the machine lasting longer than a few
 /// milliseconds thus falls on every configuration alike. Returns each configuration's
 /// thread CPU time for all of its appends and commits.
-fn upkeep_pass(root: &Path, inputs: &[EventInput], configs: &[Option<&str>]) -> Vec<Duration> {
-    let mut open: Vec<(Store, SessionHandle)> =
-        configs.iter().map(|c| upkeep_store(root, *c)).collect();
+fn upkeep_pass(
+    root: &Path,
+    inputs: &[EventInput],
+    configs: &[Option<&str>],
+    after: u64,
+) -> Vec<Duration> {
+    let mut open: Vec<(Store, SessionHandle)> = configs
+        .iter()
+        .map(|c| upkeep_store(root, *c, after))
+        .collect();
     let mut cpu = vec![Duration::ZERO; configs.len()];
     for (n, chunk) in inputs.chunks(CHUNK).enumerate() {
         for k in 0..configs.len() {
@@ -388,7 +408,9 @@ fn top(v: &[f64]) -> f64 {
 
 /// `SESSIONLOG_PROJECTION_UPKEEP_ONLY=none|stats|tool-audit|transcript`: appends the events
 /// of a freshly generated session of `UPKEEP_EVENTS` (or `SESSIONLOG_PROJECTION_BENCH_EVENTS`,
-/// if fewer) events once, keeping that projection (or none), and exits. Run under `valgrind --tool=callgrind --toggle-collect='*append_all*'`,
+/// if fewer) events once, keeping that projection (or none), and exits; with
+/// `SESSIONLOG_PROJECTION_UPKEEP_AFTER=N`, to a session holding the first N events (whole
+/// turns) before them, appended outside `append_all`. Run under `valgrind --tool=callgrind --toggle-collect='*append_all*'`,
 /// the instructions of each configuration give a projection's upkeep per appended event,
 /// a figure that other work on the machine does not disturb.
 fn upkeep_only(config: &str) {
@@ -399,13 +421,16 @@ fn upkeep_only(config: &str) {
     let mut h = store
         .create_session("long", SessionHeader::new("long", 1, None))
         .expect("create");
-    fill_long_session(&mut h, long_events().min(UPKEEP_EVENTS as u64));
+    let after = upkeep_after();
+    fill_long_session(&mut h, after + long_events().min(UPKEEP_EVENTS as u64));
     h.commit().expect("commit");
     drop(h);
     store.close().expect("close");
-    let inputs = inputs(&dir);
     let projection = (config != "none").then_some(config);
-    append_all(&dir.join("upkeep"), &inputs, projection);
+    let root = dir.join("upkeep");
+    let (upkeep, u) = upkeep_store(&root, projection, after);
+    let inputs = inputs(&dir, u.next_seq().get());
+    append_all(upkeep, u, &inputs);
     let _ = std::fs::remove_dir_all(&dir);
     println!("{config}: {} events appended", inputs.len());
 }
@@ -488,8 +513,21 @@ fn main() {
     let load_time = load_session(&dir);
     let (events_behind, behind) = hand_backs_behind(&dir, &mut traffic);
 
-    let inputs = inputs(&dir);
     let upkeep_root = fresh_dir("projections-upkeep");
+    // Where the measured appends begin: after the whole turns holding `upkeep_after()`
+    // events, as a store of no projection finds them.
+    let after = upkeep_after();
+    let from = if after == 0 {
+        0
+    } else {
+        let (store, h) = upkeep_store(&upkeep_root, None, after);
+        let held = h.next_seq().get();
+        drop(h);
+        drop(store);
+        let _ = std::fs::remove_dir_all(upkeep_dir(&upkeep_root, None));
+        held
+    };
+    let inputs = inputs(&dir, from);
     let configs = [
         None,
         Some(Stats::NAME),
@@ -499,7 +537,7 @@ fn main() {
     // Each pass is a fresh store per configuration; the configurations take turns within
     // it (see `upkeep_pass`), so each pass gives a ratio of the same stretch of time.
     let passes: Vec<Vec<Duration>> = (0..RUNS)
-        .map(|_| upkeep_pass(&upkeep_root, &inputs, &configs))
+        .map(|_| upkeep_pass(&upkeep_root, &inputs, &configs, after))
         .collect();
     let _ = std::fs::remove_dir_all(&upkeep_root);
     let _ = std::fs::remove_dir_all(&dir);
@@ -548,7 +586,7 @@ fn main() {
     let rate = |cpu: Duration| inputs.len() as f64 / cpu.as_secs_f64().max(1e-9);
     let base: Vec<f64> = passes.iter().map(|p| rate(p[0])).collect();
     println!(
-        "upkeep: buffered appends of {} events, a commit every {}, the configurations taking turns of {CHUNK} events, {RUNS} passes, per second of the appending thread's CPU time:",
+        "upkeep: buffered appends of {} events to a session holding {from} before them, a commit every {}, the configurations taking turns of {CHUNK} events, {RUNS} passes, per second of the appending thread's CPU time:",
         inputs.len(),
         commit_every()
     );
