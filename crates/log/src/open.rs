@@ -188,15 +188,20 @@ pub(crate) fn open(
             sealed.insert(id, seg);
             continue;
         }
-        // The active segment's unwritten rest reads as zeros by definition (its scan takes it
-        // so), so a trailer lying there is no footer. Read through the mapping, it would fault
-        // in pages of zeros around it, which the file system then reports as data: the scan
-        // would compare the whole unwritten rest of a preallocated segment.
-        let unwritten_trailer = last
-            && !read_only
-            && file.data_end().map_err(io_err("reading", &path))?
-                + sessionlog_format::FOOTER_TRAILER_LEN as u64
-                <= bytes.len() as u64;
+        // Where the data of the segment a writer takes over ends, as the file system says
+        // before anything but its header was read: the unwritten rest after it reads as
+        // zeros by definition (the scan takes it so), so a trailer lying there is no footer.
+        // Read through the mapping, it would fault in pages of zeros around it, which the
+        // file system then reports as data: the scan would compare the whole unwritten rest
+        // of a preallocated segment.
+        let data_end = if last && !read_only {
+            Some(file.data_end().map_err(io_err("reading", &path))?)
+        } else {
+            None
+        };
+        let unwritten_trailer = data_end.is_some_and(|end| {
+            end + sessionlog_format::FOOTER_TRAILER_LEN as u64 <= bytes.len() as u64
+        });
         let footer = if unwritten_trailer {
             Err(sessionlog_format::FormatError::Zeroed {
                 structure: sessionlog_format::Structure::FooterTrailer,
@@ -271,7 +276,7 @@ pub(crate) fn open(
                         &*storage,
                         dir,
                         (&*file, &path),
-                        &bytes,
+                        (&bytes, data_end.unwrap_or(bytes.len() as u64)),
                         id,
                         &options,
                         &mut catalog,
@@ -589,7 +594,8 @@ struct ActiveScan {
 /// disk may still sit only in the page cache (the last process was killed, not the machine),
 /// and must be durable before any new batch's `synced_through` vouches for them. Data (and the
 /// size needed to read it) is what must be durable: `fdatasync`. spec: recovery.md#ordering
-/// Only the part that holds data is looked at: the
+/// Only the part that holds data, up to `data_end` (the file system's answer, asked before
+/// the open read anything past the header), is looked at: the
 /// file system's holes and unwritten extents past it read as zeros by definition, so the scan
 /// takes them as the zeros it would have found, without faulting in (and comparing) the
 /// unwritten rest of a preallocated segment. spec: recovery.md#tail-table
@@ -597,7 +603,7 @@ fn scan_active(
     storage: &dyn Storage,
     dir: &Path,
     (file, path): (&dyn StorageFile, &Path),
-    bytes: &[u8],
+    (bytes, data_end): (&[u8], u64),
     id: SegmentId,
     options: &LogOptions,
     catalog: &mut Catalog,
@@ -610,7 +616,6 @@ fn scan_active(
             clean_close: true,
         });
     }
-    let data_end = file.data_end().map_err(io_err("reading", path))?;
     let with_data = usize::try_from(data_end)
         .ok()
         .and_then(|end| bytes.get(..end))

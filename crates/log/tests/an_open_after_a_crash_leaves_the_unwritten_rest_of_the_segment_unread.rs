@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use sessionlog_log::{Append, Durability, Log, LogOptions, Seq};
+use sessionlog_log::{Append, Durability, Log, LogOptions, OpenMode, RealStorage, Seq, Storage};
 
 const SEGMENT_BYTES: u64 = 16 << 20;
 const RECORDS: u64 = 400;
@@ -29,23 +29,13 @@ fn payload(i: u64) -> Vec<u8> {
     p
 }
 
-/// The end of the last range of the file that the file system reports as data.
+/// Where the file system says the file's data ends (the storage's own answer, which the
+/// open asks too).
 fn data_end(path: &Path) -> u64 {
-    use rustix::fs::{seek, SeekFrom};
-    let file = std::fs::File::open(path).expect("segment");
-    let len = file.metadata().expect("metadata").len();
-    let mut end = 0;
-    loop {
-        let data = match seek(&file, SeekFrom::Data(end)) {
-            Ok(data) => data,
-            Err(rustix::io::Errno::NXIO) => return end,
-            Err(e) => panic!("SEEK_DATA: {e}"),
-        };
-        end = seek(&file, SeekFrom::Hole(data)).expect("SEEK_HOLE");
-        if end >= len {
-            return len;
-        }
-    }
+    RealStorage
+        .open_file(path, OpenMode::ReadOnly)
+        .and_then(|file| file.data_end())
+        .expect("the segment's data end")
 }
 
 /// Run by the test below in a process of its own, which it kills.
