@@ -274,6 +274,41 @@ pub(crate) fn appended_checkpoint_every(refresh_events: u64, events: u64, rest_b
         .max(refresh_events)
 }
 
+/// [`Projection::encode`] of a projection with appended parts: the whole checkpoint in one
+/// buffer, each appended part after its length (8 bytes), in order, then the rest.
+/// spec: format-spec/cache.md#appended-parts
+pub(crate) fn encode_with_parts<P: Projection>(p: &P, state: &P::State, out: &mut Vec<u8>) {
+    let mut parts = Vec::with_capacity(p.appended_parts());
+    p.appended(state, &mut parts);
+    for part in parts {
+        bytes::put_u64(out, part.iter().map(|piece| piece.len() as u64).sum());
+        for piece in part {
+            out.extend_from_slice(piece);
+        }
+    }
+    let mut rest = Vec::new();
+    p.encode_pieces(state, &mut rest);
+    for piece in rest {
+        out.extend_from_slice(&piece);
+    }
+}
+
+/// [`Projection::decode_shared`] of what [`encode_with_parts`] wrote: the parts and the rest
+/// handed to [`Projection::decode_appended`] as slices of `buffer`.
+pub(crate) fn decode_with_parts<P: Projection>(
+    p: &P,
+    buffer: Bytes,
+) -> Result<P::State, ProjectionError> {
+    let mut r = bytes::Reader::new(&buffer);
+    let mut parts = Vec::with_capacity(p.appended_parts());
+    for _ in 0..p.appended_parts() {
+        let len = r.count(1)?;
+        parts.push(buffer.slice_ref(r.take(len)?));
+    }
+    let rest = buffer.slice_ref(r.rest());
+    p.decode_appended(rest, parts)
+}
+
 /// A projection state without its type, as the store keeps it.
 pub(crate) type AnyState = Box<dyn Any + Send>;
 

@@ -103,7 +103,6 @@ impl PartialEq for ToolCalls {
             && self.open == other.open
             && self.results == other.results
             && self.entry_count == other.entry_count
-            && self.stored.len() + self.entries.len() == other.stored.len() + other.entries.len()
             && self
                 .stored
                 .iter()
@@ -178,10 +177,9 @@ impl ToolCalls {
                     .calls
                     .get_mut(call)
                     .ok_or("an answer to a call not made")?;
-                if self.open.get(&c.call_id) != Some(&call) {
+                if self.open.remove(&c.call_id) != Some(call) {
                     return Err("an answer to a call not open under its id");
                 }
-                self.open.remove(&c.call_id);
                 if self.results.insert(outcome.seq, call).is_some() {
                     return Err("a result answering two calls");
                 }
@@ -350,10 +348,7 @@ impl Projection for ToolAudit {
     /// The checkpoint in one buffer: the entries after their length (8 bytes), then the
     /// rest.
     fn encode(&self, s: &ToolCalls, out: &mut Vec<u8>) {
-        put_u64(out, (s.stored.len() + s.entries.len()) as u64);
-        out.extend_from_slice(&s.stored);
-        out.extend_from_slice(&s.entries);
-        out.extend_from_slice(&s.rest());
+        super::encode_with_parts(self, s, out);
     }
 
     /// The rest of the checkpoint, after its entries.
@@ -366,11 +361,7 @@ impl Projection for ToolAudit {
     }
 
     fn decode_shared(&self, bytes: Bytes) -> Result<ToolCalls, ProjectionError> {
-        let mut r = Reader::new(&bytes);
-        let len = r.count(1)?;
-        let entries = r.take(len)?;
-        let rest = r.rest();
-        ToolCalls::decode_parts(rest, bytes.slice_ref(entries))
+        super::decode_with_parts(self, bytes)
     }
 
     /// The entries.

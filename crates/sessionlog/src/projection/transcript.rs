@@ -760,25 +760,6 @@ impl SessionTranscript {
         Ok(())
     }
 
-    /// Reads a checkpoint in one buffer, as [`Transcript::encode`] wrote it: each appended
-    /// part after its length, then the rest. spec: cache.md#transcript
-    fn decode(bytes: &Bytes) -> Result<SessionTranscript, ProjectionError> {
-        let mut r = Reader::new(bytes);
-        let text_len = r.count(1)?;
-        let text = r.take(text_len)?;
-        let rows_len = r.count(1)?;
-        let rows = r.take(rows_len)?;
-        let names_len = r.count(1)?;
-        let names = r.take(names_len)?;
-        let shadowings_len = r.count(1)?;
-        let shadowings = r.take(shadowings_len)?;
-        let rest = r.rest();
-        SessionTranscript::decode_parts(
-            bytes.slice_ref(rest),
-            [text, rows, names, shadowings].map(|part| bytes.slice_ref(part)),
-        )
-    }
-
     /// Reads a checkpoint from its rest and its appended parts (the row text, the final
     /// rows, the tool names, the shadowings), keeping the bytes: rows, text, surface,
     /// shadowed events and names are checked here and read in place later (the shadowings
@@ -1001,15 +982,7 @@ impl Projection for Transcript {
     /// The checkpoint in one buffer: each appended part after its length (8 bytes), then
     /// the rest.
     fn encode(&self, s: &SessionTranscript, out: &mut Vec<u8>) {
-        for part in s.parts() {
-            put_u64(out, part.iter().map(|p| p.len() as u64).sum());
-            for piece in part {
-                out.extend_from_slice(piece);
-            }
-        }
-        for piece in s.rest() {
-            out.extend_from_slice(&piece);
-        }
+        super::encode_with_parts(self, s, out);
     }
 
     /// The rest of the checkpoint, after its appended parts.
@@ -1018,13 +991,13 @@ impl Projection for Transcript {
     }
 
     fn decode(&self, bytes: &[u8]) -> Result<SessionTranscript, ProjectionError> {
-        SessionTranscript::decode(&Bytes::copy_from_slice(bytes))
+        self.decode_shared(Bytes::copy_from_slice(bytes))
     }
 
     /// Keeps `bytes` and reads the rows in place, so that handing a long transcript back
     /// costs a check of its structure rather than a copy of its rows.
     fn decode_shared(&self, bytes: Bytes) -> Result<SessionTranscript, ProjectionError> {
-        SessionTranscript::decode(&bytes)
+        super::decode_with_parts(self, bytes)
     }
 
     /// The row text, the rows that never change again, the tool names and the shadowings.
