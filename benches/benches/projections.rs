@@ -96,16 +96,13 @@ fn build(dir: &Path) -> (u64, LongSession) {
     (events, traffic)
 }
 
-/// Events the transcript and the tool audit fold past their checkpoints at most while their
-/// rewritten rests are small, as their `checkpoint_every` documents.
-const APPENDED_CHECKPOINT_EVERY: u64 = 16_384;
-
 /// The projections' checkpoints at their farthest behind: a writer resumes the long session
 /// (whose checkpoints are fresh) and appends whole turns, committing only at the end, as
-/// long as they keep the transcript's checkpoint from falling due; a read-only open beside
-/// it (the writer stays open, as a live writer does, or as a crashed one left the store)
-/// hands the transcript back, then the tool audit (due at the same point). The same for
-/// the stats (due every refresh interval). Returns the events the session held
+/// long as they keep the transcript's checkpoint from falling due (as its `checkpoint_every`
+/// says of the writer's state); a read-only open beside it (the writer stays open, as a
+/// live writer does, or as a crashed one left the store) hands the transcript back, then
+/// the tool audit (due at the same point on a long session). The same for the stats (due
+/// every refresh interval). Returns the events the session held
 /// at the end and, per projection, the time and the events folded past its checkpoint.
 fn hand_backs_behind(
     dir: &Path,
@@ -117,6 +114,18 @@ fn hand_backs_behind(
     assert!(closers.is_empty(), "the long session was left whole");
     // The checkpoints are fresh.
     let checkpointed = h.next_seq().get();
+    let transcript_due = Transcript.checkpoint_every(
+        h.projection::<Transcript>(Transcript::NAME)
+            .expect("transcript"),
+        refresh,
+        checkpointed,
+    );
+    let audit_due = ToolAudit.checkpoint_every(
+        h.projection::<ToolAudit>(ToolAudit::NAME)
+            .expect("tool audit"),
+        refresh,
+        checkpointed,
+    );
     // Grows the session short of `due` events past `from`, commits, and hands `P` back,
     // which must have folded most of them.
     let mut behind = |from: u64,
@@ -135,14 +144,14 @@ fn hand_backs_behind(
     };
     let transcript = behind(
         checkpointed,
-        APPENDED_CHECKPOINT_EVERY,
+        transcript_due,
         hand_back_from::<Transcript>,
         Transcript::NAME,
     );
-    // Due at the same point: nothing more to append.
+    // Due at the same point, or later: nothing more to append, or a few turns.
     let tool_audit = behind(
         checkpointed,
-        APPENDED_CHECKPOINT_EVERY,
+        audit_due,
         hand_back_from::<ToolAudit>,
         ToolAudit::NAME,
     );
@@ -279,14 +288,25 @@ fn load_session(dir: &Path) -> Duration {
     })
 }
 
-/// `UPKEEP_EVENTS` events of the long session from seq `from` on, as inputs to append again.
-fn inputs(dir: &Path, from: u64) -> Vec<EventInput> {
+/// `UPKEEP_EVENTS` events of the long session, as inputs to append again, from the first
+/// turn that begins at seq `after` or later (where the whole turns holding `after` events
+/// end; the start of the session if `after` is 0), and that turn's seq.
+fn inputs(dir: &Path, after: u64) -> (u64, Vec<EventInput>) {
     let store = open_read_only(dir, false);
-    let events = store
-        .events("long", sessionlog::Seq(from))
+    let mut events = store
+        .events("long", sessionlog::Seq(after))
         .expect("events")
-        .take(UPKEEP_EVENTS);
-    events
+        .peekable();
+    let mut from = after;
+    while after > 0
+        && events
+            .next_if(|e| e.as_ref().is_ok_and(|e| e.stored_type() != "turn/start"))
+            .is_some()
+    {
+        from += 1;
+    }
+    let inputs = events
+        .take(UPKEEP_EVENTS)
         .map(|e| {
             let e = e.expect("event");
             let mut input =
@@ -298,7 +318,8 @@ fn inputs(dir: &Path, from: u64) -> Vec<EventInput> {
             input.ignorable = e.is_ignorable();
             input
         })
-        .collect()
+        .collect();
+    (from, inputs)
 }
 
 /// Where the upkeep store of `projection` (or of none) lives under `root`.
@@ -307,7 +328,8 @@ fn upkeep_dir(root: &Path, projection: Option<&str>) -> std::path::PathBuf {
 }
 
 /// A new store in `root` keeping `projection` (or none), with one new session to append to,
-/// which holds the long session's first `after` events (whole turns; none if 0), committed.
+/// which holds the long session's first `after` events (none if 0), committed: `after` must
+/// end a whole turn, as the seq [`inputs`] returns does.
 fn upkeep_store(root: &Path, projection: Option<&str>, after: u64) -> (Store, SessionHandle) {
     let dir = upkeep_dir(root, projection);
     let _ = std::fs::remove_dir_all(&dir);
@@ -329,6 +351,11 @@ fn upkeep_store(root: &Path, projection: Option<&str>, after: u64) -> (Store, Se
         fill_long_session(&mut h, after);
         h.commit().expect("commit");
     }
+    assert_eq!(
+        h.next_seq().get(),
+        after,
+        "the measured appends continue the session where its whole turns end"
+    );
     (store, h)
 }
 
@@ -369,11 +396,11 @@ fn upkeep_pass(
     root: &Path,
     inputs: &[EventInput],
     configs: &[Option<&str>],
-    after: u64,
+    from: u64,
 ) -> Vec<Duration> {
     let mut open: Vec<(Store, SessionHandle)> = configs
         .iter()
-        .map(|c| upkeep_store(root, *c, after))
+        .map(|c| upkeep_store(root, *c, from))
         .collect();
     let mut cpu = vec![Duration::ZERO; configs.len()];
     for (n, chunk) in inputs.chunks(CHUNK).enumerate() {
@@ -427,9 +454,8 @@ fn upkeep_only(config: &str) {
     drop(h);
     store.close().expect("close");
     let projection = (config != "none").then_some(config);
-    let root = dir.join("upkeep");
-    let (upkeep, u) = upkeep_store(&root, projection, after);
-    let inputs = inputs(&dir, u.next_seq().get());
+    let (from, inputs) = inputs(&dir, after);
+    let (upkeep, u) = upkeep_store(&dir.join("upkeep"), projection, from);
     append_all(upkeep, u, &inputs);
     let _ = std::fs::remove_dir_all(&dir);
     println!("{config}: {} events appended", inputs.len());
@@ -514,20 +540,7 @@ fn main() {
     let (events_behind, behind) = hand_backs_behind(&dir, &mut traffic);
 
     let upkeep_root = fresh_dir("projections-upkeep");
-    // Where the measured appends begin: after the whole turns holding `upkeep_after()`
-    // events, as a store of no projection finds them.
-    let after = upkeep_after();
-    let from = if after == 0 {
-        0
-    } else {
-        let (store, h) = upkeep_store(&upkeep_root, None, after);
-        let held = h.next_seq().get();
-        drop(h);
-        drop(store);
-        let _ = std::fs::remove_dir_all(upkeep_dir(&upkeep_root, None));
-        held
-    };
-    let inputs = inputs(&dir, from);
+    let (from, inputs) = inputs(&dir, upkeep_after());
     let configs = [
         None,
         Some(Stats::NAME),
@@ -537,7 +550,7 @@ fn main() {
     // Each pass is a fresh store per configuration; the configurations take turns within
     // it (see `upkeep_pass`), so each pass gives a ratio of the same stretch of time.
     let passes: Vec<Vec<Duration>> = (0..RUNS)
-        .map(|_| upkeep_pass(&upkeep_root, &inputs, &configs, after))
+        .map(|_| upkeep_pass(&upkeep_root, &inputs, &configs, from))
         .collect();
     let _ = std::fs::remove_dir_all(&upkeep_root);
     let _ = std::fs::remove_dir_all(&dir);
