@@ -510,9 +510,10 @@ fn a_projection_registered_twice_or_badly_named_is_refused_at_open() {
 }
 
 /// A projection checkpointed less often than the store's refresh interval (the transcript's
-/// checkpoint, in a session this short, after a sixteenth more events) left far behind by a writer is checkpointed when the writer goes away, so a
-/// reader after it folds fewer than the store's refresh interval past the checkpoint; and
-/// what it hands back equals a fold of the whole log.
+/// checkpoint, in a session this short, after a sixteenth more events) left far behind by
+/// a writer is checkpointed when the writer goes away, so a reader after it folds fewer
+/// than the store's refresh interval past the checkpoint; and what it hands back equals a
+/// fold of the whole log.
 #[test]
 fn a_writer_going_away_checkpoints_a_projection_it_left_behind() {
     let dir = tempfile::tempdir().expect("tempdir");
