@@ -396,6 +396,30 @@ impl Event {
         }
     }
 
+    /// The blocks of `content` (as for [`Event::content_blocks`]), each as its members:
+    /// read from the index made at parse time when the payload is as stored, else walked.
+    /// For a reader that wants different members of different kinds of block.
+    pub fn content_block_members<'a>(
+        &'a self,
+        location: crate::MessageLocation,
+        content: JsonRef<'a>,
+    ) -> json::BlockMembers<'a> {
+        let depth = match location {
+            crate::MessageLocation::Data => 0,
+            crate::MessageLocation::DataMessage => 1,
+        };
+        let indexed = match (&self.upgrade, &self.payload) {
+            (None, Some(index)) => {
+                json::indexed_blocks(&self.raw, index.as_slice(), depth, content, [])
+            }
+            _ => None,
+        };
+        match indexed {
+            Some(blocks) => json::BlockMembers::indexed(blocks),
+            None => json::BlockMembers::walked(content.elements()),
+        }
+    }
+
     /// The envelope exactly as stored.
     pub fn raw(&self) -> &str {
         &self.raw

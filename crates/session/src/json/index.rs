@@ -290,6 +290,40 @@ impl<'a, const N: usize> Iterator for IndexedBlocks<'a, '_, N> {
     }
 }
 
+impl<'a, 'k, const N: usize> IndexedBlocks<'a, 'k, N> {
+    /// The next block: its element's text and its members' entries, in text order.
+    pub(crate) fn next_members(&mut self) -> Option<(&'a str, &'a [MemberSpan])> {
+        let (marker, rest) = self.members.split_first()?;
+        let count = rest.iter().take_while(|m| !is_marker(m)).count();
+        let (fields, rest) = rest.split_at(count);
+        self.members = rest;
+        let element = self
+            .text
+            .get(marker.value.0 as usize..marker.value.1 as usize)?;
+        Some((element, fields))
+    }
+
+    /// The text the entries' offsets point into.
+    pub(crate) fn text(&self) -> &'a str {
+        self.text
+    }
+}
+
+/// One indexed member as (key literal with quotes, whether it holds an escape, value).
+pub(crate) fn member_at<'a>(
+    text: &'a str,
+    member: &MemberSpan,
+) -> Option<(&'a str, bool, JsonRef<'a>)> {
+    let slice = |(a, b): (u32, u32)| text.get(a as usize..b as usize);
+    Some((
+        slice(member.key)?,
+        member.escaped,
+        JsonRef {
+            text: slice(member.value)?,
+        },
+    ))
+}
+
 /// Walks the members of the object `text` (key literal with quotes, value), like
 /// [`JsonRef::members`], except that the value of the first member named `indexed` is
 /// walked by [`index_payload`] instead of skipped: returns that value's member index
@@ -567,6 +601,26 @@ mod tests {
             .collect()
     }
 
+    /// The first member of each of `keys` among a block's members, keys compared as
+    /// decoded.
+    fn first_of<'a>(block: super::super::Block<'a>, keys: [&str; 3]) -> [Option<JsonRef<'a>>; 3] {
+        let mut found = [None; 3];
+        for (key, value) in block {
+            let text = key.text();
+            // A key is read as spelled exactly when its spelling holds no escape.
+            assert_eq!(
+                key.plain().is_none(),
+                key.literal.contains('\\'),
+                "{}",
+                key.literal
+            );
+            if let Some(at) = keys.iter().position(|k| *k == text) {
+                found[at].get_or_insert(value);
+            }
+        }
+        found
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2048))]
 
@@ -594,6 +648,20 @@ mod tests {
                 let indexed = indexed_blocks(&text, index.as_slice(), depth, content, keys)
                     .expect("indexed blocks");
                 prop_assert_eq!(read(indexed), read(content.element_fields(keys)), "{}", text);
+                // Read as each block's members, indexed or walked, the first member of each
+                // key is what `element_fields` reads.
+                let indexed = indexed_blocks(&text, index.as_slice(), depth, content, [])
+                    .expect("indexed blocks");
+                for blocks in [
+                    super::super::BlockMembers::indexed(indexed),
+                    super::super::BlockMembers::walked(content.elements()),
+                ] {
+                    prop_assert_eq!(
+                        read(blocks.map(|block| (block.element(), first_of(block, keys)))),
+                        read(content.element_fields(keys)),
+                        "{}", text
+                    );
+                }
                 // The members themselves read as before: block entries are not taken for
                 // members.
                 let fields = |f: [Option<JsonRef<'_>>; 4]| f.map(|v| v.map(|v| v.raw().to_owned()));

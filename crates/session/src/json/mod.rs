@@ -18,6 +18,7 @@ mod write;
 
 use index::IndexedBlocks;
 pub(crate) use index::{envelope_members_indexing, indexed_blocks, indexed_fields, MemberIndex};
+use index::{member_at, MemberSpan};
 use plain::plain_run;
 pub use write::{decimal_into, js_number, write_js_string, ObjectWriter};
 pub(crate) use write::{push_i64, push_u64};
@@ -988,6 +989,7 @@ fn has_escape(text: &str) -> bool {
 }
 
 /// Object members as (key literal with quotes, value): [`Members`] without decoding keys.
+#[derive(Debug)]
 pub(super) struct RawMembers<'a> {
     pub(super) text: &'a str,
     pub(super) pos: usize,
@@ -1080,6 +1082,133 @@ impl<'a, const N: usize> Iterator for Blocks<'a, '_, N> {
         match &mut self.0 {
             BlocksFrom::Indexed(blocks) => blocks.next(),
             BlocksFrom::Walked(blocks) => blocks.next(),
+        }
+    }
+}
+
+/// The blocks of a message's `content`, each as the members of its element: read from the
+/// payload index the event was parsed with when it holds them, else walked. A reader that
+/// wants different members of different kinds of block matches each key once, instead of
+/// looking up every key any kind may hold. See [`crate::Event::content_block_members`].
+#[derive(Debug)]
+pub struct BlockMembers<'a>(BlockMembersFrom<'a>);
+
+#[derive(Debug)]
+enum BlockMembersFrom<'a> {
+    Indexed(IndexedBlocks<'a, 'static, 0>),
+    Walked(Elements<'a>),
+}
+
+impl<'a> BlockMembers<'a> {
+    pub(crate) fn indexed(blocks: IndexedBlocks<'a, 'static, 0>) -> Self {
+        BlockMembers(BlockMembersFrom::Indexed(blocks))
+    }
+
+    pub(crate) fn walked(elements: Elements<'a>) -> Self {
+        BlockMembers(BlockMembersFrom::Walked(elements))
+    }
+}
+
+impl<'a> Iterator for BlockMembers<'a> {
+    type Item = Block<'a>;
+
+    fn next(&mut self) -> Option<Block<'a>> {
+        match &mut self.0 {
+            BlockMembersFrom::Indexed(blocks) => {
+                let text = blocks.text();
+                let (element, members) = blocks.next_members()?;
+                Some(Block {
+                    element: JsonRef { text: element },
+                    from: BlockFrom::Indexed { text, members },
+                })
+            }
+            BlockMembersFrom::Walked(elements) => {
+                let element = elements.next()?;
+                Some(Block {
+                    element,
+                    from: BlockFrom::Walked(RawMembers {
+                        text: element.text,
+                        pos: if element.is_object() {
+                            1
+                        } else {
+                            element.text.len()
+                        },
+                    }),
+                })
+            }
+        }
+    }
+}
+
+/// One block of a [`BlockMembers`]: its element, and an iterator over its members as
+/// (key, value) in text order (none for an element that is no object), as
+/// [`JsonRef::members`] finds them: [`JsonRef::fields`] takes the first member of each key.
+#[derive(Debug)]
+pub struct Block<'a> {
+    element: JsonRef<'a>,
+    from: BlockFrom<'a>,
+}
+
+#[derive(Debug)]
+enum BlockFrom<'a> {
+    Indexed {
+        text: &'a str,
+        members: &'a [MemberSpan],
+    },
+    Walked(RawMembers<'a>),
+}
+
+impl<'a> Block<'a> {
+    /// The block's element.
+    pub fn element(&self) -> JsonRef<'a> {
+        self.element
+    }
+}
+
+impl<'a> Iterator for Block<'a> {
+    type Item = (MemberKey<'a>, JsonRef<'a>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (literal, escaped, value) = match &mut self.from {
+            BlockFrom::Indexed { text, members } => {
+                let (member, rest) = members.split_first()?;
+                *members = rest;
+                member_at(text, member)?
+            }
+            BlockFrom::Walked(raw) => raw.next_member()?,
+        };
+        Some((MemberKey { literal, escaped }, value))
+    }
+}
+
+/// An object member's key as it is spelled, with whether it holds an escape.
+#[derive(Debug, Clone, Copy)]
+pub struct MemberKey<'a> {
+    /// The literal, with its quotes.
+    literal: &'a str,
+    escaped: bool,
+}
+
+impl<'a> MemberKey<'a> {
+    /// The key's text when it holds no escape: the literal between its quotes, which is then
+    /// the key. `None` for a key with an escape (see [`MemberKey::text`]).
+    pub fn plain(&self) -> Option<&'a str> {
+        if self.escaped {
+            return None;
+        }
+        Some(
+            self.literal
+                .strip_prefix('"')
+                .and_then(|s| s.strip_suffix('"'))
+                .unwrap_or(self.literal),
+        )
+    }
+
+    /// The key's text, decoded.
+    pub fn text(&self) -> Cow<'a, str> {
+        match self.plain() {
+            Some(plain) => Cow::Borrowed(plain),
+            None => decode_string(self.literal),
         }
     }
 }

@@ -1102,20 +1102,10 @@ fn message_lines<'e>(
     }
     let mut written = false;
     // The members of every kind of block, found in one walk of each (or read from the
-    // index the event's parse made of its blocks).
-    let keys = [
-        "type",
-        "text",
-        "name",
-        "arguments",
-        "id",
-        "toolCallId",
-        "isError",
-        "content",
-    ];
-    let blocks = event.content_blocks(location, content, keys);
-    for (_, [kind, text, name, arguments, id, call_id, is_error, items]) in blocks {
+    // index the event's parse made of its blocks), each key matched once.
+    for block in event.content_block_members(location, content) {
         written = true;
+        let [kind, text, name, arguments, id, call_id, is_error, items] = block_fields(block);
         let kind = block_kind(kind);
         match kind.as_deref().unwrap_or("?") {
             "text" => abbreviate_value(out, text, TEXT_CHARS),
@@ -1151,6 +1141,35 @@ fn message_lines<'e>(
         out.push('\n');
     }
     Ok(written)
+}
+
+/// The members of a block that some kind of block is rendered from, the first of each
+/// key: `type`, `text`, `name`, `arguments`, `id`, `toolCallId`, `isError`, `content`.
+fn block_fields(block: sessionlog_session::json::Block<'_>) -> [Option<JsonRef<'_>>; 8] {
+    fn place(key: &str) -> Option<usize> {
+        Some(match key {
+            "type" => 0,
+            "text" => 1,
+            "name" => 2,
+            "arguments" => 3,
+            "id" => 4,
+            "toolCallId" => 5,
+            "isError" => 6,
+            "content" => 7,
+            _ => return None,
+        })
+    }
+    let mut found = [None; 8];
+    for (key, value) in block {
+        let at = match key.plain() {
+            Some(plain) => place(plain),
+            None => place(&key.text()),
+        };
+        if let Some(slot) = at.and_then(|at| found.get_mut(at)) {
+            slot.get_or_insert(value);
+        }
+    }
+    found
 }
 
 /// Arguments that are no string as one line: nothing for null or none, or any other
