@@ -46,6 +46,14 @@ pub trait StorageFile: Send + Sync + fmt::Debug {
     /// The file's current size.
     fn len(&self) -> io::Result<u64>;
 
+    /// The file's current size, or `None` when it has no name any more (removed, or
+    /// replaced by a rename, since it was opened): a writer that keeps a file open between
+    /// writes asks before it appends, so that nothing is appended to a file no one can open.
+    /// The default cannot tell and says `Some(len())`.
+    fn len_if_named(&self) -> io::Result<Option<u64>> {
+        self.len().map(Some)
+    }
+
     /// Truncates or extends (with zeros) the file to `len` bytes.
     fn set_len(&self, len: u64) -> io::Result<()>;
 
@@ -164,6 +172,12 @@ impl StorageFile for RealFile {
 
     fn len(&self) -> io::Result<u64> {
         Ok(self.file.metadata()?.len())
+    }
+
+    fn len_if_named(&self) -> io::Result<Option<u64>> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = self.file.metadata()?;
+        Ok((meta.nlink() > 0).then_some(meta.len()))
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use sessionlog_log::storage::OpenMode;
-use sessionlog_log::{Storage, StreamId};
+use sessionlog_log::{Storage, StorageFile, StreamId};
 
 /// `SLPC` in little-endian byte order.
 pub const CACHE_MAGIC: u32 = u32::from_le_bytes(*b"SLPC");
@@ -467,31 +467,76 @@ pub fn append_limit(frame: u64) -> u64 {
 /// store forgets them all, and each of their next checkpoints replaces its file.
 const REMEMBERED_FILES: usize = 1 << 14;
 
+/// The most cache files a store keeps open between checkpoints; past it, the file held
+/// longest is closed (its next checkpoint opens it again by name). A checkpoint appended to
+/// a file held open costs two calls (its size, the write) instead of five (open, size,
+/// write, close, and a path looked up), which at the store's cadence weighs more than the
+/// checkpoint's own bytes.
+const HELD_FILES: usize = 64;
+
 /// The cache files a store wrote and may append frames to: each with the length it left
-/// it at. Only a file this store wrote, still of that length, is appended to: it then
-/// ends with a whole frame (a file left by a crash may end torn, and a frame appended
-/// after a torn one would never be read). A store writes cache files only under its
-/// exclusive lock, so no other writer changes them.
+/// it at, and the file itself while it is among the [`HELD_FILES`] written last. Only a
+/// file this store wrote, still of that length (and still under its name), is appended
+/// to: it then ends with a whole frame (a file left by a crash may end torn, and a frame
+/// appended after a torn one would never be read). A store writes cache files only under
+/// its exclusive lock, so no other writer changes them.
 #[derive(Debug, Default)]
-pub(crate) struct Written(Mutex<HashMap<PathBuf, u64>>);
+pub(crate) struct Written(Mutex<WrittenFiles>);
+
+#[derive(Debug, Default)]
+struct WrittenFiles {
+    files: HashMap<PathBuf, WrittenFile>,
+    /// The files held open, oldest first (a path may be listed after its file was closed or
+    /// forgotten; it is skipped then).
+    held: std::collections::VecDeque<PathBuf>,
+}
+
+#[derive(Debug)]
+struct WrittenFile {
+    len: u64,
+    file: Option<Arc<dyn StorageFile>>,
+}
 
 impl Written {
-    /// Forgets `path` (its next checkpoint replaces it): a read found it damaged.
+    /// Forgets `path` (its next checkpoint replaces it): a read found it damaged, or it was
+    /// removed.
     pub(crate) fn forget(&self, path: &Path) {
         self.take(path);
     }
 
-    /// The length this store left `path` at, which it forgets meanwhile.
-    fn take(&self, path: &Path) -> Option<u64> {
-        self.0.lock().remove(path)
+    /// The length this store left `path` at and the file if it is held, which it forgets
+    /// meanwhile.
+    fn take(&self, path: &Path) -> Option<WrittenFile> {
+        self.0.lock().files.remove(path)
     }
 
-    fn put(&self, path: &Path, len: u64) {
-        let mut files = self.0.lock();
-        if files.len() >= REMEMBERED_FILES {
-            files.clear();
+    fn put(&self, path: &Path, len: u64, file: Arc<dyn StorageFile>) {
+        let mut w = self.0.lock();
+        if w.files.len() >= REMEMBERED_FILES {
+            w.files.clear();
+            w.held.clear();
         }
-        files.insert(path.to_owned(), len);
+        // The file held longest is closed to make room, unless it is this one.
+        while w.held.len() >= HELD_FILES {
+            let Some(oldest) = w.held.pop_front() else {
+                break;
+            };
+            if oldest != path {
+                if let Some(f) = w.files.get_mut(&oldest) {
+                    f.file = None;
+                }
+            }
+        }
+        if !w.held.iter().any(|p| p == path) {
+            w.held.push_back(path.to_owned());
+        }
+        w.files.insert(
+            path.to_owned(),
+            WrittenFile {
+                len,
+                file: Some(file),
+            },
+        );
     }
 }
 
@@ -507,44 +552,59 @@ pub(crate) fn write_pieces(
 ) -> Result<(), std::io::Error> {
     let len: u64 = pieces.iter().map(|p| p.len() as u64).sum();
     // Taken out while the frame is written: a failed write leaves the file forgotten.
-    if let Some(at) = written.take(path) {
-        if at.saturating_add(len) <= append_limit(len) && append(storage, path, at, pieces)? {
-            written.put(path, at + len);
-            return Ok(());
+    if let Some(left) = written.take(path) {
+        let at = left.len;
+        if at.saturating_add(len) <= append_limit(len) {
+            if let Some(file) = append(storage, path, left, pieces)? {
+                written.put(path, at + len, file);
+                return Ok(());
+            }
         }
     }
-    replace(storage, path, pieces)?;
-    written.put(path, len);
+    let file = replace(storage, path, pieces)?;
+    written.put(path, len, file);
     Ok(())
 }
 
-/// Appends `pieces` to the file at `path` if it holds `at` bytes; `false` when it is
-/// missing or of another length.
+/// Appends `pieces` to the file this store left at `path` (the one it holds, if it is
+/// still under that name, else the one it opens there) if it holds the bytes it left;
+/// `None` when it is missing or of another length.
 fn append(
     storage: &Arc<dyn Storage>,
     path: &Path,
-    at: u64,
+    left: WrittenFile,
     pieces: &[&[u8]],
-) -> Result<bool, std::io::Error> {
-    let file = match storage.open_file(path, OpenMode::ReadWrite) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(e),
+) -> Result<Option<Arc<dyn StorageFile>>, std::io::Error> {
+    let held = match left.file {
+        Some(file) => file.len_if_named()?.map(|len| (file, len)),
+        None => None,
     };
-    if file.len()? != at {
-        return Ok(false);
+    let (file, len) = match held {
+        Some(held) => held,
+        None => match storage.open_file(path, OpenMode::ReadWrite) {
+            Ok(f) => {
+                let len = f.len()?;
+                (f, len)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        },
+    };
+    if len != left.len {
+        return Ok(None);
     }
-    write_all(&*file, at, pieces).map(|()| true)
+    write_all(&*file, left.len, pieces)?;
+    Ok(Some(file))
 }
 
 /// Writes `pieces` to a new file put in place of the one at `path`: under a temporary name
 /// first, then exchanged for (or renamed over) the old file, so a reader opening the name
-/// finds the old file or the new one, whole.
+/// finds the old file or the new one, whole. Returns the new file.
 fn replace(
     storage: &Arc<dyn Storage>,
     path: &Path,
     pieces: &[&[u8]],
-) -> Result<(), std::io::Error> {
+) -> Result<Arc<dyn StorageFile>, std::io::Error> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
@@ -565,16 +625,30 @@ fn replace(
         Err(e) => return Err(e),
     };
     write_all(&*file, 0, pieces)?;
-    drop(file);
-    storage.replace_unordered(&tmp, path)
+    storage.replace_unordered(&tmp, path)?;
+    Ok(file)
 }
 
-/// Writes `pieces` one after another from `at`.
+/// Frames up to this long are gathered into one buffer and written by one call: a
+/// checkpoint is a few pieces (a head, the state, a checksum), and at the store's cadence
+/// a write call per piece costs more than copying them.
+const GATHERED: usize = 64 << 10;
+
+/// Writes `pieces` one after another from `at`: gathered into one write when they are
+/// several and short in all ([`GATHERED`]), else one write per piece.
 fn write_all(
     file: &dyn sessionlog_log::storage::StorageFile,
     mut at: u64,
     pieces: &[&[u8]],
 ) -> Result<(), std::io::Error> {
+    let len: usize = pieces.iter().map(|p| p.len()).sum();
+    if pieces.len() > 1 && len <= GATHERED {
+        let mut gathered = Vec::with_capacity(len);
+        for piece in pieces {
+            gathered.extend_from_slice(piece);
+        }
+        return file.write_all_at(&gathered, at);
+    }
     for piece in pieces.iter().filter(|p| !p.is_empty()) {
         file.write_all_at(piece, at)?;
         at += piece.len() as u64;
@@ -582,8 +656,14 @@ fn write_all(
     Ok(())
 }
 
-/// Removes a session's cache file if there is one.
-pub(crate) fn remove(storage: &Arc<dyn Storage>, path: &Path) -> Result<(), std::io::Error> {
+/// Removes a session's cache file if there is one (and forgets it, if this store wrote
+/// it).
+pub(crate) fn remove(
+    storage: &Arc<dyn Storage>,
+    written: &Written,
+    path: &Path,
+) -> Result<(), std::io::Error> {
+    written.forget(path);
     match storage.remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),
@@ -599,7 +679,7 @@ mod tests {
 
     use super::{
         append_limit, decode, encode, frame_one, write_pieces, CacheHeader, CacheMiss, Section,
-        Written, CACHE_MAGIC,
+        Written, CACHE_MAGIC, HELD_FILES,
     };
 
     fn header(watermark: u64) -> CacheHeader {
@@ -688,6 +768,49 @@ mod tests {
         ] {
             assert_eq!(append_limit(frame), limit, "frame of {frame} bytes");
         }
+    }
+
+    #[test]
+    fn files_past_those_held_open_are_appended_to_by_name() {
+        let dir = tempfile::tempdir().expect("dir");
+        let storage: Arc<dyn Storage> = Arc::new(RealStorage);
+        let written = Written::default();
+        let paths: Vec<_> = (0..HELD_FILES + 3)
+            .map(|i| dir.path().join("cache").join(format!("{i}.slpv")))
+            .collect();
+        let inode = |p: &std::path::Path| {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(p).expect("file").ino()
+        };
+        for round in 1..=3u64 {
+            for path in &paths {
+                let f = frame(round, b"state");
+                write_pieces(&storage, &written, path, &[&f[..10], &f[10..]]).expect("write");
+            }
+            assert!(written.0.lock().held.len() <= HELD_FILES);
+        }
+        let first = inode(&paths[0]);
+        for path in &paths {
+            // Every file took its three checkpoints as frames, held open or not.
+            let file = std::fs::read(path).expect("read");
+            assert_eq!(
+                file.len(),
+                3 * frame(1, b"state").len(),
+                "{}",
+                path.display()
+            );
+            assert_eq!(newest(&file), Ok((3, b"state".to_vec())));
+        }
+        // A held file renamed over by another is not appended to: the one now under the
+        // name is, if it is as long as the store left its own, else it is replaced.
+        let last = paths.last().expect("a path");
+        let other = dir.path().join("other");
+        std::fs::write(&other, b"a file of another length").expect("other");
+        std::fs::rename(&other, last).expect("rename");
+        let f = frame(4, b"after");
+        write_pieces(&storage, &written, last, &[&f[..]]).expect("write");
+        assert_eq!(std::fs::read(last).expect("read"), f);
+        assert_eq!(inode(&paths[0]), first);
     }
 
     #[test]

@@ -670,6 +670,7 @@ impl Store {
         self.inner.log.delete_stream(stream, Durability::Sync)?;
         let _ = cache::remove(
             &self.inner.log.storage(),
+            &self.inner.cache_files,
             &cache::cache_path(self.inner.log.dir(), stream),
         );
         let _ = self.remove_projections(stream);
@@ -883,6 +884,7 @@ impl Store {
             let stream = self.stream(name)?;
             cache::remove(
                 &self.inner.log.storage(),
+                &self.inner.cache_files,
                 &cache::cache_path(self.inner.log.dir(), stream),
             )
             .and_then(|()| self.remove_projections(stream))

@@ -517,6 +517,16 @@ impl StorageFile for SimFile {
         Ok(state.inode_mut(self.inode).written.len() as u64)
     }
 
+    fn len_if_named(&self) -> io::Result<Option<u64>> {
+        let len = self.len()?;
+        let state = self.state.lock();
+        Ok(state
+            .entries
+            .values()
+            .any(|id| *id == self.inode)
+            .then_some(len))
+    }
+
     fn set_len(&self, len: u64) -> io::Result<()> {
         let (mut state, _) = self.begin(OpKind::Resize)?;
         state.stats.resizes += 1;

@@ -657,7 +657,11 @@ impl Store {
             {
                 continue;
             }
-            cache::remove(&storage, &log.dir().join(cache::CACHE_DIR).join(file))?;
+            cache::remove(
+                &storage,
+                &self.inner.cache_files,
+                &log.dir().join(cache::CACHE_DIR).join(file),
+            )?;
         }
         Ok(())
     }
@@ -669,6 +673,7 @@ impl Store {
         for p in &self.inner.options.projections.0 {
             cache::remove(
                 &log.storage(),
+                &self.inner.cache_files,
                 &cache::projection_path(log.dir(), stream, p.name()),
             )?;
             self.remove_appended(stream, p.name(), &[])?;
