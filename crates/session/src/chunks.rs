@@ -308,7 +308,7 @@ pub(crate) fn write_packed(out: &mut String, events: &[Event]) {
     }
 }
 
-/// [`write_packed`] over a stream of events: holds only the current run of chunk deltas
+/// `write_packed` over a stream of events: holds only the current run of chunk deltas
 /// that may still grow, so a session of any length is exported in bounded memory. The
 /// lines are the ones `write_packed` writes for the same events as one slice (runs are
 /// maximal chains of adjacent deltas that continue each other, either way).

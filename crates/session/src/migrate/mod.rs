@@ -3,9 +3,9 @@
 //! same refusals with DSH's reasons.
 //!
 //! Each stage is a pure function from one format's events to the next one's
-//! ([`v0_v1`], [`v1_v2`], [`v2_v3`], [`v3_v4`]); [`export_latest`] chains them from the
+//! (`v0_v1`, `v1_v2`, `v2_v3`, `v3_v4`); [`export_latest`] chains them from the
 //! format a session declares. Values stay the stored text until a stage reshapes them
-//! ([`value`]), so what no stage touches is copied as it was. A stage refuses with DSH's
+//! (`value`), so what no stage touches is copied as it was. A stage refuses with DSH's
 //! message: its `SessionFormatUnsupportedMigrationError`s read as they are, its other
 //! errors are prefixed with the stage's package name, as DSH's chain does.
 
