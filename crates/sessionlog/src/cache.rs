@@ -467,34 +467,74 @@ pub fn append_limit(frame: u64) -> u64 {
 /// store forgets them all, and each of their next checkpoints replaces its file.
 const REMEMBERED_FILES: usize = 1 << 14;
 
-/// The most cache files a store keeps open between checkpoints; past it, the file held
-/// longest is closed (its next checkpoint opens it again by name). A checkpoint appended to
-/// a file held open costs two calls (its size, the write) instead of five (open, size,
-/// write, close, and a path looked up), which at the store's cadence weighs more than the
-/// checkpoint's own bytes.
+/// The most cache files the stores of a process keep open between checkpoints, together
+/// (so that a process with many stores open does not run out of file descriptors): past
+/// it, the file a store held longest is closed (its next checkpoint opens it again by
+/// name), or, when the others hold them all, the file written is not held. A checkpoint
+/// appended to a file held open costs two calls (its size, the write) instead of four and
+/// a path looked up (open, size, write, close).
 const HELD_FILES: usize = 64;
 
+/// Cache files held open by every store of the process.
+static HELD_OPEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// A cache file held open between checkpoints, counted in [`HELD_OPEN`] while it lives.
+#[derive(Debug)]
+struct HeldFile(Arc<dyn StorageFile>);
+
+impl HeldFile {
+    /// Holds `file`, unless the process holds [`HELD_FILES`] already.
+    fn hold(file: Arc<dyn StorageFile>) -> Option<HeldFile> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if HELD_OPEN.fetch_add(1, Relaxed) >= HELD_FILES {
+            HELD_OPEN.fetch_sub(1, Relaxed);
+            return None;
+        }
+        Some(HeldFile(file))
+    }
+}
+
+impl Drop for HeldFile {
+    fn drop(&mut self) {
+        HELD_OPEN.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// The cache files a store wrote and may append frames to: each with the length it left
-/// it at, and the file itself while it is among the [`HELD_FILES`] written last. Only a
-/// file this store wrote, still of that length (and still under its name), is appended
-/// to: it then ends with a whole frame (a file left by a crash may end torn, and a frame
-/// appended after a torn one would never be read). A store writes cache files only under
-/// its exclusive lock, so no other writer changes them.
+/// it at, and the file itself while it is held open ([`HELD_FILES`]). Only a file this
+/// store wrote, still of that length (and still under its name), is appended to: it then
+/// ends with a whole frame (a file left by a crash may end torn, and a frame appended
+/// after a torn one would never be read). A store writes cache files only under its
+/// exclusive lock, so no other writer changes them.
 #[derive(Debug, Default)]
 pub(crate) struct Written(Mutex<WrittenFiles>);
 
 #[derive(Debug, Default)]
 struct WrittenFiles {
     files: HashMap<PathBuf, WrittenFile>,
-    /// The files held open, oldest first (a path may be listed after its file was closed or
-    /// forgotten; it is skipped then).
+    /// The paths whose files this store holds, oldest first (a path may stay listed after
+    /// its file was forgotten; it is skipped then).
     held: std::collections::VecDeque<PathBuf>,
 }
 
 #[derive(Debug)]
 struct WrittenFile {
     len: u64,
-    file: Option<Arc<dyn StorageFile>>,
+    file: Option<HeldFile>,
+}
+
+impl WrittenFiles {
+    /// Closes the file this store held longest, if it holds any; whether it closed one.
+    fn close_oldest(&mut self) -> bool {
+        while let Some(oldest) = self.held.pop_front() {
+            if let Some(f) = self.files.get_mut(&oldest) {
+                if f.file.take().is_some() {
+                    return true;
+                }
+            }
+        }
+        false
+    }
 }
 
 impl Written {
@@ -507,7 +547,12 @@ impl Written {
     /// The length this store left `path` at and the file if it is held, which it forgets
     /// meanwhile.
     fn take(&self, path: &Path) -> Option<WrittenFile> {
-        self.0.lock().files.remove(path)
+        let mut w = self.0.lock();
+        let taken = w.files.remove(path);
+        if taken.as_ref().is_some_and(|t| t.file.is_some()) {
+            w.held.retain(|p| p != path);
+        }
+        taken
     }
 
     fn put(&self, path: &Path, len: u64, file: Arc<dyn StorageFile>) {
@@ -516,27 +561,18 @@ impl Written {
             w.files.clear();
             w.held.clear();
         }
-        // The file held longest is closed to make room, unless it is this one.
-        while w.held.len() >= HELD_FILES {
-            let Some(oldest) = w.held.pop_front() else {
-                break;
-            };
-            if oldest != path {
-                if let Some(f) = w.files.get_mut(&oldest) {
-                    f.file = None;
-                }
-            }
+        if w.held.len() >= HELD_FILES {
+            w.close_oldest();
         }
-        if !w.held.iter().any(|p| p == path) {
+        let mut held = HeldFile::hold(file.clone());
+        if held.is_none() && w.close_oldest() {
+            held = HeldFile::hold(file);
+        }
+        if held.is_some() {
             w.held.push_back(path.to_owned());
         }
-        w.files.insert(
-            path.to_owned(),
-            WrittenFile {
-                len,
-                file: Some(file),
-            },
-        );
+        w.files
+            .insert(path.to_owned(), WrittenFile { len, file: held });
     }
 }
 
@@ -576,7 +612,12 @@ fn append(
     pieces: &[&[u8]],
 ) -> Result<Option<Arc<dyn StorageFile>>, std::io::Error> {
     let held = match left.file {
-        Some(file) => file.len_if_named()?.map(|len| (file, len)),
+        // The file is held again, if it is appended to, when the store puts it back.
+        Some(held) => {
+            let file = held.0.clone();
+            drop(held);
+            file.len_if_named()?.map(|len| (file, len))
+        }
         None => None,
     };
     let (file, len) = match held {
@@ -679,7 +720,7 @@ mod tests {
 
     use super::{
         append_limit, decode, encode, frame_one, write_pieces, CacheHeader, CacheMiss, Section,
-        Written, CACHE_MAGIC, HELD_FILES,
+        Written, CACHE_MAGIC, HELD_FILES, HELD_OPEN,
     };
 
     fn header(watermark: u64) -> CacheHeader {
@@ -782,12 +823,34 @@ mod tests {
             use std::os::unix::fs::MetadataExt;
             std::fs::metadata(p).expect("file").ino()
         };
+        // A second store of the process writes as many files beside: the two hold no more
+        // than the process may, and the files they do not hold are appended to by name.
+        let beside = Written::default();
+        let others: Vec<_> = (0..HELD_FILES)
+            .map(|i| dir.path().join("cache").join(format!("beside-{i}.slpv")))
+            .collect();
         for round in 1..=3u64 {
-            for path in &paths {
-                let f = frame(round, b"state");
-                write_pieces(&storage, &written, path, &[&f[..10], &f[10..]]).expect("write");
+            let f = frame(round, b"state");
+            for (store, path) in paths
+                .iter()
+                .map(|p| (&written, p))
+                .chain(others.iter().map(|p| (&beside, p)))
+            {
+                write_pieces(&storage, store, path, &[&f[..10], &f[10..]]).expect("write");
+                assert!(HELD_OPEN.load(std::sync::atomic::Ordering::Relaxed) <= HELD_FILES);
             }
             assert!(written.0.lock().held.len() <= HELD_FILES);
+        }
+        drop(beside);
+        for path in &others {
+            let file = std::fs::read(path).expect("read");
+            assert_eq!(newest(&file), Ok((3, b"state".to_vec())));
+            assert_eq!(
+                file.len(),
+                3 * frame(1, b"state").len(),
+                "{}",
+                path.display()
+            );
         }
         let first = inode(&paths[0]);
         for path in &paths {
