@@ -380,19 +380,29 @@ impl Event {
         content: JsonRef<'a>,
         keys: [&'k str; N],
     ) -> json::Blocks<'a, 'k, N> {
+        match self.indexed_blocks(location, content, keys) {
+            Some(blocks) => json::Blocks::indexed(blocks),
+            None => json::Blocks::walked(content.element_fields(keys)),
+        }
+    }
+
+    /// The index entries of the blocks of `content` (see [`Event::content_blocks`]), when
+    /// the payload is as stored and its parse indexed them.
+    fn indexed_blocks<'a, 'k, const N: usize>(
+        &'a self,
+        location: crate::MessageLocation,
+        content: JsonRef<'a>,
+        keys: [&'k str; N],
+    ) -> Option<json::IndexedBlocks<'a, 'k, N>> {
         let depth = match location {
             crate::MessageLocation::Data => 0,
             crate::MessageLocation::DataMessage => 1,
         };
-        let indexed = match (&self.upgrade, &self.payload) {
+        match (&self.upgrade, &self.payload) {
             (None, Some(index)) => {
                 json::indexed_blocks(&self.raw, index.as_slice(), depth, content, keys)
             }
             _ => None,
-        };
-        match indexed {
-            Some(blocks) => json::Blocks::indexed(blocks),
-            None => json::Blocks::walked(content.element_fields(keys)),
         }
     }
 
@@ -404,17 +414,7 @@ impl Event {
         location: crate::MessageLocation,
         content: JsonRef<'a>,
     ) -> json::BlockMembers<'a> {
-        let depth = match location {
-            crate::MessageLocation::Data => 0,
-            crate::MessageLocation::DataMessage => 1,
-        };
-        let indexed = match (&self.upgrade, &self.payload) {
-            (None, Some(index)) => {
-                json::indexed_blocks(&self.raw, index.as_slice(), depth, content, [])
-            }
-            _ => None,
-        };
-        match indexed {
+        match self.indexed_blocks(location, content, []) {
             Some(blocks) => json::BlockMembers::indexed(blocks),
             None => json::BlockMembers::walked(content.elements()),
         }

@@ -268,14 +268,9 @@ impl<'a, const N: usize> Iterator for IndexedBlocks<'a, '_, N> {
     type Item = (JsonRef<'a>, [Option<JsonRef<'a>>; N]);
 
     fn next(&mut self) -> Option<Self::Item> {
-        let (marker, rest) = self.members.split_first()?;
-        let count = rest.iter().take_while(|m| !is_marker(m)).count();
-        let (fields, rest) = rest.split_at(count);
-        self.members = rest;
+        let (element, fields) = self.next_members()?;
+        let element = JsonRef { text: element };
         let slice = |(a, b): (u32, u32)| self.text.get(a as usize..b as usize);
-        let element = JsonRef {
-            text: slice(marker.value)?,
-        };
         let mut found = [None; N];
         for member in fields {
             let Some(literal) = slice(member.key) else {

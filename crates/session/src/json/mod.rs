@@ -16,7 +16,7 @@ mod index;
 mod plain;
 mod write;
 
-use index::IndexedBlocks;
+pub(crate) use index::IndexedBlocks;
 pub(crate) use index::{envelope_members_indexing, indexed_blocks, indexed_fields, MemberIndex};
 use index::{member_at, MemberSpan};
 use plain::plain_run;
@@ -383,13 +383,19 @@ impl<'a> Scanner<'a> {
     }
 }
 
+/// A string literal's text between its quotes, undecoded (the literal itself when it is
+/// not quoted).
+pub(super) fn unquoted(literal: &str) -> &str {
+    literal
+        .strip_prefix('"')
+        .and_then(|s| s.strip_suffix('"'))
+        .unwrap_or(literal)
+}
+
 /// Decodes a JSON string literal (with quotes). Lone surrogates become U+FFFD: they are
 /// legal JSON but have no `str` form; they are only ever compared, never re-emitted.
 pub fn decode_string(literal: &str) -> Cow<'_, str> {
-    let inner = literal
-        .strip_prefix('"')
-        .and_then(|s| s.strip_suffix('"'))
-        .unwrap_or(literal);
+    let inner = unquoted(literal);
     if !has_escape(inner) {
         return Cow::Borrowed(inner);
     }
@@ -667,10 +673,7 @@ impl<'a> JsonRef<'a> {
     pub fn fields<const N: usize>(&self, keys: [&str; N]) -> [Option<JsonRef<'a>>; N] {
         let mut found = [None; N];
         let mut missing = N;
-        let mut members = RawMembers {
-            text: self.text,
-            pos: if self.is_object() { 1 } else { self.text.len() },
-        };
+        let mut members = RawMembers::of(*self);
         while missing > 0 {
             let Some((literal, escaped, value)) = members.next_member() else {
                 break;
@@ -901,13 +904,9 @@ pub(super) struct KeyLiteral<'a> {
 
 impl<'a> KeyLiteral<'a> {
     pub(super) fn new(literal: &'a str) -> Self {
-        let inner = literal
-            .strip_prefix('"')
-            .and_then(|s| s.strip_suffix('"'))
-            .unwrap_or(literal);
         KeyLiteral {
             literal,
-            inner,
+            inner: unquoted(literal),
             escaped: None,
         }
     }
@@ -996,6 +995,18 @@ pub(super) struct RawMembers<'a> {
 }
 
 impl<'a> RawMembers<'a> {
+    /// The members of `value`: none when it is no object.
+    pub(super) fn of(value: JsonRef<'a>) -> Self {
+        RawMembers {
+            text: value.text,
+            pos: if value.is_object() {
+                1
+            } else {
+                value.text.len()
+            },
+        }
+    }
+
     /// The next member as (key literal with quotes, whether the key holds an escape,
     /// value): the escape is found as the key is skipped, so a lookup comparing the key
     /// need not look for one again.
@@ -1126,14 +1137,7 @@ impl<'a> Iterator for BlockMembers<'a> {
                 let element = elements.next()?;
                 Some(Block {
                     element,
-                    from: BlockFrom::Walked(RawMembers {
-                        text: element.text,
-                        pos: if element.is_object() {
-                            1
-                        } else {
-                            element.text.len()
-                        },
-                    }),
+                    from: BlockFrom::Walked(RawMembers::of(element)),
                 })
             }
         }
@@ -1193,15 +1197,7 @@ impl<'a> MemberKey<'a> {
     /// The key's text when it holds no escape: the literal between its quotes, which is then
     /// the key. `None` for a key with an escape (see [`MemberKey::text`]).
     pub fn plain(&self) -> Option<&'a str> {
-        if self.escaped {
-            return None;
-        }
-        Some(
-            self.literal
-                .strip_prefix('"')
-                .and_then(|s| s.strip_suffix('"'))
-                .unwrap_or(self.literal),
-        )
+        (!self.escaped).then(|| unquoted(self.literal))
     }
 
     /// The key's text, decoded.
