@@ -512,8 +512,7 @@ pub(crate) struct Written(Mutex<WrittenFiles>);
 #[derive(Debug, Default)]
 struct WrittenFiles {
     files: HashMap<PathBuf, WrittenFile>,
-    /// The paths whose files this store holds, oldest first (a path may stay listed after
-    /// its file was forgotten; it is skipped then).
+    /// The paths whose files this store holds, oldest first.
     held: std::collections::VecDeque<PathBuf>,
 }
 
@@ -561,9 +560,8 @@ impl Written {
             w.files.clear();
             w.held.clear();
         }
-        if w.held.len() >= HELD_FILES {
-            w.close_oldest();
-        }
+        // The process's bound is this store's too: a store holding all of them makes room
+        // by closing its oldest.
         let mut held = HeldFile::hold(file.clone());
         if held.is_none() && w.close_oldest() {
             held = HeldFile::hold(file);

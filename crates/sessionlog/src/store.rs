@@ -668,11 +668,7 @@ impl Store {
             return Err(Error::WriterBusy(name.to_owned()));
         }
         self.inner.log.delete_stream(stream, Durability::Sync)?;
-        let _ = cache::remove(
-            &self.inner.log.storage(),
-            &self.inner.cache_files,
-            &cache::cache_path(self.inner.log.dir(), stream),
-        );
+        let _ = self.remove_cache_file(&cache::cache_path(self.inner.log.dir(), stream));
         let _ = self.remove_projections(stream);
         Ok(())
     }
@@ -882,17 +878,13 @@ impl Store {
         let names = self.session_names();
         for name in &names {
             let stream = self.stream(name)?;
-            cache::remove(
-                &self.inner.log.storage(),
-                &self.inner.cache_files,
-                &cache::cache_path(self.inner.log.dir(), stream),
-            )
-            .and_then(|()| self.remove_projections(stream))
-            .map_err(|e| sessionlog_log::Error::Io {
-                op: "removing the cache of",
-                path: name.into(),
-                source: e,
-            })?;
+            self.remove_cache_file(&cache::cache_path(self.inner.log.dir(), stream))
+                .and_then(|()| self.remove_projections(stream))
+                .map_err(|e| sessionlog_log::Error::Io {
+                    op: "removing the cache of",
+                    path: name.into(),
+                    source: e,
+                })?;
             self.view(name)?;
             let header = self.read_header(name, stream)?;
             self.resume_projections(name, stream, &header)?;

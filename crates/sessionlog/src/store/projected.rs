@@ -657,11 +657,7 @@ impl Store {
             {
                 continue;
             }
-            cache::remove(
-                &storage,
-                &self.inner.cache_files,
-                &log.dir().join(cache::CACHE_DIR).join(file),
-            )?;
+            self.remove_cache_file(&log.dir().join(cache::CACHE_DIR).join(file))?;
         }
         Ok(())
     }
@@ -671,11 +667,7 @@ impl Store {
     pub(super) fn remove_projections(&self, stream: StreamId) -> std::io::Result<()> {
         let log = &self.inner.log;
         for p in &self.inner.options.projections.0 {
-            cache::remove(
-                &log.storage(),
-                &self.inner.cache_files,
-                &cache::projection_path(log.dir(), stream, p.name()),
-            )?;
+            self.remove_cache_file(&cache::projection_path(log.dir(), stream, p.name()))?;
             self.remove_appended(stream, p.name(), &[])?;
         }
         Ok(())

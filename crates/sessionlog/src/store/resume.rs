@@ -272,4 +272,9 @@ impl Store {
             pieces,
         )
     }
+
+    /// Removes a cache file if there is one, and forgets it as one to append to.
+    pub(super) fn remove_cache_file(&self, path: &Path) -> std::io::Result<()> {
+        cache::remove(&self.inner.log.storage(), &self.inner.cache_files, path)
+    }
 }

@@ -394,13 +394,12 @@ impl Store {
         let projections = &self.inner.options.store_projections.0;
         for p in projections {
             let path = cache::store_projection_path(log.dir(), p.name());
-            cache::remove(&log.storage(), &self.inner.cache_files, &path).map_err(|e| {
-                sessionlog_log::Error::Io {
+            self.remove_cache_file(&path)
+                .map_err(|e| sessionlog_log::Error::Io {
                     op: "removing the cache of",
                     path: path.clone(),
                     source: e,
-                }
-            })?;
+                })?;
         }
         // Every session is read once for all of them.
         let folds = self.fold_store_wide(projections, self.inner.options.projection_cache)?;
