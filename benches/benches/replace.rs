@@ -41,21 +41,23 @@ fn replace(dir: &Path, bytes: &[u8], kind: Kind) -> (Duration, Duration) {
     let n = bytes.len() as u64;
     // The file as the last write left it; the cache appends only to such a file.
     let mut left = None;
-    let mut held = None;
+    let mut held: Option<std::sync::Arc<dyn sessionlog_log::StorageFile>> = None;
     for _ in 0..REPLACEMENTS {
-        if let (Kind::Frames, Some(at)) = (kind, left) {
+        if let (Kind::Frames | Kind::Held, Some(at)) = (kind, left) {
             if at + n <= sessionlog::cache::append_limit(n) {
-                let f = storage.open_file(&path, OpenMode::ReadWrite).expect("open");
-                assert_eq!(f.len().expect("len"), at);
-                f.write_all_at(bytes, at).expect("append");
-                left = Some(at + n);
-                continue;
-            }
-        }
-        if let (Kind::Held, Some(at), Some(f)) = (kind, left, &held) {
-            if at + n <= sessionlog::cache::append_limit(n) {
-                let f: &std::sync::Arc<dyn sessionlog_log::StorageFile> = f;
-                assert_eq!(f.len_if_named().expect("len"), Some(at));
+                // The file held open (`Kind::Held` only) is asked its size; otherwise the
+                // file is opened by name, and closed after the write.
+                let f = match &held {
+                    Some(f) => {
+                        assert_eq!(f.len_if_named().expect("len"), Some(at));
+                        f.clone()
+                    }
+                    None => {
+                        let f = storage.open_file(&path, OpenMode::ReadWrite).expect("open");
+                        assert_eq!(f.len().expect("len"), at);
+                        f
+                    }
+                };
                 f.write_all_at(bytes, at).expect("append");
                 left = Some(at + n);
                 continue;
@@ -65,15 +67,14 @@ fn replace(dir: &Path, bytes: &[u8], kind: Kind) -> (Duration, Duration) {
             .open_file(&tmp, OpenMode::CreateNew)
             .expect("create");
         f.write_all_at(bytes, 0).expect("write");
-        if kind == Kind::Rename {
+        if kind == Kind::Held {
+            held = Some(f);
+        } else {
             drop(f);
+        }
+        if kind == Kind::Rename {
             storage.rename(&tmp, &path).expect("rename");
         } else {
-            if kind != Kind::Held {
-                drop(f);
-            } else {
-                held = Some(f);
-            }
             storage.replace_unordered(&tmp, &path).expect("replace");
         }
         left = Some(n);
