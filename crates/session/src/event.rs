@@ -421,11 +421,13 @@ impl Event {
     }
 
     /// The envelope exactly as stored.
+    #[inline]
     pub fn raw(&self) -> &str {
         &self.raw
     }
 
     /// The event type as stored (before any legacy upgrade).
+    #[inline]
     pub fn stored_type(&self) -> &str {
         match &self.type_name {
             TypeName::Span(span) => self.raw.get(span.clone()).unwrap_or_default(),
@@ -434,6 +436,7 @@ impl Event {
     }
 
     /// The event type, after the in-memory legacy upgrade if one applied.
+    #[inline]
     pub fn event_type(&self) -> &str {
         match self.upgrade.as_ref().and_then(|u| u.event_type.as_deref()) {
             Some(t) => t,
@@ -442,21 +445,25 @@ impl Event {
     }
 
     /// The sequence number.
+    #[inline]
     pub fn seq(&self) -> Seq {
         self.seq
     }
 
     /// Epoch milliseconds as written (not monotonic, may be 0).
+    #[inline]
     pub fn time(&self) -> i64 {
         self.time
     }
 
     /// The payload exactly as stored.
+    #[inline]
     pub fn stored_data(&self) -> JsonRef<'_> {
         JsonRef::new(self.raw.get(self.data.clone()).unwrap_or("null"))
     }
 
     /// The payload the semantics see: the legacy upgrade if one applied, else as stored.
+    #[inline]
     pub fn data(&self) -> JsonRef<'_> {
         match &self.upgrade {
             Some(u) => JsonRef::new(&u.data),
@@ -465,11 +472,13 @@ impl Event {
     }
 
     /// Whether a legacy shape was upgraded in memory.
+    #[inline]
     pub fn is_upgraded(&self) -> bool {
         self.upgrade.is_some()
     }
 
     /// The surface operation, if any.
+    #[inline]
     pub fn surface_op(&self) -> Option<SurfaceOp> {
         self.surface_op
     }
@@ -482,11 +491,13 @@ impl Event {
 
     /// The cited source events, if the key is present (`[start, end]` range pairs
     /// expanded).
+    #[inline]
     pub fn source_event_seqs(&self) -> Option<&[Seq]> {
         self.source_event_seqs.as_deref()
     }
 
     /// Whether the event carries `"ignorable": true`.
+    #[inline]
     pub fn is_ignorable(&self) -> bool {
         self.ignorable
     }

@@ -514,11 +514,13 @@ impl<'a> JsonRef<'a> {
     }
 
     /// The exact bytes of this value.
+    #[inline]
     pub fn raw(&self) -> &'a str {
         self.text
     }
 
     /// The value's kind (`Null` for empty or malformed text).
+    #[inline]
     pub fn kind(&self) -> JsonKind {
         match self.text.as_bytes().first() {
             Some(b'{') => JsonKind::Object,

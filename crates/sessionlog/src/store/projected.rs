@@ -175,9 +175,13 @@ impl Slot {
 
     /// Folds one stored event in, unless the projection skips its kind or has failed.
     pub(crate) fn feed(&mut self, event: &StoredEvent<'_>) {
-        if !self.wants(event.kind) {
-            return;
+        if self.wants(event.kind) {
+            self.fold(event);
         }
+    }
+
+    /// Folds one stored event of a kind the projection wants in, unless it has failed.
+    fn fold(&mut self, event: &StoredEvent<'_>) {
         if let Ok(state) = &mut self.state {
             if let Err(e) = self.projection.apply(state, event) {
                 self.state = Err(e);
@@ -781,35 +785,32 @@ pub(super) fn feed_all(
 /// over them need not set up what feeding takes.
 #[inline(never)]
 fn feed_one(slots: &mut [Slot], state: &SessionState, event: &Event, kind: u8, record_bytes: u64) {
-    let version = state.version();
     let next = event.seq().get() + 1;
-    // The writer's figures are looked up only for a fold that reads them.
-    let figures = slots.iter().any(|slot| slot.estimates && slot.wants(kind));
-    let (message_estimate, usage) = if figures {
-        writer_figures(state, kind, event)
-    } else {
-        (None, None)
-    };
-    let stored = StoredEvent {
+    let mut stored = StoredEvent {
         kind,
         record_bytes,
         event,
-        version,
-        message_estimate,
-        usage,
+        version: state.version(),
+        message_estimate: None,
+        usage: None,
         // Only a surface event derives a message (the kind tag says which are).
         message: sessionlog_session::is_surface_kind(kind)
             .then(|| state.folded_message(event))
             .flatten(),
     };
-    // A fold that reads no figures is handed none, whatever the others read.
-    let bare = StoredEvent {
-        message_estimate: None,
-        usage: None,
-        ..stored
-    };
+    // The writer's figures, looked up once and only for a fold that reads them; a fold
+    // that reads none is handed none, whatever the others read.
+    let mut figures = None;
     for slot in slots.iter_mut() {
-        slot.feed(if slot.estimates { &stored } else { &bare });
+        if slot.wants(kind) {
+            let (estimate, usage) = match slot.estimates {
+                true => *figures.get_or_insert_with(|| writer_figures(state, kind, event)),
+                false => (None, None),
+            };
+            stored.message_estimate = estimate;
+            stored.usage = usage;
+            slot.fold(&stored);
+        }
         slot.events = next;
     }
 }
