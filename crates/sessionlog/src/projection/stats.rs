@@ -98,7 +98,7 @@ impl TypeCounts {
     /// Counts one event of type `ty` of `bytes` record bytes.
     fn count(&mut self, ty: &str, bytes: u64) {
         let i = match self.entries.get(self.last) {
-            Some((t, _)) if t == ty => self.last,
+            Some((t, _)) if same_text(t, ty) => self.last,
             _ => match self.find(ty) {
                 Ok(i) => i,
                 Err(i) => {
@@ -113,6 +113,26 @@ impl TypeCounts {
             c.events += 1;
             c.bytes += bytes;
         }
+    }
+}
+
+/// Whether two type names are equal. Most are at most 16 bytes and each event's is
+/// compared with the previous event's: those are compared as two overlapping words each,
+/// inline, where `==` calls `memcmp`.
+#[inline]
+fn same_text(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let len = a.len();
+    if len != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], at: usize| {
+        s.get(at..at + 8)
+            .map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()))
+    };
+    match len {
+        8..=16 => word(a, 0) == word(b, 0) && word(a, len - 8) == word(b, len - 8),
+        _ => a == b,
     }
 }
 
@@ -294,6 +314,11 @@ impl UsageTotals {
 /// the one the writer's session state made, when it made it with that counter, else made
 /// here.
 fn message_estimate(e: &StoredEvent<'_>) -> u32 {
+    // Only an event whose kind tag says so can derive a message (as the writer's state and
+    // the transcript read it): most events are chunks, steps and calls, and derive none.
+    if !sessionlog_session::is_surface_kind(e.kind) {
+        return 0;
+    }
     let heuristic = HeuristicCounter.name();
     if let Some(made) = e.message_estimate.filter(|m| m.counter == heuristic) {
         return made.tokens;
@@ -519,7 +544,30 @@ fn get_time(r: &mut Reader<'_>) -> Result<Option<i64>, ProjectionError> {
 mod tests {
     use std::collections::BTreeMap;
 
-    use super::{TypeCount, TypeCounts};
+    use proptest::prelude::*;
+
+    use super::{same_text, TypeCount, TypeCounts};
+
+    proptest! {
+        /// Type names compared word by word are equal exactly when their bytes are, at
+        /// every length around the words' (a name and one differing from it in one byte).
+        #[test]
+        fn type_names_compare_as_their_bytes_do(
+            name in "[a-z/]{0,20}",
+            at in any::<prop::sample::Index>(),
+            other in any::<u8>().prop_map(|b| char::from(b'a' + b % 26)),
+        ) {
+            prop_assert!(same_text(&name, &name.clone()));
+            if !name.is_empty() {
+                let i = at.index(name.len());
+                let mut changed = name.clone();
+                changed.replace_range(i..=i, other.encode_utf8(&mut [0; 4]));
+                prop_assert_eq!(same_text(&name, &changed), name == changed);
+            }
+            let longer = format!("{name}x");
+            prop_assert!(!same_text(&name, &longer));
+        }
+    }
 
     #[test]
     fn type_counts_count_as_a_map_by_name_would() {
