@@ -198,6 +198,12 @@ fn drive_turn(
 ) -> Result<Vec<Duration>, Failure> {
     let next = h.next_seq().get();
     let mut latencies = Vec::new();
+    // The model's reported usage follows what the session's surface holds, as a provider's
+    // would: after a compaction its requests are smaller.
+    w.set_context_tokens(
+        h.token_view()
+            .map(|v| v.surface_estimate.tokens + v.envelope_estimate.tokens),
+    );
     for e in w.turn(next, now_ms(), interrupt_after) {
         let boundary = matches!(e.event_type.as_str(), "step/end" | "turn/end");
         h.append(e)?;

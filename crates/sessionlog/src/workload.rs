@@ -135,6 +135,9 @@ pub struct Workload {
     turn: u64,
     calls: u64,
     compactions: u64,
+    /// The prompt tokens of the session's surface before the next turn, when the caller
+    /// tells them ([`Workload::set_context_tokens`]).
+    context_tokens: Option<u64>,
 }
 
 impl Workload {
@@ -146,7 +149,19 @@ impl Workload {
             turn: 0,
             calls: 0,
             compactions: 0,
+            context_tokens: None,
         }
+    }
+
+    /// Tells the generator the prompt tokens of the session's surface now (as the caller's
+    /// token view estimates them, compactions included). The requests of the turns after it
+    /// then report their input tokens as a provider would: these plus a quarter of the
+    /// bytes the turn added before each request. Without it (the default), each request's
+    /// input is drawn at random between 500 and 90,000 tokens, whatever the session holds.
+    /// Either way the generator draws the same random numbers, so every other event it
+    /// generates stays the same.
+    pub fn set_context_tokens(&mut self, tokens: Option<u64>) {
+        self.context_tokens = tokens;
     }
 
     /// Turns generated so far.
@@ -319,6 +334,24 @@ impl Workload {
                 );
             }
             let (input, output) = (self.rng.range(500, 90_000), self.rng.range(20, 900));
+            // What the request sent: the surface before the turn and the messages the turn
+            // added to it (not the chunks streaming them, nor the structural events).
+            let input = match self.context_tokens {
+                Some(context) => {
+                    let added: usize = out
+                        .iter()
+                        .filter(|e| {
+                            matches!(
+                                e.event_type.as_str(),
+                                "user/message" | "assistant/message" | "tool/result"
+                            )
+                        })
+                        .map(|e| e.data.len())
+                        .sum();
+                    context + added as u64 / 4
+                }
+                None => input,
+            };
             let usage = format!(
                 r#"{{"inputTokens":{input},"outputTokens":{output},"cacheReadTokens":{}}}"#,
                 input / 2
