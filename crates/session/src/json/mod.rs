@@ -942,11 +942,12 @@ impl<'a> KeyLiteral<'a> {
     }
 }
 
-/// Whether two texts of the same length are equal. Keys are short: up to 16 bytes they are
+/// Whether two texts are equal. Keys and type names are short: up to 16 bytes they are
 /// compared as two overlapping words each, inline, where `==` calls `memcmp`, which costs
-/// more than the comparison for every key of every member a lookup walks.
+/// more than the comparison for every key of every member a lookup walks (and for the type
+/// of every event a fold counts).
 #[inline(always)]
-fn same_bytes(a: &str, b: &str) -> bool {
+pub fn same_bytes(a: &str, b: &str) -> bool {
     let (a, b) = (a.as_bytes(), b.as_bytes());
     let len = a.len();
     if len != b.len() {

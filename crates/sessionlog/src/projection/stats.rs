@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use sessionlog_session::json::JsonRef;
+use sessionlog_session::json::{same_bytes, JsonRef};
 use sessionlog_session::tokens::{estimate_message, HeuristicCounter, TokenCounter, Usage};
 use sessionlog_session::{derive_message, SessionHeader};
 
@@ -98,7 +98,8 @@ impl TypeCounts {
     /// Counts one event of type `ty` of `bytes` record bytes.
     fn count(&mut self, ty: &str, bytes: u64) {
         let i = match self.entries.get(self.last) {
-            Some((t, _)) if same_text(t, ty) => self.last,
+            // Each event's type is compared with the previous event's, inline.
+            Some((t, _)) if same_bytes(t, ty) => self.last,
             _ => match self.find(ty) {
                 Ok(i) => i,
                 Err(i) => {
@@ -113,26 +114,6 @@ impl TypeCounts {
             c.events += 1;
             c.bytes += bytes;
         }
-    }
-}
-
-/// Whether two type names are equal. Most are at most 16 bytes and each event's is
-/// compared with the previous event's: those are compared as two overlapping words each,
-/// inline, where `==` calls `memcmp`.
-#[inline]
-fn same_text(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    let len = a.len();
-    if len != b.len() {
-        return false;
-    }
-    let word = |s: &[u8], at: usize| {
-        s.get(at..at + 8)
-            .map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()))
-    };
-    match len {
-        8..=16 => word(a, 0) == word(b, 0) && word(a, len - 8) == word(b, len - 8),
-        _ => a == b,
     }
 }
 
@@ -546,7 +527,7 @@ mod tests {
 
     use proptest::prelude::*;
 
-    use super::{same_text, TypeCount, TypeCounts};
+    use super::{same_bytes, TypeCount, TypeCounts};
 
     proptest! {
         /// Type names compared word by word are equal exactly when their bytes are, at
@@ -557,15 +538,15 @@ mod tests {
             at in any::<prop::sample::Index>(),
             other in any::<u8>().prop_map(|b| char::from(b'a' + b % 26)),
         ) {
-            prop_assert!(same_text(&name, &name.clone()));
+            prop_assert!(same_bytes(&name, &name.clone()));
             if !name.is_empty() {
                 let i = at.index(name.len());
                 let mut changed = name.clone();
                 changed.replace_range(i..=i, other.encode_utf8(&mut [0; 4]));
-                prop_assert_eq!(same_text(&name, &changed), name == changed);
+                prop_assert_eq!(same_bytes(&name, &changed), name == changed);
             }
             let longer = format!("{name}x");
-            prop_assert!(!same_text(&name, &longer));
+            prop_assert!(!same_bytes(&name, &longer));
         }
     }
 
