@@ -4,7 +4,7 @@
 //! Used by the demo, the benchmarks and tests; every event it makes passes validation.
 
 use sessionlog_session::json::write_js_string;
-use sessionlog_session::{EventInput, Seq, SurfaceOp};
+use sessionlog_session::{EventInput, FormatVersion, Seq, SurfaceOp};
 
 /// Shape of the generated traffic.
 #[derive(Debug, Clone)]
@@ -238,6 +238,8 @@ impl Workload {
     ) -> Vec<EventInput> {
         self.turn += 1;
         let t = self.turn;
+        // The surface types, when requests report what they sent: read once per turn.
+        let version = self.context_tokens.map(|_| FormatVersion::current());
         let mut out: Vec<EventInput> = Vec::new();
         let seq = |out: &Vec<EventInput>| first_seq + out.len() as u64;
         out.push(EventInput::new(
@@ -336,21 +338,16 @@ impl Workload {
             let (input, output) = (self.rng.range(500, 90_000), self.rng.range(20, 900));
             // What the request sent: the surface before the turn and the messages the turn
             // added to it (not the chunks streaming them, nor the structural events).
-            let input = match self.context_tokens {
-                Some(context) => {
+            let input = match (self.context_tokens, &version) {
+                (Some(context), Some(version)) => {
                     let added: usize = out
                         .iter()
-                        .filter(|e| {
-                            matches!(
-                                e.event_type.as_str(),
-                                "user/message" | "assistant/message" | "tool/result"
-                            )
-                        })
+                        .filter(|e| version.surface_type(&e.event_type).is_some())
                         .map(|e| e.data.len())
                         .sum();
                     context + added as u64 / 4
                 }
-                None => input,
+                _ => input,
             };
             let usage = format!(
                 r#"{{"inputTokens":{input},"outputTokens":{output},"cacheReadTokens":{}}}"#,

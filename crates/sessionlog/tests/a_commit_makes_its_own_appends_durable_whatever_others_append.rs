@@ -67,9 +67,8 @@ fn a_commit_makes_its_own_appends_durable_whatever_others_append() {
         // Then the committing session appends one event at a time and the other a turn
         // after each: a commit whose session appended one event since the last sync.
         let next = a.next_seq().get();
-        let turn = wa.turn(next, 2, None);
+        let mut turn = wa.turn(next, 2, None).into_iter();
         let mut acknowledged = appended_a.len();
-        let mut turn = turn.into_iter();
         for (i, e) in turn.by_ref().enumerate().take(1 + seed as usize % 5) {
             append_all(&mut a, vec![e], &mut appended_a);
             let next = b.next_seq().get();
