@@ -37,7 +37,23 @@ pub struct LoadPreparer {
     counter: Option<Arc<dyn TokenCounter>>,
     /// The visible text of the message being estimated, reused from event to event.
     scratch: String,
+    /// Whether the session's rules know `assistant/chunk`: only then is a stored chunk
+    /// folded from its head ([`LoadPreparer::stored_chunk`]); else its load refuses it.
+    chunks_known: bool,
 }
+
+/// A stored `assistant/chunk` known by its record's head alone, for
+/// [`SessionState::load_stored_chunk`]: its seq and time, read without decoding the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredChunk {
+    seq: Seq,
+    time: i64,
+}
+
+/// Bytes of an event record's text read for a chunk's head: the canonical envelope's start
+/// `{"type":"assistant/chunk","seq":<digits>,"time":<digits>,"data":` is at most 81 bytes
+/// (a safe integer has 16 digits).
+const CHUNK_HEAD_BYTES: usize = 96;
 
 /// A stored event with the stateless half of its load done, for
 /// [`SessionState::load_prepared`].
@@ -73,6 +89,42 @@ impl LookBack for Unavailable {
 }
 
 impl LoadPreparer {
+    /// The seq and time of a stored `assistant/chunk` event, from its record (kind tag and
+    /// encoded bytes, [`crate::encode_event`]) without decoding it: `Some` when the tag is
+    /// [`kind::ASSISTANT_CHUNK`](crate::codec::kind::ASSISTANT_CHUNK), the text starts in
+    /// the canonical envelope layout with type `assistant/chunk`, a seq and a safe-integer
+    /// time, and the session's rules know the type; `None` for every other record, which
+    /// is decoded and [prepared](LoadPreparer::prepare).
+    ///
+    /// A chunk changes nothing in a session's state but its seq and the newest event's
+    /// time (it derives no message, opens or closes nothing, carries no usage the ledger
+    /// reads), so its load needs no more. Its payload rules are not checked again: the
+    /// record is checksummed and was validated when it was appended, as a checkpoint's
+    /// events are trusted; `verify` folds every event in full. spec: events.md#a-session-in-the-log
+    pub fn stored_chunk(&self, kind: u8, bytes: &[u8]) -> Option<StoredChunk> {
+        if kind != crate::codec::kind::ASSISTANT_CHUNK || !self.chunks_known {
+            return None;
+        }
+        let (&crate::codec::EVENT_ENCODING_V1, text) = bytes.split_first()? else {
+            return None;
+        };
+        let head = text.get(..text.len().min(CHUNK_HEAD_BYTES))?;
+        // The head may end inside a character; the envelope's start is ASCII.
+        let head = match std::str::from_utf8(head) {
+            Ok(head) => head,
+            Err(e) => std::str::from_utf8(head.get(..e.valid_up_to())?).ok()?,
+        };
+        let ([(_, event_type), (_, seq), (_, time)], _) =
+            crate::json::canonical_envelope_prefix(head)?;
+        if event_type.raw() != "\"assistant/chunk\"" {
+            return None;
+        }
+        Some(StoredChunk {
+            seq: Seq(seq.as_seq()?),
+            time: time.as_safe_integer()?,
+        })
+    }
+
     /// Does the stateless half of loading `event` (decoded from its stored record).
     pub fn prepare(&mut self, mut event: Event) -> PreparedEvent {
         let asked = Unavailable(Cell::new(false));
@@ -138,7 +190,22 @@ impl SessionState {
             session_id: self.header.id().into(),
             counter: self.tokens.as_ref().map(|t| Arc::clone(t.counter())),
             scratch: String::new(),
+            chunks_known: self.version.is_known("assistant/chunk"),
         }
+    }
+
+    /// [`SessionState::load`] of a stored chunk known by its head
+    /// ([`LoadPreparer::stored_chunk`]): the seq is checked to be the next one, then the
+    /// chunk is folded as a full load folds it (the newest event's time is its time).
+    pub fn load_stored_chunk(&mut self, chunk: &StoredChunk) -> Result<(), Error> {
+        if chunk.seq.get() != self.next_seq {
+            return Err(Error::SeqMismatch {
+                expected: Seq(self.next_seq),
+                got: chunk.seq,
+            });
+        }
+        self.fold_chunk(chunk.seq.get(), chunk.time);
+        Ok(())
     }
 
     /// [`SessionState::load`] of an event whose stateless half a preparer of this state

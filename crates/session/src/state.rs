@@ -658,6 +658,24 @@ impl SessionState {
         });
         self.next_seq = seq + 1;
     }
+
+    /// [`SessionState::apply_with`] of an `assistant/chunk` at `seq` with time `time`,
+    /// which reaches nothing but the seq and the newest event's time: the token tally's
+    /// fold of structural events (usage of settlements and summaries, request headers and
+    /// contexts), the turn tracker (turn, step and call events) and the compaction locks
+    /// (compaction events and summaries) all pass over a chunk.
+    pub(crate) fn fold_chunk(&mut self, seq: u64, time: i64) {
+        self.folded = None;
+        match self.journal.as_mut() {
+            Some(journal) => journal.push(SurfaceUndo::None),
+            None => self.trim_ledger(),
+        }
+        self.last = Some(LastEvent {
+            end_seed: false,
+            time,
+        });
+        self.next_seq = seq + 1;
+    }
 }
 
 impl SessionState {

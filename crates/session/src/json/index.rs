@@ -361,7 +361,7 @@ pub(crate) fn envelope_members_indexing<'a>(
 /// `{"type":"<no escapes>","seq":<digits>,"time":<-?digits>,"data":`, and where the `data`
 /// key starts; `None` for any other layout.
 #[allow(clippy::type_complexity)]
-fn canonical_envelope_prefix(text: &str) -> Option<([(&str, JsonRef<'_>); 3], usize)> {
+pub(crate) fn canonical_envelope_prefix(text: &str) -> Option<([(&str, JsonRef<'_>); 3], usize)> {
     const TYPE: &[u8] = b"{\"type\":\"";
     const SEQ: &[u8] = b",\"seq\":";
     const TIME: &[u8] = b",\"time\":";

@@ -17,7 +17,10 @@ mod plain;
 mod write;
 
 pub(crate) use index::IndexedBlocks;
-pub(crate) use index::{envelope_members_indexing, indexed_blocks, indexed_fields, MemberIndex};
+pub(crate) use index::{
+    canonical_envelope_prefix, envelope_members_indexing, indexed_blocks, indexed_fields,
+    MemberIndex,
+};
 use index::{member_at, MemberSpan};
 use plain::plain_run;
 pub use write::{decimal_into, js_number, write_js_string, ObjectWriter};

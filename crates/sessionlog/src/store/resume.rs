@@ -7,7 +7,10 @@ use std::path::Path;
 
 use sessionlog_log::{Record, Seq as LogSeq, StreamId};
 use sessionlog_session::codec::decode_stored_event;
-use sessionlog_session::{FormatVersion, SessionHeader, SessionState, CHECKPOINT_STATE_VERSION};
+use sessionlog_session::{
+    FormatVersion, PreparedEvent, SessionHeader, SessionState, StoredChunk,
+    CHECKPOINT_STATE_VERSION,
+};
 
 use super::{pipeline, CacheUse, LogPast, Store};
 use crate::cache::{self, CacheHeader, CacheMiss, Section};
@@ -16,6 +19,18 @@ use crate::error::{Error, Result};
 /// The one section of a session's checkpoint file: the state machine's checkpoint (its
 /// compaction locks included). spec: cache.md#session-state
 const STATE_SECTION: &str = "state";
+
+/// A stored record made ready to fold.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "items travel in batches of a few hundred; boxing the event would allocate once per record"
+)]
+enum Loaded {
+    /// A chunk, known by its head.
+    Chunk(StoredChunk),
+    /// Any other event, decoded and prepared.
+    Event(PreparedEvent),
+}
 
 fn sections() -> [(&'static str, u32); 1] {
     [(STATE_SECTION, CHECKPOINT_STATE_VERSION)]
@@ -52,16 +67,24 @@ impl Store {
         let records = log
             .iter(stream, LogSeq(start), LogSeq(next))
             .map(|r| r.map_err(Error::from));
+        // A chunk (most records of a streamed session) is folded from its record's head;
+        // every other record is decoded and prepared.
         let prepare = move |record: Record| {
+            if let Some(chunk) = preparer.stored_chunk(record.kind, &record.payload) {
+                return Ok(Loaded::Chunk(chunk));
+            }
             let event = decode_stored_event(&record.payload).map_err(|e| Error::BadRecord {
                 session: name.to_owned(),
                 seq: record.seq.0,
                 detail: e.to_string(),
             })?;
-            Ok(preparer.prepare(event))
+            Ok(Loaded::Event(preparer.prepare(event)))
         };
-        let count = pipeline::fold_events(next.saturating_sub(start), records, prepare, |event| {
-            state.load_prepared(event, &past)?;
+        let count = pipeline::fold_events(next.saturating_sub(start), records, prepare, |item| {
+            match item {
+                Loaded::Chunk(chunk) => state.load_stored_chunk(chunk)?,
+                Loaded::Event(event) => state.load_prepared(event, &past)?,
+            }
             Ok(())
         })?;
         if let CacheUse::Hit { folded } = &mut cache {
