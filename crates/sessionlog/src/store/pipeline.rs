@@ -1,11 +1,13 @@
 //! Folding a long run of stored records on two threads: one reads and verifies records
 //! while the other folds, and the work between (decoding a record and preparing its event,
-//! the half of its load that needs no session state) is shared: the reading thread prepares
-//! every other batch itself and hands the rest over as read, for the folding thread to
-//! prepare before it folds them. Reading, preparing and folding a long session cost about
-//! 20%, 60% and 20% of the work, so each thread gets about half, and a cold resume takes
-//! about the time of one half instead of the sum.
+//! the half of its load that needs no session state) is shared: the reading thread hands a
+//! batch over as read whenever the folding thread has nothing waiting, for it to prepare
+//! before it folds, and prepares the batch itself otherwise. How the work splits depends on
+//! the session (a chunk, folded from its record's head, costs little to prepare; a message
+//! much more), so the split follows whichever thread is behind instead of being fixed, and a
+//! cold resume takes about the time of one half instead of the sum.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 
 use crate::error::Result;
@@ -38,7 +40,8 @@ enum Handed<R, T> {
 /// by `prepare`, to `fold`, and returns how many were folded. Stops at the first error, of
 /// the reading, the preparing or the fold, and returns it, after folding every item before
 /// the one that failed; on a long run the reading goes on in a second thread (which
-/// prepares half of the items with its own clone of `prepare`), and an error of the fold
+/// prepares the batches the folding thread is not waiting for, with its own clone of
+/// `prepare`), and an error of the fold
 /// stops it (the reader sees the hand-over closed and ends).
 ///
 /// `fold` takes each item by reference: the items the reading thread prepared are handed
@@ -66,19 +69,22 @@ where
         return Ok(count);
     }
     let mut reader_prepare = prepare.clone();
+    // Batches handed over and not yet taken by the folding thread.
+    let waiting = &AtomicUsize::new(0);
     std::thread::scope(|scope| {
         let (send, receive) = sync_channel::<Result<Handed<R, T>>>(IN_FLIGHT);
         let (give_back, given_back) = sync_channel::<Vec<T>>(GIVEN_BACK);
         scope.spawn(move || {
             let mut batch = Vec::with_capacity(BATCH);
-            let mut batches = 0usize;
-            // Hands `batch` over, prepared here every other time; false when the folding
-            // thread is gone or an item failed (its error sent after the items before it).
+            // Hands `batch` over, as read when the folding thread has nothing waiting (it
+            // would otherwise sit idle), else prepared here; false when the folding thread
+            // is gone or an item failed (its error sent after the items before it).
             let mut hand_over = |batch: Vec<R>| -> bool {
-                batches += 1;
-                if batches % 2 == 1 {
+                if waiting.load(Ordering::Acquire) == 0 {
+                    waiting.fetch_add(1, Ordering::AcqRel);
                     return send.send(Ok(Handed::Read(batch))).is_ok();
                 }
+                waiting.fetch_add(1, Ordering::AcqRel);
                 // The batches folded since are dropped here, where their items were made;
                 // the room of one holds the next.
                 let mut ready = Vec::new();
@@ -122,7 +128,14 @@ where
             }
             hand_over(batch);
         });
-        drain(&receive, &give_back, &mut prepare, &mut fold, &mut count)
+        drain(
+            &receive,
+            &give_back,
+            waiting,
+            &mut prepare,
+            &mut fold,
+            &mut count,
+        )
         // Returning drops `receive`, so a reader still sending sees the hand-over closed
         // and stops; the scope then joins it.
     })?;
@@ -134,6 +147,7 @@ where
 fn drain<R, T, P, F>(
     receive: &Receiver<Result<Handed<R, T>>>,
     give_back: &SyncSender<Vec<T>>,
+    waiting: &AtomicUsize,
     prepare: &mut P,
     fold: &mut F,
     count: &mut u64,
@@ -143,6 +157,9 @@ where
     F: FnMut(&mut T) -> Result<()>,
 {
     for batch in receive {
+        if batch.is_ok() {
+            waiting.fetch_sub(1, Ordering::AcqRel);
+        }
         match batch? {
             Handed::Prepared(mut items) => {
                 for item in &mut items {
@@ -248,9 +265,19 @@ mod tests {
         assert_eq!(folded, n);
     }
 
-    #[test]
-    fn a_long_run_is_prepared_on_both_threads_each_event_once() {
-        let n = PIPELINE_MIN_RECORDS * 2 + 3;
+    /// Works for about `micros` microseconds without sleeping (a thread that sleeps leaves
+    /// the other nothing to wait for).
+    fn spin(micros: u64) {
+        let until = std::time::Instant::now() + std::time::Duration::from_micros(micros);
+        while std::time::Instant::now() < until {
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Runs `n` events through the pipeline, reading each in `read_micros` and folding
+    /// each in `fold_micros`; returns how many were prepared on the folding (calling)
+    /// thread and on the reader, checking that each was prepared once and folded in order.
+    fn prepared_where(n: u64, read_micros: u64, fold_micros: u64) -> (u64, u64) {
         let caller = std::thread::current().id();
         let on_caller = std::sync::atomic::AtomicU64::new(0);
         let elsewhere = std::sync::atomic::AtomicU64::new(0);
@@ -263,16 +290,40 @@ mod tests {
             count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             Ok(e)
         };
-        let folded = fold_events(n, events(n), prepare, |_| Ok(())).expect("fold");
+        let mut next = 0;
+        let read = events(n).inspect(move |_| spin(read_micros));
+        let folded = fold_events(n, read, prepare, |e| {
+            assert_eq!(e.seq().get(), next, "folded in seq order");
+            next += 1;
+            spin(fold_micros);
+            Ok(())
+        })
+        .expect("fold");
         let (a, b) = (on_caller.into_inner(), elsewhere.into_inner());
         assert_eq!(
             (folded, a + b),
             (n, n),
             "every event prepared once and folded"
         );
+        (a, b)
+    }
+
+    #[test]
+    fn a_long_run_is_prepared_mostly_by_the_thread_that_has_time_for_it() {
+        let n = PIPELINE_MIN_RECORDS * 2 + 3;
+        // A slow fold: the folding thread always has batches waiting, so the reader
+        // prepares them (all but the first few).
+        let (folder, reader) = prepared_where(n, 0, 4);
         assert!(
-            a > n / 4 && b > n / 4,
-            "prepared {a} on the folding thread, {b} on the reader"
+            reader > n / 2,
+            "slow fold: prepared {folder} on the folding thread, {reader} on the reader"
+        );
+        // A slow read: the folding thread waits for every batch, so it is handed each as
+        // read and prepares it.
+        let (folder, reader) = prepared_where(n, 4, 0);
+        assert!(
+            folder > n / 2,
+            "slow read: prepared {folder} on the folding thread, {reader} on the reader"
         );
     }
 
@@ -310,9 +361,11 @@ mod tests {
             ))
         };
         let mut next = 0;
+        // A fold slower than the reading, so that the reader prepares most batches.
         let folded = fold_events(n, events(n), prepare, |(e, _)| {
             assert_eq!(e.seq().get(), next, "folded in seq order");
             next += 1;
+            spin(2);
             Ok(())
         })
         .expect("fold");
@@ -333,23 +386,37 @@ mod tests {
     #[test]
     fn a_preparation_error_ends_the_run_after_every_event_before_it_is_folded() {
         let n = PIPELINE_MIN_RECORDS * 2;
-        // The first lands in a batch the folding thread prepares, the second in one the
-        // reader prepares.
-        for bad in [5, BATCH as u64 + 7] {
-            let prepare = move |e: Event| {
-                if e.seq().get() == bad {
-                    return Err(Error::NoSuchSession("undecodable".into()));
-                }
-                Ok(e)
-            };
-            let mut folded = 0;
-            let result = fold_events(n, events(n), prepare, |e| {
-                assert_eq!(e.seq().get(), folded, "folded in seq order");
-                folded += 1;
-                Ok(())
-            });
-            assert!(matches!(result, Err(Error::NoSuchSession(_))), "{result:?}");
-            assert_eq!(folded, bad);
+        let caller = std::thread::current().id();
+        let mut refused_on = std::collections::HashSet::new();
+        // With a slow fold the reader prepares the later batches, with a slow read the
+        // folding thread prepares them: the refusal is met on each thread.
+        for (read_micros, fold_micros) in [(0, 2), (2, 0)] {
+            for bad in [5, BATCH as u64 + 7, 6 * BATCH as u64 + 1] {
+                let on = std::sync::Mutex::new(None);
+                let prepare = |e: Event| {
+                    if e.seq().get() == bad {
+                        *on.lock().expect("lock") = Some(std::thread::current().id() == caller);
+                        return Err(Error::NoSuchSession("undecodable".into()));
+                    }
+                    Ok(e)
+                };
+                let mut folded = 0;
+                let read = events(n).inspect(move |_| spin(read_micros));
+                let result = fold_events(n, read, prepare, |e| {
+                    assert_eq!(e.seq().get(), folded, "folded in seq order");
+                    folded += 1;
+                    spin(fold_micros);
+                    Ok(())
+                });
+                assert!(matches!(result, Err(Error::NoSuchSession(_))), "{result:?}");
+                assert_eq!(folded, bad);
+                refused_on.extend(on.into_inner().expect("lock"));
+            }
         }
+        assert_eq!(
+            refused_on.len(),
+            2,
+            "refused on both threads: {refused_on:?}"
+        );
     }
 }
