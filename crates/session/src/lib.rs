@@ -52,7 +52,9 @@ pub use header::SessionHeader;
 pub use lookback::WithPending;
 pub use prepare::{LoadPreparer, PreparedEvent, StoredChunk};
 pub use repair::{TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN};
-pub use session::{derive_message, derive_message_content, derive_surface_content, Session};
+pub use session::{
+    derive_message, derive_message_content, derive_surface_content, messages_json, Session,
+};
 pub use sessionlog_format::ErrorClass;
 pub use state::{LookBack, SessionState};
 pub use store_trait::{NewEvent, SessionStore, StoreError, StoreResult};

@@ -285,18 +285,7 @@ impl Session {
 
     /// [`Session::derive_messages`] as one JSON array.
     pub fn derive_messages_json(&self) -> String {
-        let messages = self.derive_messages();
-        let mut out =
-            String::with_capacity(messages.iter().map(|m| m.len() + 1).sum::<usize>() + 2);
-        out.push('[');
-        for (i, m) in messages.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            out.push_str(m);
-        }
-        out.push(']');
-        out
+        messages_json(&self.derive_messages())
     }
 }
 
@@ -358,4 +347,20 @@ fn derived_surface_ref<'e>(surface: &SurfaceType, event: &'e Event) -> Option<De
         content,
         location: surface.message,
     })
+}
+
+/// Derived messages (each one JSON value, as `derive_messages` returns them) as one JSON
+/// array, verbatim.
+pub fn messages_json<S: AsRef<str>>(messages: &[S]) -> String {
+    let len = messages.iter().map(|m| m.as_ref().len() + 1).sum::<usize>() + 2;
+    let mut out = String::with_capacity(len);
+    out.push('[');
+    for (i, m) in messages.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(m.as_ref());
+    }
+    out.push(']');
+    out
 }

@@ -31,17 +31,7 @@ impl SurfaceView {
 
     /// [`SurfaceView::derive_messages`] as one JSON array.
     pub fn derive_messages_json(&self) -> String {
-        let len = self.messages.iter().map(|m| m.len() + 1).sum::<usize>() + 2;
-        let mut out = String::with_capacity(len);
-        out.push('[');
-        for (i, m) in self.messages.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            out.push_str(m);
-        }
-        out.push(']');
-        out
+        sessionlog_session::messages_json(&self.messages)
     }
 }
 
