@@ -192,13 +192,18 @@ mod tests {
         Ok(event)
     }
 
-    /// Events 0..n (enough to take the two-thread path when `n` is large).
+    /// Events 0..n (enough to take the two-thread path when `n` is large), parsed before
+    /// the run, so that reading one costs next to nothing in any build (a debug build's
+    /// parse would otherwise outweigh the work the tests give each thread).
     fn events(n: u64) -> impl Iterator<Item = Result<Event>> + Send {
-        (0..n).map(|seq| {
-            let raw =
-                format!(r#"{{"type":"turn/start","seq":{seq},"time":0,"data":{{"turn":1}}}}"#);
-            Ok(Event::parse(&raw, seq)?)
-        })
+        let parsed: Vec<Event> = (0..n)
+            .map(|seq| {
+                let raw =
+                    format!(r#"{{"type":"turn/start","seq":{seq},"time":0,"data":{{"turn":1}}}}"#);
+                Event::parse(&raw, seq).expect("a valid event")
+            })
+            .collect();
+        parsed.into_iter().map(Ok)
     }
 
     /// `events(n)`, asserting that each is read on a thread other than `caller` (or on
@@ -265,6 +270,10 @@ mod tests {
         assert_eq!(folded, n);
     }
 
+    /// The work per item of the slow side of a run whose split is tested: well above what
+    /// handing an item over and counting it costs either thread, even unoptimized.
+    const SLOW_MICROS: u64 = 10;
+
     /// Works for about `micros` microseconds without sleeping (a thread that sleeps leaves
     /// the other nothing to wait for).
     fn spin(micros: u64) {
@@ -313,14 +322,14 @@ mod tests {
         let n = PIPELINE_MIN_RECORDS * 2 + 3;
         // A slow fold: the folding thread always has batches waiting, so the reader
         // prepares them (all but the first few).
-        let (folder, reader) = prepared_where(n, 0, 4);
+        let (folder, reader) = prepared_where(n, 0, SLOW_MICROS);
         assert!(
             reader > n / 2,
             "slow fold: prepared {folder} on the folding thread, {reader} on the reader"
         );
         // A slow read: the folding thread waits for every batch, so it is handed each as
         // read and prepares it.
-        let (folder, reader) = prepared_where(n, 4, 0);
+        let (folder, reader) = prepared_where(n, SLOW_MICROS, 0);
         assert!(
             folder > n / 2,
             "slow read: prepared {folder} on the folding thread, {reader} on the reader"
@@ -365,7 +374,7 @@ mod tests {
         let folded = fold_events(n, events(n), prepare, |(e, _)| {
             assert_eq!(e.seq().get(), next, "folded in seq order");
             next += 1;
-            spin(2);
+            spin(SLOW_MICROS);
             Ok(())
         })
         .expect("fold");
@@ -390,7 +399,7 @@ mod tests {
         let mut refused_on = std::collections::HashSet::new();
         // With a slow fold the reader prepares the later batches, with a slow read the
         // folding thread prepares them: the refusal is met on each thread.
-        for (read_micros, fold_micros) in [(0, 2), (2, 0)] {
+        for (read_micros, fold_micros) in [(0, SLOW_MICROS), (SLOW_MICROS, 0)] {
             for bad in [5, BATCH as u64 + 7, 6 * BATCH as u64 + 1] {
                 let on = std::sync::Mutex::new(None);
                 let prepare = |e: Event| {
