@@ -36,6 +36,10 @@ const ANY_VALUE: &str =
 /// Largest integer JavaScript represents exactly (`Number.MAX_SAFE_INTEGER`).
 pub const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
+/// Digits an integer literal may have and still be finite as a double without being
+/// converted to see it: `10^308 - 1` is below `f64::MAX` (about `1.8 × 10^308`).
+const MAX_FINITE_INTEGER_DIGITS: usize = 308;
+
 /// Why a JSON text was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -210,20 +214,24 @@ impl<'a> Scanner<'a> {
         if self.peek() == Some(b'-') {
             self.pos += 1;
         }
-        match self.peek() {
-            Some(b'0') => self.pos += 1,
-            Some(b'1'..=b'9') => {
-                self.digits();
+        let integer_digits = match self.peek() {
+            Some(b'0') => {
+                self.pos += 1;
+                1
             }
+            Some(b'1'..=b'9') => self.digits(),
             _ => return Err(self.syntax("a digit")),
-        }
+        };
+        let mut integer = true;
         if self.peek() == Some(b'.') {
+            integer = false;
             self.pos += 1;
             if self.digits() == 0 {
                 return Err(self.syntax("a digit after the decimal point"));
             }
         }
         if let Some(b'e' | b'E') = self.peek() {
+            integer = false;
             self.pos += 1;
             if let Some(b'+' | b'-') = self.peek() {
                 self.pos += 1;
@@ -233,6 +241,15 @@ impl<'a> Scanner<'a> {
             }
         }
         let literal = self.text.get(start..self.pos).unwrap_or_default();
+        // An integer of up to 308 digits is below 1e308 < f64::MAX, so it is finite as a
+        // double, and with no leading zeros its only negative zero is `-0`: most numbers
+        // (seqs, times, counts, indexes) need no conversion to be checked.
+        if integer && integer_digits <= MAX_FINITE_INTEGER_DIGITS {
+            if literal == "-0" {
+                self.note(start, JsonErrorKind::NegativeZero(literal.to_owned()));
+            }
+            return Ok(());
+        }
         let value: f64 = literal.parse().unwrap_or(f64::NAN);
         if !value.is_finite() {
             self.note(start, JsonErrorKind::NonFiniteNumber(literal.to_owned()));
@@ -1439,8 +1456,77 @@ mod tests {
         prop::collection::vec(byte, 0..200)
     }
 
+    /// What a number literal's check says, as it was first written: the literal converted
+    /// to a double, refused when that is not finite or is negative zero.
+    fn number_verdict_by_conversion(literal: &str) -> Option<JsonErrorKind> {
+        let value: f64 = literal.parse().unwrap_or(f64::NAN);
+        if !value.is_finite() {
+            Some(JsonErrorKind::NonFiniteNumber(literal.to_owned()))
+        } else if value == 0.0 && value.is_sign_negative() {
+            Some(JsonErrorKind::NegativeZero(literal.to_owned()))
+        } else {
+            None
+        }
+    }
+
+    /// Number literals of every shape, with integer parts near the 308 digits a double
+    /// holds finitely.
+    fn number_literal() -> impl Strategy<Value = String> {
+        let digits = || prop::collection::vec(prop::sample::select(b"0123456789".to_vec()), 1..8);
+        let integer_rest = prop_oneof![
+            digits(),
+            prop::collection::vec(prop::sample::select(b"09".to_vec()), 300..312),
+        ];
+        (
+            any::<bool>(),
+            prop_oneof![
+                Just(None),
+                Just(Some(b'0')),
+                prop::sample::select(b"123456789".to_vec()).prop_map(Some)
+            ],
+            integer_rest,
+            prop::option::of(digits()),
+            prop::option::of((prop::sample::select(vec!["e", "E", "e+", "e-"]), digits())),
+        )
+            .prop_map(|(negative, lead, rest, fraction, exponent)| {
+                let mut s = String::new();
+                if negative {
+                    s.push('-');
+                }
+                match lead {
+                    // A lone zero: a leading zero takes no more digits.
+                    None | Some(b'0') => s.push('0'),
+                    Some(d) => {
+                        s.push(char::from(d));
+                        s.extend(rest.iter().map(|&b| char::from(b)));
+                    }
+                }
+                if let Some(f) = fraction {
+                    s.push('.');
+                    s.extend(f.iter().map(|&b| char::from(b)));
+                }
+                if let Some((e, d)) = exponent {
+                    s.push_str(e);
+                    s.extend(d.iter().take(4).map(|&b| char::from(b)));
+                }
+                s
+            })
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(4096))]
+        /// A number is refused (not finite, negative zero) exactly when converting it to a
+        /// double says so, whether or not its check converts it.
+        #[test]
+        fn a_number_is_refused_exactly_when_its_double_is(literal in number_literal()) {
+            let expected = number_verdict_by_conversion(&literal);
+            match (validate_str(&literal), expected) {
+                (Ok(()), None) => {}
+                (Err(e), Some(kind)) => prop_assert_eq!(e.kind, kind, "{}", literal),
+                (got, want) => prop_assert!(false, "{}: got {:?}, want {:?}", literal, got, want),
+            }
+        }
+
 
         /// Texts of the same length compare as `==` compares them, at every length the
         /// word comparison splits on (equal texts, texts differing in one byte).
