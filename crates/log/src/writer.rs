@@ -152,24 +152,33 @@ impl Inner {
     fn check_batch(st: &State, records: &[Append<'_>]) -> Result<Vec<Seq>> {
         let mut seqs = Vec::with_capacity(records.len());
         // Next seq of each stream the batch touches: one catalog lookup per stream, and a
-        // batch of one stream's records stays linear.
-        let mut next: Vec<(StreamId, u64)> = Vec::new();
+        // batch of one stream's records stays linear. The first stream is kept apart, so
+        // that the usual batch (one stream's records) allocates nothing here, under the lock.
+        let next_of = |stream: StreamId| -> Result<u64> {
+            st.catalog
+                .streams
+                .get(&stream.0)
+                .filter(|s| !s.deleted && stream.0 != CATALOG_STREAM)
+                .map(|s| s.next_seq)
+                .ok_or_else(|| Error::UnknownStream(stream.to_string()))
+        };
+        let mut first: Option<(StreamId, u64)> = None;
+        let mut others: Vec<(StreamId, u64)> = Vec::new();
         for r in records {
-            let slot = match next.iter().position(|(s, _)| *s == r.stream) {
-                Some(i) => i,
-                None => {
-                    let s = st
-                        .catalog
-                        .streams
-                        .get(&r.stream.0)
-                        .filter(|s| !s.deleted && r.stream.0 != CATALOG_STREAM)
-                        .ok_or_else(|| Error::UnknownStream(r.stream.to_string()))?;
-                    next.push((r.stream, s.next_seq));
-                    next.len() - 1
-                }
+            let slot = match &mut first {
+                Some(slot) if slot.0 == r.stream => slot,
+                None => first.insert((r.stream, next_of(r.stream)?)),
+                Some(_) => match others.iter().position(|(s, _)| *s == r.stream) {
+                    Some(i) => &mut others[i],
+                    None => {
+                        others.push((r.stream, next_of(r.stream)?));
+                        let last = others.len() - 1;
+                        &mut others[last]
+                    }
+                },
             };
-            let seq = Seq(next[slot].1);
-            next[slot].1 += 1;
+            let seq = Seq(slot.1);
+            slot.1 += 1;
             if let Some(expected) = r.expected_seq {
                 if expected != seq {
                     return Err(Error::SeqMismatch {
