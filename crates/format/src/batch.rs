@@ -173,8 +173,7 @@ impl<'a> BatchEncoder<'a> {
         put_u16(h, R_RESERVED_AT, 0);
         put_u32(h, R_PREV_AT, header.prev_offset);
         self.buf.extend_from_slice(payload);
-        let mut crc = SegmentCrc::new(self.segment_id);
-        crc.update(&offset.to_le_bytes());
+        let mut crc = SegmentCrc::at(self.segment_id, offset);
         crc.update(&self.buf[at + R_LEN_AT..]);
         let crc = crc.finish();
         put_u32(&mut self.buf[at..], R_CRC_AT, crc);
@@ -203,10 +202,10 @@ impl<'a> BatchEncoder<'a> {
         let frame = &mut self.buf[self.start..];
         put_u32(frame, B_LEN_AT, len32);
         put_u32(frame, B_COUNT_AT, self.count);
-        let header_crc = header_crc(seg, off, frame);
-        put_u32(frame, B_HEADER_CRC_AT, header_crc);
-        let mut crc = SegmentCrc::new(seg);
-        crc.update(&off.to_le_bytes());
+        let mut header = SegmentCrc::at(seg, off);
+        header.update(&frame[B_LEN_AT..BATCH_HEADER_LEN]);
+        put_u32(frame, B_HEADER_CRC_AT, header.finish());
+        let mut crc = SegmentCrc::at(seg, off);
         crc.update(frame);
         let batch_crc = crc.finish();
         self.buf.extend_from_slice(&batch_crc.to_le_bytes());
@@ -214,10 +213,6 @@ impl<'a> BatchEncoder<'a> {
             .extend_from_slice(&BATCH_TRAILER_MAGIC.to_le_bytes());
         len
     }
-}
-
-fn header_crc(segment_id: u64, batch_offset: u64, header: &[u8]) -> u32 {
-    header_crc_in(&SegmentCrc::new(segment_id), batch_offset, header)
 }
 
 fn header_crc_in(segment: &SegmentCrc, batch_offset: u64, header: &[u8]) -> u32 {
