@@ -21,11 +21,7 @@ use projecting::{append_turn, import_every_fixture, start_generated, write_gener
 /// shared generator checks what the writer kept against its own count.
 fn opts() -> StoreOptions {
     StoreOptions::default()
-        .with_log(
-            sessionlog::LogOptions::default()
-                .with_preallocate(false)
-                .with_segment_size_bytes(256 << 10),
-        )
+        .with_log(sessionlog_testkit::small_segments())
         .with_projection_cache(false)
         .with_projection(Stats)
 }

@@ -19,11 +19,7 @@ const REFRESH: u64 = 64;
 
 fn opts() -> StoreOptions {
     StoreOptions::default()
-        .with_log(
-            sessionlog::LogOptions::default()
-                .with_preallocate(false)
-                .with_segment_size_bytes(256 << 10),
-        )
+        .with_log(sessionlog_testkit::small_segments())
         .with_cache_refresh_events(REFRESH)
 }
 

@@ -56,11 +56,7 @@ fn fixtures() -> Option<&'static Vec<Vec<u8>>> {
 
 fn opts(cache: bool) -> StoreOptions {
     StoreOptions::default()
-        .with_log(
-            sessionlog::LogOptions::default()
-                .with_preallocate(false)
-                .with_segment_size_bytes(256 << 10),
-        )
+        .with_log(sessionlog_testkit::small_segments())
         .with_projection_cache(cache)
         .with_cache_refresh_events(8)
 }

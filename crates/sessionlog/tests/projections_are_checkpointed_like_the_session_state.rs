@@ -24,9 +24,7 @@ use sessionlog::{CacheUse, Error, Projection, ProjectionError, Store, StoreOptio
 const REFRESH: u64 = 16;
 
 fn log_options() -> sessionlog::LogOptions {
-    sessionlog::LogOptions::default()
-        .with_preallocate(false)
-        .with_segment_size_bytes(256 << 10)
+    sessionlog_testkit::small_segments()
 }
 
 fn opts() -> StoreOptions {

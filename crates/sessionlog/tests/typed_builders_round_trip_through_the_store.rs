@@ -5,14 +5,10 @@
 use sessionlog::build::{
     AssistantMessage, StepEnd, StepStart, ToolCall, ToolResult, TurnEnd, TurnStart, UserMessage,
 };
-use sessionlog::{Error, LogOptions, Rule, SessionError, SessionHeader, Store, StoreOptions};
+use sessionlog::{Error, Rule, SessionError, SessionHeader, Store, StoreOptions};
 
 fn options() -> StoreOptions {
-    StoreOptions::default().with_log(
-        LogOptions::default()
-            .with_preallocate(false)
-            .with_segment_size_bytes(256 << 10),
-    )
+    StoreOptions::default().with_log(sessionlog_testkit::small_segments())
 }
 
 fn write_turn(store: &Store) -> Vec<String> {

@@ -23,6 +23,15 @@ mod sim;
 mod sim_tests;
 
 pub use corpus::dsh_corpus;
+
+/// Log options for a test store: 256 KiB segments, so a few thousand events roll through
+/// several, and no preallocation, so a test's stores take only what they hold.
+pub fn small_segments() -> sessionlog_log::LogOptions {
+    sessionlog_log::LogOptions::default()
+        .with_preallocate(false)
+        .with_segment_size_bytes(256 << 10)
+}
+
 pub use crash::{CrashPolicy, CrashReport, FileOutcome, Survival, Tear};
 pub use fault::{Fault, FaultError, OpKind, Persistence};
 pub use model::{
