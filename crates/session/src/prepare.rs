@@ -198,12 +198,7 @@ impl SessionState {
     /// ([`LoadPreparer::stored_chunk`]): the seq is checked to be the next one, then the
     /// chunk is folded as a full load folds it (the newest event's time is its time).
     pub fn load_stored_chunk(&mut self, chunk: &StoredChunk) -> Result<(), Error> {
-        if chunk.seq.get() != self.next_seq {
-            return Err(Error::SeqMismatch {
-                expected: Seq(self.next_seq),
-                got: chunk.seq,
-            });
-        }
+        self.check_next_seq(chunk.seq)?;
         self.fold_chunk(chunk.seq.get(), chunk.time);
         Ok(())
     }
@@ -244,5 +239,80 @@ impl SessionState {
         let plan = self.check_surface(event, past)?;
         self.apply_with(event, plan, node);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::codec::{encode_event, kind_tag};
+    use crate::{Error, Event, FormatVersion, Seq, SessionHeader, SessionState};
+
+    fn chunk(seq: u64, time: i64) -> Event {
+        let raw = format!(
+            r#"{{"type":"assistant/chunk","seq":{seq},"time":{time},"data":{{"turn":1,"step":1,"chunk":{{"type":"text-delta","index":0,"text":"hi"}}}}}}"#
+        );
+        Event::parse(&raw, seq).expect("a chunk")
+    }
+
+    /// A state whose next seq is `next`, its events all chunks.
+    fn state_at(next: u64) -> SessionState {
+        let mut state =
+            SessionState::new(SessionHeader::new("s", 1, None), FormatVersion::current());
+        for seq in 0..next {
+            state
+                .load(&mut chunk(seq, 10), &[].as_slice())
+                .expect("load");
+        }
+        state
+    }
+
+    #[test]
+    fn a_stored_chunk_is_read_from_its_head_and_refused_out_of_order_as_a_load_refuses_it() {
+        let preparer = state_at(0).load_preparer();
+        for (seq, time) in [(3, 1_700_000_000_123), (3, -5), (2, 0)] {
+            let event = chunk(seq, time);
+            let head = preparer
+                .stored_chunk(kind_tag(&event), &encode_event(&event))
+                .expect("a canonical chunk is read from its head");
+            let mut by_head = state_at(3);
+            let mut by_load = state_at(3);
+            let folded = by_head.load_stored_chunk(&head);
+            let loaded = by_load.load(&mut event.clone(), &[].as_slice());
+            assert_eq!(format!("{folded:?}"), format!("{loaded:?}"), "seq {seq}");
+            assert_eq!(by_head, by_load, "seq {seq}");
+            if seq == 3 {
+                assert_eq!(by_head.next_seq(), Seq(4));
+                assert_eq!(by_head.last_event_time(), Some(time));
+            } else {
+                assert!(
+                    matches!(folded, Err(Error::SeqMismatch { .. })),
+                    "{folded:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn only_a_canonical_chunk_record_is_read_from_its_head() {
+        let preparer = state_at(0).load_preparer();
+        let event = chunk(0, 1);
+        let bytes = encode_event(&event);
+        // Another kind tag, another encoding byte, another key order: decoded instead.
+        assert!(preparer
+            .stored_chunk(kind_tag(&event) + 1, &bytes)
+            .is_none());
+        let mut other_encoding = bytes.clone();
+        other_encoding[0] = other_encoding[0].wrapping_add(1);
+        assert!(preparer
+            .stored_chunk(kind_tag(&event), &other_encoding)
+            .is_none());
+        let reordered = Event::parse(
+            r#"{"seq":0,"type":"assistant/chunk","time":1,"data":{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"hi"}}}"#,
+            0,
+        )
+        .expect("a chunk");
+        assert!(preparer
+            .stored_chunk(kind_tag(&reordered), &encode_event(&reordered))
+            .is_none());
     }
 }

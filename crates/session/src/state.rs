@@ -538,11 +538,15 @@ impl SessionState {
 
     /// Refuses an event whose seq is not the next one.
     pub(crate) fn check_seq(&self, event: &Event) -> Result<(), Error> {
-        let expected = self.next_seq;
-        if event.seq().get() != expected {
+        self.check_next_seq(event.seq())
+    }
+
+    /// Refuses `seq` unless it is the next one.
+    pub(crate) fn check_next_seq(&self, seq: Seq) -> Result<(), Error> {
+        if seq.get() != self.next_seq {
             return Err(Error::SeqMismatch {
-                expected: Seq(expected),
-                got: event.seq(),
+                expected: Seq(self.next_seq),
+                got: seq,
             });
         }
         Ok(())
