@@ -650,16 +650,24 @@ impl SessionState {
             "request/context" => self.requests.context = Some(seq),
             _ => {}
         }
+        self.tracker.apply(event);
+        self.locks.observe(event);
+        let last = LastEvent {
+            end_seed: event.event_type() == "session/end-seed",
+            time: event.time(),
+        };
+        self.end_fold(seq, undo, last);
+    }
+
+    /// What every fold of the event at `seq` ends with: its undo kept for an atomic change
+    /// (or, outside one, the usage ledger trimmed), `last` as the newest event, and the
+    /// next seq.
+    fn end_fold(&mut self, seq: u64, undo: SurfaceUndo, last: LastEvent) {
         match self.journal.as_mut() {
             Some(journal) => journal.push(undo),
             None => self.trim_ledger(),
         }
-        self.tracker.apply(event);
-        self.locks.observe(event);
-        self.last = Some(LastEvent {
-            end_seed: event.event_type() == "session/end-seed",
-            time: event.time(),
-        });
+        self.last = Some(last);
         self.next_seq = seq + 1;
     }
 
@@ -670,15 +678,11 @@ impl SessionState {
     /// (compaction events and summaries) all pass over a chunk.
     pub(crate) fn fold_chunk(&mut self, seq: u64, time: i64) {
         self.folded = None;
-        match self.journal.as_mut() {
-            Some(journal) => journal.push(SurfaceUndo::None),
-            None => self.trim_ledger(),
-        }
-        self.last = Some(LastEvent {
+        let last = LastEvent {
             end_seed: false,
             time,
-        });
-        self.next_seq = seq + 1;
+        };
+        self.end_fold(seq, SurfaceUndo::None, last);
     }
 }
 
