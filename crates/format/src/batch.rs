@@ -202,10 +202,9 @@ impl<'a> BatchEncoder<'a> {
         let frame = &mut self.buf[self.start..];
         put_u32(frame, B_LEN_AT, len32);
         put_u32(frame, B_COUNT_AT, self.count);
-        let mut header = SegmentCrc::at(seg, off);
-        header.update(&frame[B_LEN_AT..BATCH_HEADER_LEN]);
-        put_u32(frame, B_HEADER_CRC_AT, header.finish());
+        // The header's and the frame's checksums both start from the segment and offset.
         let mut crc = SegmentCrc::at(seg, off);
+        put_u32(frame, B_HEADER_CRC_AT, header_crc_from(crc.clone(), frame));
         crc.update(frame);
         let batch_crc = crc.finish();
         self.buf.extend_from_slice(&batch_crc.to_le_bytes());
@@ -218,8 +217,14 @@ impl<'a> BatchEncoder<'a> {
 fn header_crc_in(segment: &SegmentCrc, batch_offset: u64, header: &[u8]) -> u32 {
     let mut crc = segment.clone();
     crc.update(&batch_offset.to_le_bytes());
-    crc.update(&header[B_LEN_AT..BATCH_HEADER_LEN]);
-    crc.finish()
+    header_crc_from(crc, header)
+}
+
+/// The header checksum, from a checksum already fed the segment and the batch offset: the
+/// header bytes it covers are fed here only.
+fn header_crc_from(mut at: SegmentCrc, header: &[u8]) -> u32 {
+    at.update(&header[B_LEN_AT..BATCH_HEADER_LEN]);
+    at.finish()
 }
 
 /// Decodes and verifies the header of the batch that starts at `buf[0]`, which lives at
