@@ -80,11 +80,11 @@ where
             // would otherwise sit idle), else prepared here; false when the folding thread
             // is gone or an item failed (its error sent after the items before it).
             let mut hand_over = |batch: Vec<R>| -> bool {
-                if waiting.load(Ordering::Acquire) == 0 {
-                    waiting.fetch_add(1, Ordering::AcqRel);
+                // Counted as waiting before it is sent; nothing waited before it if the
+                // count was 0.
+                if waiting.fetch_add(1, Ordering::AcqRel) == 0 {
                     return send.send(Ok(Handed::Read(batch))).is_ok();
                 }
-                waiting.fetch_add(1, Ordering::AcqRel);
                 // The batches folded since are dropped here, where their items were made;
                 // the room of one holds the next.
                 let mut ready = Vec::new();
