@@ -108,12 +108,13 @@ impl LoadPreparer {
         let (&crate::codec::EVENT_ENCODING_V1, text) = bytes.split_first()? else {
             return None;
         };
-        let head = text.get(..text.len().min(CHUNK_HEAD_BYTES))?;
-        // The head may end inside a character; the envelope's start is ASCII.
-        let head = match std::str::from_utf8(head) {
-            Ok(head) => head,
-            Err(e) => std::str::from_utf8(head.get(..e.valid_up_to())?).ok()?,
-        };
+        // The head may end inside a character: its valid start is read (the envelope's
+        // start is ASCII).
+        let head = text
+            .get(..text.len().min(CHUNK_HEAD_BYTES))?
+            .utf8_chunks()
+            .next()?
+            .valid();
         let ([(_, event_type), (_, seq), (_, time)], _) =
             crate::json::canonical_envelope_prefix(head)?;
         if event_type.raw() != "\"assistant/chunk\"" {
@@ -290,6 +291,26 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_chunk_whose_head_ends_inside_a_character_is_read_from_its_head() {
+        let preparer = state_at(0).load_preparer();
+        let mut cut_inside = false;
+        for pad in ["", "x"] {
+            let text = format!("{pad}{}", "é".repeat(40));
+            let raw = format!(
+                r#"{{"type":"assistant/chunk","seq":0,"time":7,"data":{{"text":"{text}","turn":1,"step":1}}}}"#
+            );
+            let event = Event::parse(&raw, 0).expect("a chunk");
+            let bytes = encode_event(&event);
+            cut_inside |= std::str::from_utf8(&bytes[1..1 + super::CHUNK_HEAD_BYTES]).is_err();
+            let head = preparer
+                .stored_chunk(kind_tag(&event), &bytes)
+                .expect("read from its head");
+            assert_eq!((head.seq, head.time), (Seq(0), 7));
+        }
+        assert!(cut_inside, "one of the heads ends inside a character");
     }
 
     #[test]
