@@ -23,6 +23,13 @@ mod sim;
 mod sim_tests;
 
 pub use corpus::dsh_corpus;
+pub use crash::{CrashPolicy, CrashReport, FileOutcome, Survival, Tear};
+pub use fault::{Fault, FaultError, OpKind, Persistence};
+pub use model::{
+    CheckSummary, LogSnapshot, ModelAppend, ModelRecord, ReferenceModel, Restart, SnapshotStream,
+    Violation,
+};
+pub use sim::{SimConfig, SimFile, SimStats, SimStorage};
 
 /// Log options for a test store: 256 KiB segments, so a few thousand events roll through
 /// several, and no preallocation, so a test's stores take only what they hold.
@@ -31,11 +38,3 @@ pub fn small_segments() -> sessionlog_log::LogOptions {
         .with_preallocate(false)
         .with_segment_size_bytes(256 << 10)
 }
-
-pub use crash::{CrashPolicy, CrashReport, FileOutcome, Survival, Tear};
-pub use fault::{Fault, FaultError, OpKind, Persistence};
-pub use model::{
-    CheckSummary, LogSnapshot, ModelAppend, ModelRecord, ReferenceModel, Restart, SnapshotStream,
-    Violation,
-};
-pub use sim::{SimConfig, SimFile, SimStats, SimStorage};
