@@ -92,6 +92,7 @@ pub fn kind_tag(event: &Event) -> u8 {
 
 /// Whether a kind tag denotes a surface event (readers deriving the surface skip the rest
 /// without parsing their payloads).
+#[inline]
 pub fn is_surface_kind(tag: u8) -> bool {
     (0x01..=0x0F).contains(&tag)
 }

@@ -347,6 +347,7 @@ pub(crate) trait Registered: Send + Sync {
 }
 
 /// Runs consumer code, turning a panic into [`ProjectionError::Panicked`].
+#[inline]
 pub(crate) fn guarded<T>(
     during: &'static str,
     f: impl FnOnce() -> Result<T, ProjectionError>,

@@ -181,6 +181,7 @@ impl Slot {
     }
 
     /// Folds one stored event of a kind the projection wants in, unless it has failed.
+    #[inline]
     fn fold(&mut self, event: &StoredEvent<'_>) {
         if let Ok(state) = &mut self.state {
             if let Err(e) = self.projection.apply(state, event) {
@@ -721,24 +722,37 @@ fn recorded_usage<'a>(
         .map(|r| &r.usage)
 }
 
-/// The estimate the writer's state made of the message `event` derives, and the usage its
-/// ledger recorded for it. Out of line: a writer whose folds read neither never sets up
-/// these lookups.
-#[inline(never)]
-fn writer_figures<'a>(
-    state: &'a SessionState,
-    kind: u8,
-    event: &Event,
-) -> (
+/// The writer's figures of an event: the estimate its state made of the message the event
+/// derives, and the usage its ledger recorded for it.
+type Figures<'a> = (
     Option<MessageEstimate<'a>>,
     Option<&'a sessionlog_session::tokens::Usage>,
-) {
-    // An event of a type that is no surface type derives no message: its estimate is 0,
-    // said here so that no fold derives it again (a projection that wants every event is
-    // handed mostly chunks, steps and calls; their kind tags say so without a look at
-    // their type). A surface event's is the one the writer's state keeps for its node; a
-    // node a later event of the same batch replaced has none kept, and the fold makes its
-    // own.
+);
+
+/// [`Figures`] of `event`. An event whose kind tag says it derives no message and carries
+/// no usage the ledger reads (a projection that wants every event is handed mostly chunks,
+/// steps and calls) has an estimate of 0 and no usage, said here without a lookup so that
+/// no fold derives them again.
+#[inline]
+fn writer_figures<'a>(state: &'a SessionState, kind: u8, event: &Event) -> Figures<'a> {
+    use sessionlog_session::codec::kind;
+    if sessionlog_session::is_surface_kind(kind) || kind == kind::COMPACTION_SUMMARY {
+        return looked_up_figures(state, kind, event);
+    }
+    let counter = state.token_counter().map(|c| c.name());
+    (
+        counter.map(|counter| MessageEstimate { counter, tokens: 0 }),
+        None,
+    )
+}
+
+/// [`writer_figures`] of an event of a kind that may derive a message or carry usage. Out
+/// of line: most appended events are of neither.
+#[inline(never)]
+fn looked_up_figures<'a>(state: &'a SessionState, kind: u8, event: &Event) -> Figures<'a> {
+    // An event of a type that is no surface type derives no message: its estimate is 0. A
+    // surface event's is the one the writer's state keeps for its node; a node a later
+    // event of the same batch replaced has none kept, and the fold makes its own.
     let message_estimate = state.token_counter().and_then(|counter| {
         let counter = counter.name();
         if !sessionlog_session::is_surface_kind(kind)
