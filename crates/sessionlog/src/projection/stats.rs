@@ -38,17 +38,20 @@ pub struct TypeCount {
 
 /// Events and bytes by event type, in the order of the type names.
 ///
-/// The fold looks a type up for every event appended: the type found last is tried first
-/// (a session's events come in runs of one type, streamed chunks most of all), then a
-/// binary search of the few types there are. A map would compare the name with each of
-/// them in turn.
+/// The fold looks a type up for every event appended: the type found last for the event's
+/// record kind is tried first (a kind tag names one type, or a few), then a binary search of
+/// the few types there are. A map would compare the name with each of them in turn.
 #[derive(Clone, Default)]
 pub struct TypeCounts {
     /// By type name, ascending.
     entries: Vec<(String, TypeCount)>,
-    /// Where the type looked up last is (a hint: checked before use).
-    last: usize,
+    /// Where the type looked up last for each record kind (modulo [`KIND_HINTS`]) is: hints,
+    /// checked before use.
+    hints: [u16; KIND_HINTS],
 }
+
+/// Record kinds [`TypeCounts`] keeps a hint for; kinds above share them.
+const KIND_HINTS: usize = 32;
 
 impl TypeCounts {
     /// The counts of event type `ty`, if the session has any.
@@ -95,11 +98,13 @@ impl TypeCounts {
         }
     }
 
-    /// Counts one event of type `ty` of `bytes` record bytes.
-    fn count(&mut self, ty: &str, bytes: u64) {
-        let i = match self.entries.get(self.last) {
-            // Each event's type is compared with the previous event's, inline.
-            Some((t, _)) if same_bytes(t, ty) => self.last,
+    /// Counts one event of type `ty`, of record kind `kind` and `bytes` record bytes.
+    fn count(&mut self, kind: u8, ty: &str, bytes: u64) {
+        let slot = usize::from(kind) % KIND_HINTS;
+        let hint = usize::from(self.hints[slot]);
+        let i = match self.entries.get(hint) {
+            // Each event's type is compared with the last one of its kind, inline.
+            Some((t, _)) if same_bytes(t, ty) => hint,
             _ => match self.find(ty) {
                 Ok(i) => i,
                 Err(i) => {
@@ -109,7 +114,7 @@ impl TypeCounts {
                 }
             },
         };
-        self.last = i;
+        self.hints[slot] = u16::try_from(i).unwrap_or(u16::MAX);
         if let Some((_, c)) = self.entries.get_mut(i) {
             c.events += 1;
             c.bytes += bytes;
@@ -318,6 +323,73 @@ fn message_estimate(e: &StoredEvent<'_>) -> u32 {
     })
 }
 
+/// The counts of an event whose payload [`Stats`] reads: a surface message's estimate, a
+/// turn's end reason, a tool call or result, a settlement's or summary's usage. Out of
+/// line: most events are of none of these kinds.
+#[inline(never)]
+fn read(s: &mut SessionStats, e: &StoredEvent<'_>) -> Result<(), ProjectionError> {
+    let event = e.event;
+    s.estimated_tokens += u64::from(message_estimate(e));
+    use sessionlog_session::codec::kind;
+    if !matches!(
+        e.kind,
+        kind::TURN_END
+            | kind::TOOL_CALL
+            | kind::TOOL_RESULT
+            | kind::ASSISTANT_MESSAGE
+            | kind::COMPACTION_SUMMARY
+    ) {
+        return Ok(());
+    }
+    match event.event_type() {
+        "turn/end" => {
+            let [reason] = event.data_fields(["reason"]);
+            let reason = reason.and_then(|r| r.get("kind")).and_then(|k| k.as_str());
+            let reason = reason.as_deref().unwrap_or("?");
+            // The reason's name is copied only the first time it is counted.
+            match s.turn_ends.get_mut(reason) {
+                Some(n) => *n += 1,
+                None => {
+                    s.turn_ends.insert(reason.to_owned(), 1);
+                }
+            }
+        }
+        "tool/call" => {
+            let (call_id, name) = ToolCallFields::names(event)?;
+            s.tool(&name, |t| t.calls += 1);
+            s.open_calls.insert(call_id.into_owned(), name.into_owned());
+        }
+        "tool/result" => {
+            // A replacement of a result (a shortened one) is not another answer.
+            if matches!(
+                event.surface_op(),
+                Some(sessionlog_session::SurfaceOp::Replace { .. })
+            ) {
+                return Ok(());
+            }
+            let result = ToolResultFields::read(event)?;
+            let name = s
+                .open_calls
+                .remove(result.call_id.as_ref())
+                .unwrap_or_else(|| "?".to_owned());
+            let failed = result.is_error();
+            s.tool(&name, |t| {
+                t.results += 1;
+                t.errors += u64::from(failed);
+            });
+        }
+        "assistant/message" | "compaction/summary" => match e.usage {
+            Some(usage) => s.usage.count_read(usage),
+            None => {
+                let [usage] = event.data_fields(["usage"]);
+                s.usage.count(usage);
+            }
+        },
+        _ => {}
+    }
+    Ok(())
+}
+
 impl Projection for Stats {
     type State = SessionStats;
 
@@ -335,76 +407,29 @@ impl Projection for Stats {
 
     fn apply(&self, s: &mut SessionStats, e: &StoredEvent<'_>) -> Result<(), ProjectionError> {
         let event = e.event;
+        let time = event.time();
         s.events += 1;
         s.bytes += e.record_bytes;
-        s.by_type.count(event.event_type(), e.record_bytes);
-        s.first_time.get_or_insert(event.time());
-        s.last_time = Some(event.time());
+        s.by_type.count(e.kind, event.event_type(), e.record_bytes);
+        if s.first_time.is_none() {
+            s.first_time = Some(time);
+        }
+        s.last_time = Some(time);
         if matches!(
             event.surface_op(),
             Some(sessionlog_session::SurfaceOp::Replace { .. })
         ) {
             s.replacements += 1;
         }
-        s.estimated_tokens += u64::from(message_estimate(e));
-        // Kinds the counts below do not read are not parsed; turns and steps are counted
-        // by their kind alone.
+        // Turns and steps are counted by their kind alone; kinds the counts below do not
+        // read (most events: chunks, steps, step ends) are not parsed, nor is anything
+        // more set up for them.
         use sessionlog_session::codec::kind;
         match e.kind {
             kind::TURN_START => s.turns += 1,
             kind::STEP_START => s.steps += 1,
-            _ => {}
-        }
-        if !matches!(
-            e.kind,
-            kind::TURN_END
-                | kind::TOOL_CALL
-                | kind::TOOL_RESULT
-                | kind::ASSISTANT_MESSAGE
-                | kind::COMPACTION_SUMMARY
-        ) {
-            return Ok(());
-        }
-        match event.event_type() {
-            "turn/end" => {
-                let [reason] = event.data_fields(["reason"]);
-                let reason = reason
-                    .and_then(|r| r.get("kind"))
-                    .and_then(|k| k.as_str())
-                    .map_or_else(|| "?".to_owned(), |k| k.into_owned());
-                *s.turn_ends.entry(reason).or_default() += 1;
-            }
-            "tool/call" => {
-                let (call_id, name) = ToolCallFields::names(event)?;
-                s.tool(&name, |t| t.calls += 1);
-                s.open_calls.insert(call_id.into_owned(), name.into_owned());
-            }
-            "tool/result" => {
-                // A replacement of a result (a shortened one) is not another answer.
-                if matches!(
-                    event.surface_op(),
-                    Some(sessionlog_session::SurfaceOp::Replace { .. })
-                ) {
-                    return Ok(());
-                }
-                let result = ToolResultFields::read(event)?;
-                let name = s
-                    .open_calls
-                    .remove(result.call_id.as_ref())
-                    .unwrap_or_else(|| "?".to_owned());
-                let failed = result.is_error();
-                s.tool(&name, |t| {
-                    t.results += 1;
-                    t.errors += u64::from(failed);
-                });
-            }
-            "assistant/message" | "compaction/summary" => match e.usage {
-                Some(usage) => s.usage.count_read(usage),
-                None => {
-                    let [usage] = event.data_fields(["usage"]);
-                    s.usage.count(usage);
-                }
-            },
+            kind::TURN_END | kind::TOOL_CALL | kind::COMPACTION_SUMMARY => return read(s, e),
+            k if sessionlog_session::is_surface_kind(k) => return read(s, e),
             _ => {}
         }
         Ok(())
@@ -570,7 +595,9 @@ mod tests {
         let mut model: BTreeMap<String, TypeCount> = BTreeMap::new();
         for (i, ty) in types.iter().cycle().take(200).enumerate() {
             let bytes = (i % 7) as u64 * 10;
-            counts.count(ty, bytes);
+            // Kinds that name a type, one another, and the type's: hints are only hints.
+            let kind = [0x14, 0x10, 0x00, 0x20, 0x03, (i % 256) as u8][i % 6];
+            counts.count(kind, ty, bytes);
             let c = model.entry((*ty).to_owned()).or_default();
             c.events += 1;
             c.bytes += bytes;
@@ -583,7 +610,7 @@ mod tests {
         assert_eq!(counts.len(), 6);
         assert_eq!(counts["tool/result"], model["tool/result"]);
         assert_eq!(counts.get("user/message"), None);
-        // Equal counts are equal whichever type was looked up last.
+        // Equal counts are equal whichever types were looked up last.
         let mut other = TypeCounts::default();
         for (ty, c) in &model {
             assert_eq!(other.insert(ty.clone(), *c), None);
