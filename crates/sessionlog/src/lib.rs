@@ -25,7 +25,7 @@ pub mod workload;
 pub use error::{Error, Result};
 pub use projection::{
     MessageEstimate, Projected, Projection, ProjectionError, StoreProjected, StoreProjection,
-    StoredEvent,
+    StoredEvent, Tally,
 };
 pub use raw::{LogReader, RawStream, KIND_RAW_RECORD, RAW_STREAM_PREFIX};
 #[doc(inline)]

@@ -79,6 +79,29 @@ pub struct MessageEstimate<'a> {
     pub tokens: u32,
 }
 
+/// A run of events a projection tallies ([`Projection::tallies`]): events of one type and
+/// record kind, with no event the projection applied between them, seen only as their
+/// count, their record bytes, and the seqs and times of the first and the last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tally<'a> {
+    /// The events' type (as [`Event::event_type`] names it).
+    pub event_type: &'a str,
+    /// Their record kind tag.
+    pub kind: u8,
+    /// How many there are (at least one).
+    pub events: u64,
+    /// Their record payload bytes, summed.
+    pub record_bytes: u64,
+    /// The seq of the first.
+    pub first_seq: u64,
+    /// The seq of the last.
+    pub last_seq: u64,
+    /// The time of the first (ms, as written).
+    pub first_time: i64,
+    /// The time of the last (ms, as written).
+    pub last_time: i64,
+}
+
 /// Why a projection could not be folded, decoded or handed out.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -141,6 +164,28 @@ pub trait Projection: Send + Sync + 'static {
     fn wants(&self, kind: u8) -> bool {
         let _ = kind;
         true
+    }
+
+    /// Whether events of record kind `kind`, of the kinds [`Projection::wants`], are only
+    /// counted: handed to [`Projection::tally`] in runs, each event seen as its type, seq,
+    /// time and record bytes, instead of one by one to [`Projection::apply`]. A writer then
+    /// adds such an event to the run it keeps (no typed event is made for the fold, no
+    /// figure looked up), and hands the run over before the next event it applies, before
+    /// the state is checkpointed or handed out, and when the type changes. An event that
+    /// carries a surface operation (`surfaceOp`) is applied whatever its kind. A function
+    /// of the kind, asked once per kind as [`Projection::wants`] is. None by default.
+    fn tallies(&self, kind: u8) -> bool {
+        let _ = kind;
+        false
+    }
+
+    /// Folds in a run of events of a kind the projection [`Projection::tallies`]. The state
+    /// after a run must be what folding it in pieces gives: the store splits runs where
+    /// it checkpoints, and reads fold them from the log in runs of their own. Does nothing
+    /// by default.
+    fn tally(&self, state: &mut Self::State, tally: &Tally<'_>) -> Result<(), ProjectionError> {
+        let _ = (state, tally);
+        Ok(())
     }
 
     /// Whether the fold reads [`StoredEvent::message_estimate`] or [`StoredEvent::usage`]. A
@@ -319,10 +364,12 @@ pub(crate) trait Registered: Send + Sync {
     fn name(&self) -> &str;
     fn version(&self) -> u32;
     fn wants(&self, kind: u8) -> bool;
+    fn tallies(&self, kind: u8) -> bool;
     fn reads_estimates(&self) -> bool;
     fn checkpoint_every(&self, state: &AnyState, refresh_events: u64, events: u64) -> u64;
     fn init(&self, header: &SessionHeader) -> Result<AnyState, ProjectionError>;
     fn apply(&self, state: &mut AnyState, event: &StoredEvent<'_>) -> Result<(), ProjectionError>;
+    fn tally(&self, state: &mut AnyState, tally: &Tally<'_>) -> Result<(), ProjectionError>;
     fn skipped(&self, state: &mut AnyState, events: u64) -> Result<(), ProjectionError>;
     fn encode(&self, state: &AnyState) -> Result<Vec<u8>, ProjectionError> {
         let mut out = Vec::new();
@@ -396,6 +443,10 @@ impl<P: Projection> Registered for P {
         guarded("wants", || Ok(Projection::wants(self, kind))).unwrap_or(true)
     }
 
+    fn tallies(&self, kind: u8) -> bool {
+        guarded("tallies", || Ok(Projection::tallies(self, kind))).unwrap_or(false)
+    }
+
     fn reads_estimates(&self) -> bool {
         guarded("reads_estimates", || Ok(Projection::reads_estimates(self))).unwrap_or(true)
     }
@@ -422,6 +473,11 @@ impl<P: Projection> Registered for P {
     fn apply(&self, state: &mut AnyState, event: &StoredEvent<'_>) -> Result<(), ProjectionError> {
         let state = typed_mut::<P>(state)?;
         guarded("apply", || Projection::apply(self, state, event))
+    }
+
+    fn tally(&self, state: &mut AnyState, tally: &Tally<'_>) -> Result<(), ProjectionError> {
+        let state = typed_mut::<P>(state)?;
+        guarded("tally", || Projection::tally(self, state, tally))
     }
 
     fn skipped(&self, state: &mut AnyState, events: u64) -> Result<(), ProjectionError> {

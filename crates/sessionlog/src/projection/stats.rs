@@ -13,7 +13,7 @@ use sessionlog_session::{derive_message, SessionHeader};
 
 use super::bytes::{put_str, put_u64, Reader};
 use super::tool_audit::{ToolCallFields, ToolResultFields};
-use super::{Projection, ProjectionError, StoredEvent};
+use super::{Projection, ProjectionError, StoredEvent, Tally};
 
 /// The `stats` projection. Register with
 /// [`StoreOptions::with_projection`](crate::StoreOptions::with_projection)`(Stats)`.
@@ -100,6 +100,12 @@ impl TypeCounts {
 
     /// Counts one event of type `ty`, of record kind `kind` and `bytes` record bytes.
     fn count(&mut self, kind: u8, ty: &str, bytes: u64) {
+        self.add(kind, ty, 1, bytes);
+    }
+
+    /// Counts `events` events of type `ty`, of record kind `kind` and `bytes` record bytes
+    /// in all.
+    fn add(&mut self, kind: u8, ty: &str, events: u64, bytes: u64) {
         let slot = usize::from(kind) % KIND_HINTS;
         let hint = usize::from(self.hints[slot]);
         let i = match self.entries.get(hint) {
@@ -116,7 +122,7 @@ impl TypeCounts {
         };
         self.hints[slot] = u16::try_from(i).unwrap_or(u16::MAX);
         if let Some((_, c)) = self.entries.get_mut(i) {
-            c.events += 1;
+            c.events += events;
             c.bytes += bytes;
         }
     }
@@ -403,6 +409,36 @@ impl Projection for Stats {
 
     fn init(&self, _header: &SessionHeader) -> SessionStats {
         SessionStats::default()
+    }
+
+    /// Every kind whose payload the fold does not read (chunks, steps, turn starts,
+    /// requests, compaction markers and the like): their counts, bytes and times come in
+    /// runs.
+    fn tallies(&self, k: u8) -> bool {
+        use sessionlog_session::codec::kind;
+        !sessionlog_session::is_surface_kind(k)
+            && !matches!(
+                k,
+                kind::TURN_END | kind::TOOL_CALL | kind::TOOL_RESULT | kind::COMPACTION_SUMMARY
+            )
+    }
+
+    fn tally(&self, s: &mut SessionStats, t: &Tally<'_>) -> Result<(), ProjectionError> {
+        s.events += t.events;
+        s.bytes += t.record_bytes;
+        s.by_type
+            .add(t.kind, t.event_type, t.events, t.record_bytes);
+        if s.first_time.is_none() {
+            s.first_time = Some(t.first_time);
+        }
+        s.last_time = Some(t.last_time);
+        use sessionlog_session::codec::kind;
+        match t.kind {
+            kind::TURN_START => s.turns += t.events,
+            kind::STEP_START => s.steps += t.events,
+            _ => {}
+        }
+        Ok(())
     }
 
     fn apply(&self, s: &mut SessionStats, e: &StoredEvent<'_>) -> Result<(), ProjectionError> {

@@ -18,6 +18,7 @@ use crate::cache::{self, CacheHeader, CacheMiss};
 use crate::error::{Error, Result};
 use crate::projection::{
     AnyState, MessageEstimate, Projected, Projection, ProjectionError, Registered, StoredEvent,
+    Tally,
 };
 
 /// One registered projection of one session: its state, or why it failed.
@@ -37,8 +38,70 @@ pub(crate) struct Slot {
     /// The record kinds the projection wants, asked of it once ([`Projection::wants`] is a
     /// function of the kind): a bit per kind.
     wanted: [u64; 4],
+    /// The kinds of those it tallies ([`Projection::tallies`]), asked once likewise.
+    tallied: [u64; 4],
+    /// The run of tallied events not handed to the fold yet.
+    run: Run,
     /// Whether the fold reads the writer's estimates ([`Projection::reads_estimates`]).
     pub(crate) estimates: bool,
+}
+
+/// A run of tallied events a slot keeps until it hands it to its fold as a [`Tally`]: the
+/// type's name is kept in a buffer the slot reuses.
+#[derive(Default)]
+struct Run {
+    event_type: String,
+    kind: u8,
+    events: u64,
+    record_bytes: u64,
+    first_seq: u64,
+    last_seq: u64,
+    first_time: i64,
+    last_time: i64,
+}
+
+impl Run {
+    /// Adds an event to the run, if it is of the run's kind and type: whether it was.
+    #[inline]
+    fn extend(&mut self, event: &Event, kind: u8, record_bytes: u64) -> bool {
+        if self.events == 0
+            || self.kind != kind
+            || !sessionlog_session::json::same_bytes(&self.event_type, event.event_type())
+        {
+            return false;
+        }
+        self.events += 1;
+        self.record_bytes += record_bytes;
+        self.last_seq = event.seq().get();
+        self.last_time = event.time();
+        true
+    }
+
+    /// Begins a new run with `event` (the run must be empty: handed over before).
+    fn begin(&mut self, event: &Event, kind: u8, record_bytes: u64) {
+        self.event_type.clear();
+        self.event_type.push_str(event.event_type());
+        self.kind = kind;
+        self.events = 1;
+        self.record_bytes = record_bytes;
+        self.first_seq = event.seq().get();
+        self.last_seq = self.first_seq;
+        self.first_time = event.time();
+        self.last_time = self.first_time;
+    }
+
+    fn tally(&self) -> Tally<'_> {
+        Tally {
+            event_type: &self.event_type,
+            kind: self.kind,
+            events: self.events,
+            record_bytes: self.record_bytes,
+            first_seq: self.first_seq,
+            last_seq: self.last_seq,
+            first_time: self.first_time,
+            last_time: self.last_time,
+        }
+    }
 }
 
 /// A generation of appended-part files that one slot writes: each file's bytes so far and
@@ -97,10 +160,12 @@ impl Slot {
         checkpointed: u64,
     ) -> Slot {
         let mut wanted = [0u64; 4];
+        let mut tallied = [0u64; 4];
         for kind in 0..=u8::MAX {
             if projection.wants(kind) {
-                if let Some(word) = wanted.get_mut(usize::from(kind / 64)) {
-                    *word |= 1 << (kind % 64);
+                set_bit(&mut wanted, kind);
+                if projection.tallies(kind) {
+                    set_bit(&mut tallied, kind);
                 }
             }
         }
@@ -113,20 +178,63 @@ impl Slot {
             told: checkpointed,
             appended: None,
             wanted,
+            tallied,
+            run: Run::default(),
             estimates,
         }
     }
 
     /// Whether the projection wants records of kind `kind`.
+    #[inline]
     pub(crate) fn wants(&self, kind: u8) -> bool {
-        self.wanted
-            .get(usize::from(kind / 64))
-            .is_some_and(|word| word & (1 << (kind % 64)) != 0)
+        bit(&self.wanted, kind)
     }
 
-    /// Tells the state of the events after the last one it was handed, which its projection
-    /// skipped by kind ([`Projection::skipped`]); before it is checkpointed or handed out.
+    /// Whether the projection tallies `event`, of record kind `kind`: of a kind it tallies,
+    /// and carrying no surface operation.
+    #[inline]
+    fn tallies(&self, kind: u8, event: &Event) -> bool {
+        bit(&self.tallied, kind) && event.surface_op().is_none()
+    }
+
+    /// Adds `event`, which the projection tallies, to the run, handing the run over first
+    /// when the event cannot extend it.
+    /// Out of line: the loop that feeds a writer's slots stays small for the projections
+    /// that tally nothing.
+    #[inline(never)]
+    fn count(&mut self, event: &Event, kind: u8, record_bytes: u64) {
+        if !self.run.extend(event, kind, record_bytes) {
+            self.hand_over_run();
+            self.run.begin(event, kind, record_bytes);
+        }
+        self.told = event.seq().get() + 1;
+    }
+
+    /// Hands the run kept to the fold ([`Projection::tally`]), unless it is empty or the
+    /// projection has failed.
+    #[inline]
+    fn hand_over_run(&mut self) {
+        if self.run.events != 0 {
+            self.hand_over_kept_run();
+        }
+    }
+
+    /// [`Slot::hand_over_run`] of a run that holds events.
+    #[inline(never)]
+    fn hand_over_kept_run(&mut self) {
+        if let Ok(state) = &mut self.state {
+            if let Err(e) = self.projection.tally(state, &self.run.tally()) {
+                self.state = Err(e);
+            }
+        }
+        self.run.events = 0;
+    }
+
+    /// Tells the state of the events after the last one it was handed: the run of tallied
+    /// ones kept ([`Projection::tally`]), then those its projection skipped by kind
+    /// ([`Projection::skipped`]); before it is checkpointed or handed out.
     pub(crate) fn catch_up(&mut self) {
+        self.hand_over_run();
         if self.told >= self.events {
             return;
         }
@@ -173,16 +281,28 @@ impl Slot {
             .map_err(|_| wrong_type(name))
     }
 
-    /// Folds one stored event in, unless the projection skips its kind or has failed.
+    /// Folds one stored event in (or adds it to the run of tallied events), unless the
+    /// projection skips its kind or has failed.
     pub(crate) fn feed(&mut self, event: &StoredEvent<'_>) {
-        if self.wants(event.kind) {
+        if self.tallies(event.kind, event.event) {
+            self.count(event.event, event.kind, event.record_bytes);
+        } else if self.wants(event.kind) {
             self.fold(event);
         }
     }
 
-    /// Folds one stored event of a kind the projection wants in, unless it has failed.
+    /// Whether the projection applies `event`, of record kind `kind`, one by one: it wants
+    /// the kind and does not tally the event.
+    #[inline]
+    fn applies(&self, kind: u8, event: &Event) -> bool {
+        self.wants(kind) && !self.tallies(kind, event)
+    }
+
+    /// Folds one stored event of a kind the projection wants in, unless it has failed;
+    /// the run of tallied events before it first.
     #[inline]
     fn fold(&mut self, event: &StoredEvent<'_>) {
+        self.hand_over_run();
         if let Ok(state) = &mut self.state {
             if let Err(e) = self.projection.apply(state, event) {
                 self.state = Err(e);
@@ -190,6 +310,20 @@ impl Slot {
         }
         self.told = event.event.seq().get() + 1;
     }
+}
+
+/// Sets the bit of `kind` in a set of kinds.
+fn set_bit(set: &mut [u64; 4], kind: u8) {
+    if let Some(word) = set.get_mut(usize::from(kind / 64)) {
+        *word |= 1 << (kind % 64);
+    }
+}
+
+/// Whether the bit of `kind` is set in a set of kinds.
+#[inline]
+fn bit(set: &[u64; 4], kind: u8) -> bool {
+    set.get(usize::from(kind / 64))
+        .is_some_and(|word| word & (1 << (kind % 64)) != 0)
 }
 
 /// A projection's fold failed on `session`.
@@ -769,34 +903,48 @@ fn looked_up_figures<'a>(state: &'a SessionState, kind: u8, event: &Event) -> Fi
 
 /// Feeds appended events to a writer's projections, with the estimates the writer's state
 /// made of their messages; `records` holds each event's kind and payload size.
+#[inline]
 pub(super) fn feed_all(
     slots: &mut [Slot],
     state: &SessionState,
     events: &[Event],
     records: &[(u8, u64)],
 ) {
-    if slots.is_empty() {
-        return;
+    if !slots.is_empty() {
+        feed_events(slots, state, events, records);
     }
+}
+
+/// [`feed_all`] to a writer that keeps projections.
+#[inline(always)]
+fn feed_events(slots: &mut [Slot], state: &SessionState, events: &[Event], records: &[(u8, u64)]) {
     for (i, event) in events.iter().enumerate() {
         let Some(&(kind, record_bytes)) = records.get(i) else {
             return;
         };
         let next = event.seq().get() + 1;
-        // An event no projection wants is only counted: nothing is made for it.
-        if !slots.iter().any(|slot| slot.wants(kind)) {
-            for slot in slots.iter_mut() {
-                slot.events = next;
+        // An event no projection applies is only counted, or added to the runs of those
+        // that tally it: no typed event is made for it.
+        let mut applied = false;
+        for slot in slots.iter_mut() {
+            if slot.wants(kind) {
+                if !slot.tallies(kind, event) {
+                    applied = true;
+                    continue;
+                }
+                slot.count(event, kind, record_bytes);
             }
-            continue;
+            slot.events = next;
         }
-        feed_one(slots, state, event, kind, record_bytes);
+        if applied {
+            feed_one(slots, state, event, kind, record_bytes);
+        }
     }
 }
 
-/// Feeds one appended event, which some projection wants, to the projections that want it.
-/// Out of line: most appended events are wanted by none (streamed chunks), and the loop
-/// over them need not set up what feeding takes.
+/// Feeds one appended event, which some projection applies, to the projections that apply
+/// it. Out of line: most appended events are applied by none (streamed chunks), and the
+/// loop over them need not set up what feeding takes.
 #[inline(never)]
 fn feed_one(slots: &mut [Slot], state: &SessionState, event: &Event, kind: u8, record_bytes: u64) {
     let next = event.seq().get() + 1;
@@ -816,7 +964,7 @@ fn feed_one(slots: &mut [Slot], state: &SessionState, event: &Event, kind: u8, r
     // that reads none is handed none, whatever the others read.
     let mut figures = None;
     for slot in slots.iter_mut() {
-        if slot.wants(kind) {
+        if slot.applies(kind, event) {
             let (estimate, usage) = match slot.estimates {
                 true => *figures.get_or_insert_with(|| writer_figures(state, kind, event)),
                 false => (None, None),
