@@ -1267,7 +1267,7 @@ impl SessionHandle {
     /// [`StoreOptions::cache_refresh_events`] or more, when every append of this session is
     /// durable (it never syncs). A projection whose checkpoint grows with the session may be
     /// rewritten only after a growing share of new events
-    /// ([`Projection::checkpoint_every`](crate::Projection::checkpoint_every)), so a writer
+    /// ([`Projection::checkpoint_every`]), so a writer
     /// going away could leave it far behind, and every later read would fold what it lags
     /// by.
     fn checkpoint_lagging_projections(&mut self) {
