@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::stored::Stored;
 use crate::projection::bytes::Reader;
-use crate::projection::{ProjectionError, SeqSet};
+use crate::projection::ProjectionError;
 
 /// Tool names by call id, for the rows of results: the latest call with an id names its
 /// tool. A result usually follows its call closely, so the calls folded last are looked
@@ -70,49 +70,65 @@ impl ToolNames {
 }
 
 /// Surface events added since the checkpoint, in seq order (a checkpoint lists them in
-/// order, and they are folded in order): a list they are pushed onto, and the set of those
-/// that left the surface since, dropped from the list once it holds half of it, so that a
-/// replacement taking many of them off costs a lookup each, not a shift of the list.
+/// order, and they are folded in order): a list they are pushed onto, and a mark beside
+/// each that left the surface since, the marked ones dropped from the list once they are
+/// half of it, so that a replacement taking many of them off costs a search each, not a
+/// shift of the list (nor a hash).
 #[derive(Clone, Default)]
 pub(super) struct AddedSurface {
-    pub(super) seqs: Vec<u64>,
-    pub(super) left: SeqSet,
+    /// The seqs added, increasing.
+    seqs: Vec<u64>,
+    /// Whether each of `seqs` left the surface since.
+    gone: Vec<bool>,
+    /// How many did.
+    left: usize,
 }
 
 impl AddedSurface {
     /// Adds `seq`, above every seq added before.
     pub(super) fn push(&mut self, seq: u64) {
         self.seqs.push(seq);
+        self.gone.push(false);
+    }
+
+    /// Where `seq` is among the seqs still on the surface.
+    fn find(&self, seq: u64) -> Option<usize> {
+        let i = self.seqs.binary_search(&seq).ok()?;
+        (self.gone.get(i) == Some(&false)).then_some(i)
     }
 
     pub(super) fn contains(&self, seq: u64) -> bool {
-        self.seqs.binary_search(&seq).is_ok() && !self.left.contains(&seq)
+        self.find(seq).is_some()
     }
 
     /// Takes `seq` off; whether it was on.
     pub(super) fn remove(&mut self, seq: u64) -> bool {
-        if !self.contains(seq) {
+        let Some(gone) = self.find(seq).and_then(|i| self.gone.get_mut(i)) else {
             return false;
-        }
-        self.left.insert(seq);
-        if self.left.len() * 2 > self.seqs.len() {
-            let left = std::mem::take(&mut self.left);
-            self.seqs.retain(|s| !left.contains(s));
+        };
+        *gone = true;
+        self.left += 1;
+        if self.left * 2 > self.seqs.len() {
+            let mut gone = self.gone.iter();
+            self.seqs.retain(|_| gone.next() == Some(&false));
+            self.gone.clear();
+            self.gone.resize(self.seqs.len(), false);
+            self.left = 0;
         }
         true
     }
 
     pub(super) fn len(&self) -> usize {
-        self.seqs.len() - self.left.len()
+        self.seqs.len() - self.left
     }
 
     /// The seqs on the surface, increasing.
     pub(super) fn iter(&self) -> impl Iterator<Item = u64> + '_ {
-        let left = (!self.left.is_empty()).then_some(&self.left);
         self.seqs
             .iter()
-            .copied()
-            .filter(move |s| left.is_none_or(|l| !l.contains(s)))
+            .zip(&self.gone)
+            .filter(|(_, gone)| !**gone)
+            .map(|(seq, _)| *seq)
     }
 }
 
