@@ -50,7 +50,7 @@ pub use error::{Error, Rule, ValidationError};
 pub use event::{Event, EventInput, Seq, SurfaceOp};
 pub use header::SessionHeader;
 pub use lookback::WithPending;
-pub use prepare::{LoadPreparer, PreparedEvent, StoredChunk};
+pub use prepare::{chunk_head, LoadPreparer, PreparedEvent, StoredChunk};
 pub use repair::{TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN};
 pub use session::{
     derive_message, derive_message_content, derive_surface_content, messages_json, Session,

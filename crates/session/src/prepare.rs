@@ -88,6 +88,34 @@ impl LookBack for Unavailable {
     }
 }
 
+/// The seq and time of a stored `assistant/chunk` event, read from the head of its record
+/// (kind tag and encoded bytes, [`crate::encode_event`]) without decoding it: `Some` when
+/// the tag is [`kind::ASSISTANT_CHUNK`](crate::codec::kind::ASSISTANT_CHUNK) and the text
+/// starts in the canonical envelope layout with type `assistant/chunk`, a seq and a
+/// safe-integer time; `None` for every other record. A chunk is no type the legacy
+/// upgrade changes, so these are the seq, time and type its decoded event has.
+/// spec: events.md#a-session-in-the-log
+pub fn chunk_head(kind: u8, bytes: &[u8]) -> Option<(Seq, i64)> {
+    if kind != crate::codec::kind::ASSISTANT_CHUNK {
+        return None;
+    }
+    let (&crate::codec::EVENT_ENCODING_V1, text) = bytes.split_first()? else {
+        return None;
+    };
+    // The head may end inside a character: its valid start is read (the envelope's start
+    // is ASCII).
+    let head = text
+        .get(..text.len().min(CHUNK_HEAD_BYTES))?
+        .utf8_chunks()
+        .next()?
+        .valid();
+    let ([(_, event_type), (_, seq), (_, time)], _) = crate::json::canonical_envelope_prefix(head)?;
+    if event_type.raw() != "\"assistant/chunk\"" {
+        return None;
+    }
+    Some((Seq(seq.as_seq()?), time.as_safe_integer()?))
+}
+
 impl LoadPreparer {
     /// The seq and time of a stored `assistant/chunk` event, from its record (kind tag and
     /// encoded bytes, [`crate::encode_event`]) without decoding it: `Some` when the tag is
@@ -102,28 +130,11 @@ impl LoadPreparer {
     /// record is checksummed and was validated when it was appended, as a checkpoint's
     /// events are trusted; `verify` folds every event in full. spec: events.md#a-session-in-the-log
     pub fn stored_chunk(&self, kind: u8, bytes: &[u8]) -> Option<StoredChunk> {
-        if kind != crate::codec::kind::ASSISTANT_CHUNK || !self.chunks_known {
+        if !self.chunks_known {
             return None;
         }
-        let (&crate::codec::EVENT_ENCODING_V1, text) = bytes.split_first()? else {
-            return None;
-        };
-        // The head may end inside a character: its valid start is read (the envelope's
-        // start is ASCII).
-        let head = text
-            .get(..text.len().min(CHUNK_HEAD_BYTES))?
-            .utf8_chunks()
-            .next()?
-            .valid();
-        let ([(_, event_type), (_, seq), (_, time)], _) =
-            crate::json::canonical_envelope_prefix(head)?;
-        if event_type.raw() != "\"assistant/chunk\"" {
-            return None;
-        }
-        Some(StoredChunk {
-            seq: Seq(seq.as_seq()?),
-            time: time.as_safe_integer()?,
-        })
+        let (seq, time) = chunk_head(kind, bytes)?;
+        Some(StoredChunk { seq, time })
     }
 
     /// Does the stateless half of loading `event` (decoded from its stored record).

@@ -60,34 +60,56 @@ struct Run {
     last_time: i64,
 }
 
+/// What a run keeps of one tallied event.
+#[derive(Clone, Copy)]
+struct Counted<'a> {
+    event_type: &'a str,
+    kind: u8,
+    seq: u64,
+    time: i64,
+    record_bytes: u64,
+}
+
+impl<'a> Counted<'a> {
+    fn of(event: &'a Event, kind: u8, record_bytes: u64) -> Counted<'a> {
+        Counted {
+            event_type: event.event_type(),
+            kind,
+            seq: event.seq().get(),
+            time: event.time(),
+            record_bytes,
+        }
+    }
+}
+
 impl Run {
     /// Adds an event to the run, if it is of the run's kind and type: whether it was.
     #[inline]
-    fn extend(&mut self, event: &Event, kind: u8, record_bytes: u64) -> bool {
+    fn extend(&mut self, e: Counted<'_>) -> bool {
         if self.events == 0
-            || self.kind != kind
-            || !sessionlog_session::json::same_bytes(&self.event_type, event.event_type())
+            || self.kind != e.kind
+            || !sessionlog_session::json::same_bytes(&self.event_type, e.event_type)
         {
             return false;
         }
         self.events += 1;
-        self.record_bytes += record_bytes;
-        self.last_seq = event.seq().get();
-        self.last_time = event.time();
+        self.record_bytes += e.record_bytes;
+        self.last_seq = e.seq;
+        self.last_time = e.time;
         true
     }
 
-    /// Begins a new run with `event` (the run must be empty: handed over before).
-    fn begin(&mut self, event: &Event, kind: u8, record_bytes: u64) {
+    /// Begins a new run with an event (the run must be empty: handed over before).
+    fn begin(&mut self, e: Counted<'_>) {
         self.event_type.clear();
-        self.event_type.push_str(event.event_type());
-        self.kind = kind;
+        self.event_type.push_str(e.event_type);
+        self.kind = e.kind;
         self.events = 1;
-        self.record_bytes = record_bytes;
-        self.first_seq = event.seq().get();
-        self.last_seq = self.first_seq;
-        self.first_time = event.time();
-        self.last_time = self.first_time;
+        self.record_bytes = e.record_bytes;
+        self.first_seq = e.seq;
+        self.last_seq = e.seq;
+        self.first_time = e.time;
+        self.last_time = e.time;
     }
 
     fn tally(&self) -> Tally<'_> {
@@ -203,11 +225,22 @@ impl Slot {
     /// that tally nothing.
     #[inline(never)]
     fn count(&mut self, event: &Event, kind: u8, record_bytes: u64) {
-        if !self.run.extend(event, kind, record_bytes) {
+        self.count_read(Counted::of(event, kind, record_bytes));
+    }
+
+    /// [`Slot::count`] of an event known by what a run keeps of it.
+    fn count_read(&mut self, e: Counted<'_>) {
+        if !self.run.extend(e) {
             self.hand_over_run();
-            self.run.begin(event, kind, record_bytes);
+            self.run.begin(e);
         }
-        self.told = event.seq().get() + 1;
+        self.told = e.seq + 1;
+    }
+
+    /// Whether the projection tallies every event of kind `kind` that carries no surface
+    /// operation.
+    fn tallies_kind(&self, kind: u8) -> bool {
+        bit(&self.tallied, kind)
     }
 
     /// Hands the run kept to the fold ([`Projection::tally`]), unless it is empty or the
@@ -487,6 +520,7 @@ impl Store {
         let past = LogPast::new(log.clone(), stream, header.id());
         let version = FormatVersion::for_header(&self.inner.options.version, header);
         let folds = |r: &Resumed, seq: u64| r.slot.state.is_ok() && r.start <= seq;
+        let chunks_tallied_from_heads = version.surface_type("assistant/chunk").is_none();
         for record in log.iter(stream, LogSeq(from), LogSeq(next)) {
             if resumed.iter().all(|r| r.slot.state.is_err()) {
                 break;
@@ -496,6 +530,36 @@ impl Store {
             let wanted = |r: &Resumed| folds(r, seq) && r.slot.wants(record.kind);
             if !resumed.iter().any(wanted) {
                 continue;
+            }
+            // A streamed chunk that every slot wanting it tallies is read from its head:
+            // its type, seq and time are all a run keeps (no chunk carries a surface
+            // operation where the rules make chunks no surface type).
+            if chunks_tallied_from_heads
+                && resumed
+                    .iter()
+                    .filter(|r| wanted(r))
+                    .all(|r| r.slot.tallies_kind(record.kind))
+            {
+                // The log numbers a session's records from its header's, one before its
+                // first event's.
+                if let Some((event_seq, time)) =
+                    sessionlog_session::chunk_head(record.kind, &record.payload)
+                        .filter(|(s, _)| s.get().checked_add(1) == Some(seq))
+                {
+                    let counted = Counted {
+                        event_type: "assistant/chunk",
+                        kind: record.kind,
+                        seq: event_seq.get(),
+                        time,
+                        record_bytes: record.payload.len() as u64,
+                    };
+                    for r in resumed.iter_mut().filter(|r| folds(r, seq)) {
+                        if r.slot.wants(record.kind) {
+                            r.slot.count_read(counted);
+                        }
+                    }
+                    continue;
+                }
             }
             let mut event = decode_stored_event(&record.payload).map_err(|e| Error::BadRecord {
                 session: session.to_owned(),
