@@ -221,9 +221,7 @@ impl Slot {
 
     /// Adds `event`, which the projection tallies, to the run, handing the run over first
     /// when the event cannot extend it.
-    /// Out of line: the loop that feeds a writer's slots stays small for the projections
-    /// that tally nothing.
-    #[inline(never)]
+    #[inline]
     fn count(&mut self, event: &Event, kind: u8, record_bytes: u64) {
         self.count_read(Counted::of(event, kind, record_bytes));
     }
@@ -322,13 +320,6 @@ impl Slot {
         } else if self.wants(event.kind) {
             self.fold(event);
         }
-    }
-
-    /// Whether the projection applies `event`, of record kind `kind`, one by one: it wants
-    /// the kind and does not tally the event.
-    #[inline]
-    fn applies(&self, kind: u8, event: &Event) -> bool {
-        self.wants(kind) && !self.tallies(kind, event)
     }
 
     /// Folds one stored event of a kind the projection wants in, unless it has failed;
@@ -967,75 +958,67 @@ fn looked_up_figures<'a>(state: &'a SessionState, kind: u8, event: &Event) -> Fi
 
 /// Feeds appended events to a writer's projections, with the estimates the writer's state
 /// made of their messages; `records` holds each event's kind and payload size.
-#[inline]
 pub(super) fn feed_all(
     slots: &mut [Slot],
     state: &SessionState,
     events: &[Event],
     records: &[(u8, u64)],
 ) {
-    if !slots.is_empty() {
-        feed_events(slots, state, events, records);
+    if slots.is_empty() {
+        return;
     }
-}
-
-/// [`feed_all`] to a writer that keeps projections.
-#[inline(always)]
-fn feed_events(slots: &mut [Slot], state: &SessionState, events: &[Event], records: &[(u8, u64)]) {
     for (i, event) in events.iter().enumerate() {
         let Some(&(kind, record_bytes)) = records.get(i) else {
             return;
         };
         let next = event.seq().get() + 1;
-        // An event no projection applies is only counted, or added to the runs of those
-        // that tally it: no typed event is made for it.
-        let mut applied = false;
-        for slot in slots.iter_mut() {
-            if slot.wants(kind) {
-                if !slot.tallies(kind, event) {
-                    applied = true;
-                    continue;
-                }
-                slot.count(event, kind, record_bytes);
+        // An event no projection wants is only counted: nothing is made for it.
+        if !slots.iter().any(|slot| slot.wants(kind)) {
+            for slot in slots.iter_mut() {
+                slot.events = next;
             }
-            slot.events = next;
+            continue;
         }
-        if applied {
-            feed_one(slots, state, event, kind, record_bytes);
-        }
+        feed_one(slots, state, event, kind, record_bytes);
     }
 }
 
-/// Feeds one appended event, which some projection applies, to the projections that apply
-/// it. Out of line: most appended events are applied by none (streamed chunks), and the
+/// Feeds one appended event, which some projection wants, to the projections that want
+/// it: added to the runs of those that tally it, applied by the others. Out of line: most
+/// appended events are wanted by none (streamed chunks, for most projections), and the
 /// loop over them need not set up what feeding takes.
 #[inline(never)]
 fn feed_one(slots: &mut [Slot], state: &SessionState, event: &Event, kind: u8, record_bytes: u64) {
     let next = event.seq().get() + 1;
-    let mut stored = StoredEvent {
-        kind,
-        record_bytes,
-        event,
-        version: state.version(),
-        message_estimate: None,
-        usage: None,
-        // Only a surface event derives a message (the kind tag says which are).
-        message: sessionlog_session::is_surface_kind(kind)
-            .then(|| state.folded_message(event))
-            .flatten(),
-    };
-    // The writer's figures, looked up once and only for a fold that reads them; a fold
-    // that reads none is handed none, whatever the others read.
+    // The event as a fold is handed it, made once and only for a fold that applies it; the
+    // writer's figures likewise, and only for a fold that reads them.
+    let mut stored = None;
     let mut figures = None;
     for slot in slots.iter_mut() {
-        if slot.applies(kind, event) {
-            let (estimate, usage) = match slot.estimates {
-                true => *figures.get_or_insert_with(|| writer_figures(state, kind, event)),
-                false => (None, None),
-            };
-            stored.message_estimate = estimate;
-            stored.usage = usage;
-            slot.fold(&stored);
+        if slot.wants(kind) {
+            if slot.tallies(kind, event) {
+                slot.count(event, kind, record_bytes);
+            } else {
+                let stored = stored.get_or_insert_with(|| StoredEvent {
+                    kind,
+                    record_bytes,
+                    event,
+                    version: state.version(),
+                    message_estimate: None,
+                    usage: None,
+                    // Only a surface event derives a message (the kind tag says which are).
+                    message: sessionlog_session::is_surface_kind(kind)
+                        .then(|| state.folded_message(event))
+                        .flatten(),
+                });
+                let (estimate, usage) = match slot.estimates {
+                    true => *figures.get_or_insert_with(|| writer_figures(state, kind, event)),
+                    false => (None, None),
+                };
+                stored.message_estimate = estimate;
+                stored.usage = usage;
+                slot.fold(stored);
+            }
         }
         slot.events = next;
     }
