@@ -6,8 +6,8 @@
 use std::cell::RefCell;
 
 use super::{
-    after_member, fill_named, key_is, member_head, skip_string, skip_value, skip_ws, AfterMember,
-    JsonRef, KeyLiteral, RawMembers,
+    after_member, fill_named, key_is, member_head, same_slices, skip_string, skip_value, skip_ws,
+    AfterMember, JsonRef, KeyLiteral, RawMembers,
 };
 
 /// One member of an object indexed by [`index_payload`]: byte ranges of its key literal
@@ -474,9 +474,27 @@ pub(crate) fn indexed_fields<'a, const N: usize>(
     let mut found = [None; N];
     let mut missing = N;
     let slice = |(a, b): (u32, u32)| text.get(a as usize..b as usize);
+    let bytes = text.as_bytes();
     for member in members.iter().filter(|m| m.depth == depth) {
         if missing == 0 {
             break;
+        }
+        // A key without escapes names a key exactly when its bytes between the quotes are
+        // the key's: compared as bytes, with no text made of the literal.
+        let (start, end) = (member.key.0 as usize, member.key.1 as usize);
+        let plain = (!member.escaped)
+            .then(|| bytes.get(start..end))
+            .flatten()
+            .and_then(|literal| literal.strip_prefix(b"\""))
+            .and_then(|literal| literal.strip_suffix(b"\""));
+        if let Some(inner) = plain {
+            for (slot, key) in found.iter_mut().zip(keys) {
+                if slot.is_none() && same_slices(inner, key.as_bytes()) {
+                    *slot = slice(member.value).map(|text| JsonRef { text });
+                    missing -= usize::from(slot.is_some());
+                }
+            }
+            continue;
         }
         let Some(literal) = slice(member.key) else {
             continue;

@@ -968,7 +968,12 @@ impl<'a> KeyLiteral<'a> {
 /// of every event a fold counts).
 #[inline(always)]
 pub fn same_bytes(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
+    same_slices(a.as_bytes(), b.as_bytes())
+}
+
+/// [`same_bytes`] of byte strings.
+#[inline(always)]
+pub(super) fn same_slices(a: &[u8], b: &[u8]) -> bool {
     let len = a.len();
     if len != b.len() {
         return false;
