@@ -1200,6 +1200,7 @@ impl<'a> Block<'a> {
 impl<'a> Iterator for Block<'a> {
     type Item = (MemberKey<'a>, JsonRef<'a>);
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         let (literal, escaped, value) = match &mut self.from {
             BlockFrom::Indexed { text, members } => {
@@ -1224,6 +1225,7 @@ pub struct MemberKey<'a> {
 impl<'a> MemberKey<'a> {
     /// The key's text when it holds no escape: the literal between its quotes, which is then
     /// the key. `None` for a key with an escape (see [`MemberKey::text`]).
+    #[inline]
     pub fn plain(&self) -> Option<&'a str> {
         (!self.escaped).then(|| unquoted(self.literal))
     }
