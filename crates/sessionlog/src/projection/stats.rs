@@ -98,11 +98,6 @@ impl TypeCounts {
         }
     }
 
-    /// Counts one event of type `ty`, of record kind `kind` and `bytes` record bytes.
-    fn count(&mut self, kind: u8, ty: &str, bytes: u64) {
-        self.add(kind, ty, 1, bytes);
-    }
-
     /// Counts `events` events of type `ty`, of record kind `kind` and `bytes` record bytes
     /// in all.
     fn add(&mut self, kind: u8, ty: &str, events: u64, bytes: u64) {
@@ -228,6 +223,26 @@ impl SessionStats {
         "heuristic-bytes/4"
     }
 
+    /// Counts what every event counts, for a run of `t.events` events of one type and kind
+    /// (one applied event is a run of one): events, bytes, by type, times, and turns and
+    /// steps by their kind alone.
+    fn count_run(&mut self, t: &Tally<'_>) {
+        self.events += t.events;
+        self.bytes += t.record_bytes;
+        self.by_type
+            .add(t.kind, t.event_type, t.events, t.record_bytes);
+        if self.first_time.is_none() {
+            self.first_time = Some(t.first_time);
+        }
+        self.last_time = Some(t.last_time);
+        use sessionlog_session::codec::kind;
+        match t.kind {
+            kind::TURN_START => self.turns += t.events,
+            kind::STEP_START => self.steps += t.events,
+            _ => {}
+        }
+    }
+
     /// Updates the counts of tool `name` (its name is copied only the first time).
     fn tool(&mut self, name: &str, update: impl FnOnce(&mut ToolCount)) {
         match self.tools.get_mut(name) {
@@ -329,6 +344,18 @@ fn message_estimate(e: &StoredEvent<'_>) -> u32 {
     })
 }
 
+/// Whether [`Stats`] reads the payload of events of record kind `k`: surface messages (for
+/// their estimates, tool results and settlements' usage), turn ends, tool calls and
+/// compaction summaries. It tallies the others.
+fn reads_payload(k: u8) -> bool {
+    use sessionlog_session::codec::kind;
+    sessionlog_session::is_surface_kind(k)
+        || matches!(
+            k,
+            kind::TURN_END | kind::TOOL_CALL | kind::COMPACTION_SUMMARY
+        )
+}
+
 /// The counts of an event whose payload [`Stats`] reads: a surface message's estimate, a
 /// turn's end reason, a tool call or result, a settlement's or summary's usage. Out of
 /// line: most events are of none of these kinds.
@@ -415,58 +442,37 @@ impl Projection for Stats {
     /// requests, compaction markers and the like): their counts, bytes and times come in
     /// runs.
     fn tallies(&self, k: u8) -> bool {
-        use sessionlog_session::codec::kind;
-        !sessionlog_session::is_surface_kind(k)
-            && !matches!(
-                k,
-                kind::TURN_END | kind::TOOL_CALL | kind::TOOL_RESULT | kind::COMPACTION_SUMMARY
-            )
+        !reads_payload(k)
     }
 
     fn tally(&self, s: &mut SessionStats, t: &Tally<'_>) -> Result<(), ProjectionError> {
-        s.events += t.events;
-        s.bytes += t.record_bytes;
-        s.by_type
-            .add(t.kind, t.event_type, t.events, t.record_bytes);
-        if s.first_time.is_none() {
-            s.first_time = Some(t.first_time);
-        }
-        s.last_time = Some(t.last_time);
-        use sessionlog_session::codec::kind;
-        match t.kind {
-            kind::TURN_START => s.turns += t.events,
-            kind::STEP_START => s.steps += t.events,
-            _ => {}
-        }
+        s.count_run(t);
         Ok(())
     }
 
     fn apply(&self, s: &mut SessionStats, e: &StoredEvent<'_>) -> Result<(), ProjectionError> {
         let event = e.event;
-        let time = event.time();
-        s.events += 1;
-        s.bytes += e.record_bytes;
-        s.by_type.count(e.kind, event.event_type(), e.record_bytes);
-        if s.first_time.is_none() {
-            s.first_time = Some(time);
-        }
-        s.last_time = Some(time);
+        let (seq, time) = (event.seq().get(), event.time());
+        s.count_run(&Tally {
+            event_type: event.event_type(),
+            kind: e.kind,
+            events: 1,
+            record_bytes: e.record_bytes,
+            first_seq: seq,
+            last_seq: seq,
+            first_time: time,
+            last_time: time,
+        });
         if matches!(
             event.surface_op(),
             Some(sessionlog_session::SurfaceOp::Replace { .. })
         ) {
             s.replacements += 1;
         }
-        // Turns and steps are counted by their kind alone; kinds the counts below do not
-        // read (most events: chunks, steps, step ends) are not parsed, nor is anything
-        // more set up for them.
-        use sessionlog_session::codec::kind;
-        match e.kind {
-            kind::TURN_START => s.turns += 1,
-            kind::STEP_START => s.steps += 1,
-            kind::TURN_END | kind::TOOL_CALL | kind::COMPACTION_SUMMARY => return read(s, e),
-            k if sessionlog_session::is_surface_kind(k) => return read(s, e),
-            _ => {}
+        // Kinds whose payload the counts do not read (most events: chunks, steps, step
+        // ends) are not parsed, nor is anything more set up for them.
+        if reads_payload(e.kind) {
+            return read(s, e);
         }
         Ok(())
     }
@@ -633,7 +639,7 @@ mod tests {
             let bytes = (i % 7) as u64 * 10;
             // Kinds that name a type, one another, and the type's: hints are only hints.
             let kind = [0x14, 0x10, 0x00, 0x20, 0x03, (i % 256) as u8][i % 6];
-            counts.count(kind, ty, bytes);
+            counts.add(kind, ty, 1, bytes);
             let c = model.entry((*ty).to_owned()).or_default();
             c.events += 1;
             c.bytes += bytes;
