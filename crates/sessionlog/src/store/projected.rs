@@ -212,11 +212,18 @@ impl Slot {
         bit(&self.wanted, kind)
     }
 
-    /// Whether the projection tallies `event`, of record kind `kind`: of a kind it tallies,
-    /// and carrying no surface operation.
+    /// What the projection does with `event`, of record kind `kind`: skips it (a kind it does
+    /// not want), counts it in its run (a kind it tallies, carrying no surface operation),
+    /// or applies it.
     #[inline]
-    fn tallies(&self, kind: u8, event: &Event) -> bool {
-        bit(&self.tallied, kind) && event.surface_op().is_none()
+    fn takes(&self, kind: u8, event: &Event) -> Takes {
+        if !self.wants(kind) {
+            Takes::Skip
+        } else if self.tallies_kind(kind) && event.surface_op().is_none() {
+            Takes::Count
+        } else {
+            Takes::Apply
+        }
     }
 
     /// Adds `event`, which the projection tallies, to the run, handing the run over first
@@ -315,10 +322,10 @@ impl Slot {
     /// Folds one stored event in (or adds it to the run of tallied events), unless the
     /// projection skips its kind or has failed.
     pub(crate) fn feed(&mut self, event: &StoredEvent<'_>) {
-        if self.tallies(event.kind, event.event) {
-            self.count(event.event, event.kind, event.record_bytes);
-        } else if self.wants(event.kind) {
-            self.fold(event);
+        match self.takes(event.kind, event.event) {
+            Takes::Skip => {}
+            Takes::Count => self.count(event.event, event.kind, event.record_bytes),
+            Takes::Apply => self.fold(event),
         }
     }
 
@@ -334,6 +341,13 @@ impl Slot {
         }
         self.told = event.event.seq().get() + 1;
     }
+}
+
+/// What a slot does with an event ([`Slot::takes`]).
+enum Takes {
+    Skip,
+    Count,
+    Apply,
 }
 
 /// Sets the bit of `kind` in a set of kinds.
@@ -526,6 +540,7 @@ impl Store {
             // its type, seq and time are all a run keeps (no chunk carries a surface
             // operation where the rules make chunks no surface type).
             if chunks_tallied_from_heads
+                && record.kind == sessionlog_session::codec::kind::ASSISTANT_CHUNK
                 && resumed
                     .iter()
                     .filter(|r| wanted(r))
@@ -544,10 +559,8 @@ impl Store {
                         time,
                         record_bytes: record.payload.len() as u64,
                     };
-                    for r in resumed.iter_mut().filter(|r| folds(r, seq)) {
-                        if r.slot.wants(record.kind) {
-                            r.slot.count_read(counted);
-                        }
+                    for r in resumed.iter_mut().filter(|r| wanted(r)) {
+                        r.slot.count_read(counted);
                     }
                     continue;
                 }
@@ -995,10 +1008,10 @@ fn feed_one(slots: &mut [Slot], state: &SessionState, event: &Event, kind: u8, r
     let mut stored = None;
     let mut figures = None;
     for slot in slots.iter_mut() {
-        if slot.wants(kind) {
-            if slot.tallies(kind, event) {
-                slot.count(event, kind, record_bytes);
-            } else {
+        match slot.takes(kind, event) {
+            Takes::Skip => {}
+            Takes::Count => slot.count(event, kind, record_bytes),
+            Takes::Apply => {
                 let stored = stored.get_or_insert_with(|| StoredEvent {
                     kind,
                     record_bytes,
