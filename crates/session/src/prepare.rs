@@ -117,12 +117,9 @@ pub fn chunk_head(kind: u8, bytes: &[u8]) -> Option<(Seq, i64)> {
 }
 
 impl LoadPreparer {
-    /// The seq and time of a stored `assistant/chunk` event, from its record (kind tag and
-    /// encoded bytes, [`crate::encode_event`]) without decoding it: `Some` when the tag is
-    /// [`kind::ASSISTANT_CHUNK`](crate::codec::kind::ASSISTANT_CHUNK), the text starts in
-    /// the canonical envelope layout with type `assistant/chunk`, a seq and a safe-integer
-    /// time, and the session's rules know the type; `None` for every other record, which
-    /// is decoded and [prepared](LoadPreparer::prepare).
+    /// [`chunk_head`] of a record, when the session's rules know the `assistant/chunk` type:
+    /// `None` for every other record, which is decoded and
+    /// [prepared](LoadPreparer::prepare).
     ///
     /// A chunk changes nothing in a session's state but its seq and the newest event's
     /// time (it derives no message, opens or closes nothing, carries no usage the ledger
