@@ -195,14 +195,11 @@ impl Projection for Broken {
     }
 
     fn encode(&self, n: &u64, out: &mut Vec<u8>) {
-        out.extend_from_slice(&n.to_le_bytes());
+        projecting::encode_count(*n, out);
     }
 
     fn decode(&self, bytes: &[u8]) -> Result<u64, ProjectionError> {
-        let b: [u8; 8] = bytes
-            .try_into()
-            .map_err(|_| ProjectionError::Undecodable("not 8 bytes".into()))?;
-        Ok(u64::from_le_bytes(b))
+        projecting::decode_count(bytes)
     }
 }
 
