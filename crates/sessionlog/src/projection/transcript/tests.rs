@@ -8,7 +8,7 @@ use sessionlog_session::{kind_tag, EventInput, FormatVersion};
 use super::kept::RECENT_CALLS;
 use super::lines::tool_result;
 use super::rows::ROWS_PER_CHUNK;
-use super::text::abbreviate_value;
+use super::text::{abbreviate_value, drawn_texts};
 use super::{abbreviate, SessionTranscript, ShadowedBy, StoredEvent, Transcript, TEXT_CHARS};
 use crate::projection::Projection;
 
@@ -50,15 +50,7 @@ fn a_json_string_abbreviates_undecoded_as_its_decoded_text_does() {
         "/",
         "\u{1f600}",
     ];
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-    for case in 0..2000 {
-        let mut text = String::new();
-        for _ in 0..case % 70 {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            text.push_str(pieces[(rng % pieces.len() as u64) as usize]);
-        }
+    for text in drawn_texts(&pieces, 0x9e37_79b9_7f4a_7c15, 70) {
         let literal = serde_json::to_string(&text).expect("a JSON string");
         let value = JsonRef::new(&literal);
         for max in [0, 1, 2, 5, 10, 60, 100] {

@@ -272,9 +272,30 @@ pub(super) fn push_spaces(line: &mut String, n: usize) {
     }
 }
 
+/// 2,000 texts for tests, the `i`th made of `i % longest` of `pieces`, drawn by an
+/// xorshift generator from `seed`: the same texts on every run.
+#[cfg(test)]
+pub(super) fn drawn_texts<'p>(
+    pieces: &'p [&'p str],
+    seed: u64,
+    longest: usize,
+) -> impl Iterator<Item = String> + 'p {
+    let mut rng = seed;
+    (0..2000).map(move |case| {
+        let mut text = String::new();
+        for _ in 0..case % longest {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            text.push_str(pieces[(rng % pieces.len() as u64) as usize]);
+        }
+        text
+    })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{abbreviate, abbreviate_value, push_left, push_u64, Lines};
+    use super::{abbreviate, abbreviate_value, drawn_texts, push_left, push_u64, Lines};
     use crate::projection::transcript::KIND_WIDTH;
     use sessionlog_session::json::JsonRef;
 
@@ -329,15 +350,7 @@ mod tests {
             "\"",
             "/",
         ];
-        let mut rng = 0x2545_f491_4f6c_dd1du64;
-        for case in 0..2000 {
-            let mut text = String::new();
-            for _ in 0..case % 60 {
-                rng ^= rng << 13;
-                rng ^= rng >> 7;
-                rng ^= rng << 17;
-                text.push_str(pieces[(rng % pieces.len() as u64) as usize]);
-            }
+        for text in drawn_texts(&pieces, 0x2545_f491_4f6c_dd1d, 60) {
             for max in [0, 1, 2, 5, 10, 60, 100] {
                 assert_eq!(
                     abbreviate(&text, max),
