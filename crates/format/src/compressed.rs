@@ -3,7 +3,8 @@
 //! spec: segment.md#compressed-segments
 //!
 //! This module knows the bytes around the blocks, not the codec: the log compresses and
-//! decompresses. Everything here is checked without decompressing anything.
+//! decompresses (and `mask_blocks` masks). Everything here is checked without
+//! decompressing anything.
 
 use crate::checksum::SegmentCrc;
 use crate::error::{FormatError, Structure};
@@ -15,8 +16,13 @@ use crate::le::{put_u32, slice_at, u32_at};
 pub const FORMAT_VERSION_COMPRESSED: u32 = 2;
 /// Magic that opens the block directory tail: `SLZD`.
 pub const BLOCK_DIRECTORY_MAGIC: u32 = u32::from_le_bytes(*b"SLZD");
-/// The one codec: each block is one zstd frame.
+/// Codec 1: each block is one zstd frame of its logical bytes.
 pub const CODEC_ZSTD: u8 = 1;
+/// Codec 2: each block is one zstd frame of its masked bytes (segment.md#masked-blocks),
+/// compressed with the segment's dictionary when it has one.
+pub const CODEC_ZSTD_MASKED: u8 = 2;
+/// The longest dictionary the directory tail can describe.
+pub const MAX_DICTIONARY_LEN: usize = (1 << 24) - 1;
 
 // spec: segment.md#block-directory-entry
 const E_LOGICAL_OFFSET_AT: usize = 0;
@@ -33,9 +39,9 @@ const D_MAGIC_AT: usize = 0;
 const D_CRC_AT: usize = D_MAGIC_AT + 4;
 const D_COUNT_AT: usize = D_CRC_AT + 4;
 const D_CODEC_AT: usize = D_COUNT_AT + 4;
-const D_RESERVED_AT: usize = D_CODEC_AT + 1;
+const D_DICTIONARY_LEN_AT: usize = D_CODEC_AT + 1;
 /// Bytes in the block directory tail.
-pub const BLOCK_DIRECTORY_TAIL_LEN: usize = D_RESERVED_AT + 3;
+pub const BLOCK_DIRECTORY_TAIL_LEN: usize = D_DICTIONARY_LEN_AT + 3;
 
 const _: () = assert!(BLOCK_ENTRY_LEN == 24 && BLOCK_DIRECTORY_TAIL_LEN == 16);
 
@@ -70,8 +76,26 @@ pub fn block_crc(segment_id: u64, stored_offset: u64, stored: &[u8]) -> u32 {
     crc.finish()
 }
 
-/// Appends the block directory (entries, then the tail) to `buf`.
-pub fn encode_block_directory(buf: &mut Vec<u8>, segment_id: u64, blocks: &[BlockEntry]) {
+/// Appends the block directory to `buf`, right after the last block's padding: for codec 2
+/// the dictionary (possibly empty) and its padding, then the entries and the tail. Codec 1
+/// has no dictionary.
+pub fn encode_block_directory(
+    buf: &mut Vec<u8>,
+    segment_id: u64,
+    blocks: &[BlockEntry],
+    codec: u8,
+    dictionary: &[u8],
+) {
+    assert!(
+        dictionary.len() <= MAX_DICTIONARY_LEN
+            && (codec == CODEC_ZSTD_MASKED || dictionary.is_empty()),
+        "a dictionary only with codec 2, and at most 16 MiB"
+    );
+    buf.extend_from_slice(dictionary);
+    buf.resize(
+        buf.len() - dictionary.len() + crate::padded_len(dictionary.len()),
+        0,
+    );
     let start = buf.len();
     for b in blocks {
         let mut e = [0u8; BLOCK_ENTRY_LEN];
@@ -85,14 +109,16 @@ pub fn encode_block_directory(buf: &mut Vec<u8>, segment_id: u64, blocks: &[Bloc
     let mut tail = [0u8; BLOCK_DIRECTORY_TAIL_LEN];
     put_u32(&mut tail, D_MAGIC_AT, BLOCK_DIRECTORY_MAGIC);
     put_u32(&mut tail, D_COUNT_AT, blocks.len() as u32);
-    tail[D_CODEC_AT] = CODEC_ZSTD;
-    let crc = directory_crc(segment_id, &buf[start..], &tail);
+    tail[D_CODEC_AT] = codec;
+    tail[D_DICTIONARY_LEN_AT..].copy_from_slice(&(dictionary.len() as u32).to_le_bytes()[..3]);
+    let crc = directory_crc(segment_id, dictionary, &buf[start..], &tail);
     put_u32(&mut tail, D_CRC_AT, crc);
     buf.extend_from_slice(&tail);
 }
 
-fn directory_crc(segment_id: u64, entries: &[u8], tail: &[u8]) -> u32 {
+fn directory_crc(segment_id: u64, dictionary: &[u8], entries: &[u8], tail: &[u8]) -> u32 {
     let mut crc = SegmentCrc::new(segment_id);
+    crc.update(dictionary);
     crc.update(entries);
     crc.update(tail.get(D_COUNT_AT..).unwrap_or_default());
     crc.finish()
@@ -106,6 +132,10 @@ pub struct CompressedLayout {
     pub footer: FooterView,
     /// The blocks, in logical order, covering `64 .. footer.data_end` exactly.
     pub blocks: Vec<BlockEntry>,
+    /// How the blocks are stored: [`CODEC_ZSTD`] or [`CODEC_ZSTD_MASKED`].
+    pub codec: u8,
+    /// Where the dictionary lies in the file (empty: none).
+    pub dictionary: std::ops::Range<usize>,
 }
 
 impl CompressedLayout {
@@ -151,8 +181,21 @@ impl CompressedLayout {
                 "more entries than fit",
             ))?;
         let entries = slice_at(file, dir_at, entries_len, S)?;
+        let codec = tail[D_CODEC_AT];
+        let mut dictionary_len = [0u8; 4];
+        dictionary_len[..3].copy_from_slice(&tail[D_DICTIONARY_LEN_AT..]);
+        let dictionary_len = u32::from_le_bytes(dictionary_len) as usize;
+        let dictionary_at = dir_at
+            .checked_sub(crate::padded_len(dictionary_len))
+            .filter(|&at| at >= crate::header::SEGMENT_HEADER_LEN)
+            .ok_or(FormatError::invalid(
+                S,
+                "dictionary_len",
+                "longer than the space before the entries",
+            ))?;
+        let dictionary = dictionary_at..dictionary_at + dictionary_len;
         let stored = u32_at(tail, D_CRC_AT, S)?;
-        let computed = directory_crc(segment_id, entries, tail);
+        let computed = directory_crc(segment_id, &file[dictionary.clone()], entries, tail);
         if stored != computed {
             return Err(FormatError::ChecksumMismatch {
                 structure: S,
@@ -160,22 +203,37 @@ impl CompressedLayout {
                 computed,
             });
         }
-        if tail[D_CODEC_AT] != CODEC_ZSTD {
-            return Err(FormatError::invalid(
-                S,
-                "codec",
-                format!("unknown codec {}", tail[D_CODEC_AT]),
-            ));
+        match codec {
+            CODEC_ZSTD if dictionary_len != 0 => {
+                return Err(FormatError::invalid(
+                    S,
+                    "dictionary_len",
+                    "codec 1 has no dictionary",
+                ))
+            }
+            CODEC_ZSTD | CODEC_ZSTD_MASKED => {}
+            other => {
+                return Err(FormatError::invalid(
+                    S,
+                    "codec",
+                    format!("unknown codec {other}"),
+                ))
+            }
         }
-        if tail[D_RESERVED_AT..].iter().any(|&b| b != 0) {
-            return Err(FormatError::invalid(S, "reserved", "must be zero"));
+        if file[dictionary.end..dir_at].iter().any(|&b| b != 0) {
+            return Err(FormatError::invalid(S, "dictionary", "padding is not zero"));
         }
         let blocks = entries
             .chunks_exact(BLOCK_ENTRY_LEN)
             .map(decode_entry)
             .collect::<Result<Vec<_>, _>>()?;
-        check_chain(&blocks, footer.data_end, dir_at)?;
-        Ok(CompressedLayout { footer, blocks })
+        check_chain(&blocks, footer.data_end, dictionary_at)?;
+        Ok(CompressedLayout {
+            footer,
+            blocks,
+            codec,
+            dictionary,
+        })
     }
 
     /// The index of the block whose logical range holds `logical_offset`.
@@ -226,9 +284,10 @@ fn decode_entry(e: &[u8]) -> Result<BlockEntry, FormatError> {
     })
 }
 
-/// Blocks must tile the logical data `64 .. data_end` and the stored area `64 .. dir_at`, in
-/// order, with no gap. spec: segment.md#block-directory-entry
-fn check_chain(blocks: &[BlockEntry], data_end: u64, dir_at: usize) -> Result<(), FormatError> {
+/// Blocks must tile the logical data `64 .. data_end` and the stored area `64 .. stored_end`
+/// (where the dictionary, or else the entries, start), in order, with no gap.
+/// spec: segment.md#block-directory-entry
+fn check_chain(blocks: &[BlockEntry], data_end: u64, stored_end: usize) -> Result<(), FormatError> {
     const S: Structure = Structure::BlockDirectory;
     let mut logical = SEGMENT_HEADER_LEN as u64;
     let mut stored = SEGMENT_HEADER_LEN as u64;
@@ -253,7 +312,7 @@ fn check_chain(blocks: &[BlockEntry], data_end: u64, dir_at: usize) -> Result<()
             "blocks do not end at the footer's data_end",
         ));
     }
-    if stored != dir_at as u64 {
+    if stored != stored_end as u64 {
         return Err(FormatError::invalid(
             S,
             "entries",

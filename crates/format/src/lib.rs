@@ -19,6 +19,7 @@ mod error;
 mod footer;
 mod header;
 mod le;
+mod masked;
 
 pub use batch::{
     decode_batch_header, decode_batch_header_in, decode_record_header, encoded_batch_len,
@@ -32,7 +33,8 @@ pub use checksum::{masked_crc, segment_crc, SegmentCrc};
 pub use class::ErrorClass;
 pub use compressed::{
     block_crc, encode_block_directory, BlockEntry, CompressedLayout, BLOCK_DIRECTORY_MAGIC,
-    BLOCK_DIRECTORY_TAIL_LEN, BLOCK_ENTRY_LEN, CODEC_ZSTD, FORMAT_VERSION_COMPRESSED,
+    BLOCK_DIRECTORY_TAIL_LEN, BLOCK_ENTRY_LEN, CODEC_ZSTD, CODEC_ZSTD_MASKED,
+    FORMAT_VERSION_COMPRESSED, MAX_DICTIONARY_LEN,
 };
 pub use error::{FormatError, Structure};
 pub use footer::{
@@ -44,6 +46,7 @@ pub use header::{
     parse_segment_file_name, segment_file_name, segment_format_version, SegmentHeader,
     FORMAT_VERSION, SEGMENT_HEADER_LEN, SEGMENT_MAGIC,
 };
+pub use masked::{mask_blocks, unmask_block};
 
 /// Stream id reserved for the log's own catalog records (stream names and tombstones).
 /// spec: segment.md#streams-and-the-catalog

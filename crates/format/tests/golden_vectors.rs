@@ -16,11 +16,11 @@ use std::sync::Once;
 
 use sessionlog_format::{
     decode_batch_header, decode_footer_trailer, encode_footer, masked_crc, padded_len, segment_crc,
-    segment_file_name, segment_format_version, verify_batch, verify_record, BatchEncoder,
-    BatchHeader, CatalogCheckpoint, CatalogEntry, CatalogOp, CheckpointStream, CompressedLayout,
-    FooterView, IndexEntry, RecordHeader, SegmentHeader, StreamSummary, BATCH_HEADER_LEN,
-    CATALOG_STREAM, FOOTER_TRAILER_LEN, KIND_CATALOG_CHECKPOINT, KIND_CATALOG_CREATE,
-    KIND_CATALOG_RENAME, SEGMENT_HEADER_LEN,
+    segment_file_name, segment_format_version, unmask_block, verify_batch, verify_record,
+    BatchEncoder, BatchHeader, CatalogCheckpoint, CatalogEntry, CatalogOp, CheckpointStream,
+    CompressedLayout, FooterView, IndexEntry, RecordHeader, SegmentHeader, StreamSummary,
+    BATCH_HEADER_LEN, CATALOG_STREAM, CODEC_ZSTD_MASKED, FOOTER_TRAILER_LEN,
+    KIND_CATALOG_CHECKPOINT, KIND_CATALOG_CREATE, KIND_CATALOG_RENAME, SEGMENT_HEADER_LEN,
 };
 
 const REGENERATE_ENV: &str = "SESSIONLOG_REGENERATE_VECTORS";
@@ -34,6 +34,7 @@ const TINY_SEGMENT_FILE: &str = "tiny_sealed_segment.seg";
 const ENGINE_SEGMENT_FILE: &str = "engine_sealed_segment_00000000000000000001.seg";
 const ENGINE_REWRITTEN_FILE: &str = "engine_rewritten_segment_00000000000000000001.seg";
 const ENGINE_COMPRESSED_FILE: &str = "engine_compressed_segment_00000000000000000001.seg";
+const ENGINE_MASKED_FILE: &str = "engine_compressed_masked_segment_00000000000000000001.seg";
 
 /// Store id the engine drew when the engine-made segment was generated.
 const ENGINE_STORE_ID: [u8; 16] = [
@@ -994,6 +995,79 @@ fn engine_compressed_segment_expands_to_a_sealed_segment_with_every_record_of_th
 }
 
 #[test]
+fn engine_masked_segment_unmasks_block_by_block_to_the_engine_workload() {
+    let seg = vector(ENGINE_MASKED_FILE);
+    let header = SegmentHeader::decode(&seg).expect("header verifies");
+    assert_eq!(segment_format_version(&seg), Some(2));
+    let layout = CompressedLayout::decode(&seg, 1).expect("footer and directory verify");
+    assert_eq!(layout.codec, CODEC_ZSTD_MASKED);
+    let dictionary = &seg[layout.dictionary.clone()];
+    assert!(
+        !dictionary.is_empty(),
+        "a segment of {} blocks has a dictionary",
+        layout.blocks.len()
+    );
+    assert_eq!(
+        u32_le(dictionary, 0),
+        0xEC30_A437,
+        "a zstd dictionary (RFC 8878 section 5 magic)"
+    );
+
+    // Each block alone: its checksum, zstd with the dictionary, then unmasking.
+    let mut image = header.encode().to_vec();
+    let mut zeroed_checksums = 0;
+    for (i, b) in layout.blocks.iter().enumerate() {
+        let stored = layout.stored(&seg, 1, i).expect("block checksum");
+        let mut d = zstd::bulk::Decompressor::with_dictionary(dictionary).expect("dictionary");
+        let mut block = d.decompress(stored, b.logical_len as usize).expect("zstd");
+        assert_eq!(block.len(), b.logical_len as usize);
+        zeroed_checksums += usize::from(block[..4] == [0; 4]);
+        unmask_block(1, u64::from(b.logical_offset), &mut block).expect("unmasks");
+        assert_eq!(image.len() as u64, u64::from(b.logical_offset));
+        image.extend_from_slice(&block);
+    }
+    assert!(zeroed_checksums > 0, "blocks start with masked checksums");
+    let tail = layout.footer.footer_len() + FOOTER_TRAILER_LEN;
+    image.extend_from_slice(&seg[seg.len() - tail..]);
+    let view = FooterView::decode(&image, 1).expect("the logical image is a sealed segment");
+    let (streams, index, _) = decode_footer(&image, &view);
+    check_index_points_at_records(&image, 1, &streams, &index);
+
+    // Every batch verifies (a trailer whose batch began in an earlier block kept its stored
+    // checksum), and every record is the workload's, each stream's seqs running on.
+    let batches = decode_all_batches(&image, 1, view.data_end);
+    let mut next: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut records = 0;
+    for b in &batches {
+        for r in &b.records {
+            let h = r.header;
+            if h.stream_id == CATALOG_STREAM {
+                continue;
+            }
+            let seq = next.entry(h.stream_id).or_insert(0);
+            assert_eq!(h.seq, *seq);
+            *seq += 1;
+            let name = ["alpha", "beta"][h.stream_id as usize - 1];
+            assert_eq!(r.payload, engine_payload(name, h.stream_id, h.seq));
+            assert_eq!((h.kind, h.flags), (engine_kind(h.seq), h.stream_id as u8));
+            records += 1;
+        }
+    }
+    assert!(records > 900, "{records} records");
+    assert!(
+        seg.len() * 4 < image.len(),
+        "{} bytes for a logical image of {}",
+        seg.len(),
+        image.len()
+    );
+
+    // The dictionary is covered by the directory checksum.
+    let mut bad = seg.clone();
+    bad[layout.dictionary.start + 9] ^= 1;
+    assert!(CompressedLayout::decode(&bad, 1).is_err());
+}
+
+#[test]
 fn a_torn_copy_of_every_vector_fails_to_verify() {
     let batch = vector(BATCH_FILE);
     for cut in 0..batch.len() {
@@ -1038,6 +1112,25 @@ mod generate {
         write(ENGINE_SEGMENT_FILE, &engine_segment);
         write(ENGINE_REWRITTEN_FILE, &engine_rewritten_segment);
         write(ENGINE_COMPRESSED_FILE, &engine_compressed_segment);
+        write(ENGINE_MASKED_FILE, &engine_compressed_masked_segment);
+    }
+
+    /// The same workload in segments of 256 KiB (enough blocks for a dictionary), then
+    /// segment 1 compressed by a reclaim: codec 2.
+    fn engine_compressed_masked_segment() -> Vec<u8> {
+        let (dir, log) = engine_store_sized("masked", 256 << 10);
+        log.close().expect("close");
+        let options = LogOptions::default()
+            .with_segment_size_bytes(256 << 10)
+            .with_preallocate(false)
+            .with_compression(Compression::ZSTD);
+        let log = Log::open(&dir, options).expect("reopen");
+        let report = log.reclaim().expect("reclaim");
+        assert_eq!(report.segments_compressed.len(), 1, "{report:?}");
+        log.close().expect("close");
+        let bytes = std::fs::read(dir.join(segment_file_name(1))).expect("compressed segment");
+        std::fs::remove_dir_all(&dir).expect("remove temp store");
+        bytes
     }
 
     /// The same workload, then segment 1 compressed by a reclaim with compression on.
@@ -1088,12 +1181,17 @@ mod generate {
 
     /// A store in a fresh temporary directory, filled until its first segment is sealed.
     fn engine_store(what: &str) -> (PathBuf, Log) {
+        engine_store_sized(what, 64 << 10)
+    }
+
+    /// [`engine_store`] with segments of `segment_bytes`.
+    fn engine_store_sized(what: &str, segment_bytes: u64) -> (PathBuf, Log) {
         let dir =
             std::env::temp_dir().join(format!("sessionlog-vectors-{what}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         // Every segment the reclaim of the rewritten vector looks at is rewritten.
         let options = LogOptions::default()
-            .with_segment_size_bytes(64 << 10)
+            .with_segment_size_bytes(segment_bytes)
             .with_preallocate(false)
             .with_rewrite_below_live_percent(100);
         assert_eq!(

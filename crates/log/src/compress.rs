@@ -12,10 +12,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use sessionlog_format::{
-    block_crc, encode_block_directory, padded_len, segment_format_version, BlockEntry,
-    CompressedLayout, FooterView, SegmentHeader, FOOTER_TRAILER_LEN, FORMAT_VERSION_COMPRESSED,
-    SEGMENT_HEADER_LEN,
+    block_crc, encode_block_directory, mask_blocks, padded_len, segment_format_version,
+    unmask_block, BlockEntry, CompressedLayout, FooterView, SegmentHeader, CODEC_ZSTD_MASKED,
+    FOOTER_TRAILER_LEN, FORMAT_VERSION_COMPRESSED, SEGMENT_HEADER_LEN,
 };
+use zstd::zstd_safe::{self, CParameter, CompressionLevel};
 
 use crate::error::{corrupted, io_err, Result};
 use crate::ids::SegmentId;
@@ -59,25 +60,62 @@ impl BlockCuts {
     }
 }
 
+/// A segment's dictionary is trained only when its data has at least this many blocks:
+/// fewer samples teach zstd little, and the dictionary's own bytes would not pay.
+const DICTIONARY_MIN_BLOCKS: usize = 16;
+
+/// The largest dictionary trained for a segment.
+const DICTIONARY_MAX_BYTES: usize = 64 << 10;
+
+/// Masked bytes a dictionary is trained from, at most: blocks spread over the segment.
+const DICTIONARY_SAMPLE_BYTES: usize = 4 << 20;
+
 thread_local! {
     /// One zstd decompression context per reading thread, reused for every block it reads:
     /// creating a context costs as much as decompressing a small block.
-    static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+    static DECOMPRESSOR: std::cell::RefCell<Option<zstd_safe::DCtx<'static>>> =
         const { std::cell::RefCell::new(None) };
 }
 
-/// `stored` decompressed into at most `capacity` bytes, on this thread's context.
-fn decompress_block(stored: &[u8], capacity: usize) -> std::io::Result<Vec<u8>> {
+/// `stored` decompressed into at most `capacity` bytes, on this thread's context, with
+/// `dictionary` when there is one.
+fn decompress_block(
+    stored: &[u8],
+    capacity: usize,
+    dictionary: Option<&zstd_safe::DDict<'static>>,
+) -> std::io::Result<Vec<u8>> {
+    let zstd_error = |code: usize| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            zstd_safe::get_error_name(code),
+        )
+    };
     DECOMPRESSOR.with(|cell| {
         let mut slot = cell.borrow_mut();
-        if slot.is_none() {
-            *slot = Some(zstd::bulk::Decompressor::new()?);
+        let dctx = slot.get_or_insert_with(zstd_safe::DCtx::create);
+        let mut out = Vec::with_capacity(capacity);
+        match dictionary {
+            Some(d) => dctx.decompress_using_ddict(&mut out, stored, d),
+            None => dctx.decompress(&mut out, stored),
         }
-        match slot.as_mut() {
-            Some(d) => d.decompress(stored, capacity),
-            None => zstd::bulk::decompress(stored, capacity),
-        }
+        .map_err(zstd_error)?;
+        Ok(out)
     })
+}
+
+/// A dictionary for the masked `blocks` of one segment, trained from blocks spread over
+/// it; empty when there are too few blocks or training fails (the blocks are then
+/// compressed without one).
+fn train_dictionary(blocks: &[&[u8]]) -> Vec<u8> {
+    if blocks.len() < DICTIONARY_MIN_BLOCKS {
+        return Vec::new();
+    }
+    let total: usize = blocks.iter().map(|b| b.len()).sum();
+    let step = total.div_ceil(DICTIONARY_SAMPLE_BYTES).max(1);
+    let samples: Vec<&[u8]> = blocks.iter().step_by(step).copied().collect();
+    let sampled: usize = samples.iter().map(|b| b.len()).sum();
+    let max = DICTIONARY_MAX_BYTES.min(sampled / 16);
+    zstd::dict::from_samples(&samples, max).unwrap_or_default()
 }
 
 /// Decompressed blocks a segment keeps, most recent first. Reading a session back revisits
@@ -101,7 +139,10 @@ pub(crate) fn is_compressed(bytes: &[u8]) -> bool {
 
 /// The compressed file for the sealed segment whose whole (uncompressed, version 1) file is
 /// `image`, its data cut at `cuts` (from [`BlockCuts`], made while the image was written)
-/// into blocks compressed at zstd `level`.
+/// into blocks masked and compressed at zstd `level` with a dictionary trained on them
+/// (codec 2). Every block is decompressed and unmasked again before the file is returned,
+/// and must give back its logical bytes: a compressed segment's record checksums are
+/// recomputed when it is read, so this is where they are vouched for.
 pub(crate) fn compress_image(
     image: &[u8],
     id: SegmentId,
@@ -116,15 +157,49 @@ pub(crate) fn compress_image(
     let data = image
         .get(..data_end)
         .ok_or_else(|| corrupted(id, footer.data_end, "footer lies past the file", None))?;
-    let mut out = header.encode_compressed().to_vec();
-    let mut blocks: Vec<BlockEntry> = Vec::new();
+    let body = data.get(SEGMENT_HEADER_LEN..).unwrap_or_default();
+    let masked = mask_blocks(body, cuts)
+        .map_err(|e| corrupted(id, 0, "batches of a segment to compress", Some(e)))?;
+    let mut ranges = Vec::with_capacity(cuts.len());
     let mut start = SEGMENT_HEADER_LEN;
     for &cut in cuts {
-        let logical = data
-            .get(start..cut)
-            .ok_or_else(|| corrupted(id, cut as u64, "block cut outside the data", None))?;
-        let stored = zstd::bulk::compress(logical, level)
+        if cut <= start || cut > data.len() {
+            return Err(corrupted(
+                id,
+                cut as u64,
+                "block cut outside the data",
+                None,
+            ));
+        }
+        ranges.push(start..cut);
+        start = cut;
+    }
+    let in_masked = |r: &std::ops::Range<usize>| {
+        &masked[r.start - SEGMENT_HEADER_LEN..r.end - SEGMENT_HEADER_LEN]
+    };
+    let dictionary = train_dictionary(&ranges.iter().map(in_masked).collect::<Vec<_>>());
+    let mut codec = BlockCodec::new(level, &dictionary)
+        .map_err(io_err("compressing", format!("segment {id}")))?;
+    let mut out = header.encode_compressed().to_vec();
+    let mut blocks: Vec<BlockEntry> = Vec::new();
+    for range in &ranges {
+        let logical = &data[range.clone()];
+        let stored = codec
+            .compress(in_masked(range))
             .map_err(io_err("compressing", format!("segment {id}")))?;
+        let mut again = decompress_block(&stored, logical.len(), codec.ddict.as_ref()).map_err(
+            io_err("checking the compression of", format!("segment {id}")),
+        )?;
+        let unmasked = unmask_block(id.0, range.start as u64, &mut again);
+        if unmasked.is_err() || again != logical {
+            return Err(corrupted(
+                id,
+                range.start as u64,
+                "a compressed block does not give back its bytes",
+                unmasked.err(),
+            ));
+        }
+        let start = range.start;
         let stored_offset = out.len() as u64;
         blocks.push(BlockEntry {
             logical_offset: start as u32,
@@ -135,18 +210,64 @@ pub(crate) fn compress_image(
         });
         out.extend_from_slice(&stored);
         out.resize(out.len() - stored.len() + padded_len(stored.len()), 0);
-        start = cut;
     }
-    encode_block_directory(&mut out, id.0, &blocks);
+    encode_block_directory(&mut out, id.0, &blocks, CODEC_ZSTD_MASKED, &dictionary);
     out.extend_from_slice(&image[data_end..]);
     Ok(out)
+}
+
+/// A zstd compression context for the blocks of one segment: its level, a frame checksum
+/// (so decompression vouches for what it returns), and the segment's dictionary.
+struct BlockCodec<'d> {
+    cctx: zstd_safe::CCtx<'d>,
+    ddict: Option<zstd_safe::DDict<'static>>,
+}
+
+/// A zstd error code as an I/O error.
+fn zstd_failed(code: usize) -> std::io::Error {
+    std::io::Error::other(zstd_safe::get_error_name(code))
+}
+
+impl<'d> BlockCodec<'d> {
+    fn new(level: i32, dictionary: &[u8]) -> std::io::Result<BlockCodec<'d>> {
+        let fail = zstd_failed;
+        let mut cctx = zstd_safe::CCtx::create();
+        cctx.set_parameter(CParameter::CompressionLevel(level as CompressionLevel))
+            .map_err(fail)?;
+        cctx.set_parameter(CParameter::ChecksumFlag(true))
+            .map_err(fail)?;
+        let ddict = if dictionary.is_empty() {
+            None
+        } else {
+            cctx.load_dictionary(dictionary).map_err(fail)?;
+            Some(zstd_safe::DDict::create(dictionary))
+        };
+        Ok(BlockCodec { cctx, ddict })
+    }
+
+    fn compress(&mut self, block: &[u8]) -> std::io::Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(zstd_safe::compress_bound(block.len()));
+        self.cctx.compress2(&mut out, block).map_err(zstd_failed)?;
+        Ok(out)
+    }
 }
 
 /// The blocks of a mapped compressed segment, with the last few decompressed.
 #[derive(Debug)]
 pub(crate) struct Blocks {
     layout: CompressedLayout,
+    /// The segment's dictionary, loaded once (codec 2 only, when it has one).
+    dictionary: Option<Dictionary>,
     recent: Mutex<Vec<(usize, Bytes)>>,
+}
+
+/// A loaded decompression dictionary.
+struct Dictionary(zstd_safe::DDict<'static>);
+
+impl std::fmt::Debug for Dictionary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Dictionary({} bytes loaded)", self.0.sizeof())
+    }
 }
 
 impl Blocks {
@@ -160,8 +281,22 @@ impl Blocks {
                 Some(e),
             )
         })?;
+        let dictionary = match &file[layout.dictionary.clone()] {
+            [] => None,
+            bytes => Some(Dictionary(zstd_safe::DDict::try_create(bytes).ok_or_else(
+                || {
+                    corrupted(
+                        id,
+                        layout.dictionary.start as u64,
+                        "the dictionary of a compressed segment does not load",
+                        None,
+                    )
+                },
+            )?)),
+        };
         Ok(Blocks {
             layout,
+            dictionary,
             recent: Mutex::new(Vec::with_capacity(RECENT_BLOCKS)),
         })
     }
@@ -261,8 +396,16 @@ impl Blocks {
             .stored(file, id.0, i)
             .map_err(|e| corrupted(id, at, "compressed block", Some(e)))?;
         let want = entry.logical_len as usize;
-        match decompress_block(stored, want) {
-            Ok(out) if out.len() == want => Ok(out),
+        let dictionary = self.dictionary.as_ref().map(|d| &d.0);
+        match decompress_block(stored, want, dictionary) {
+            Ok(mut out) if out.len() == want => {
+                if self.layout.codec == CODEC_ZSTD_MASKED {
+                    unmask_block(id.0, u64::from(entry.logical_offset), &mut out).map_err(|e| {
+                        corrupted(id, at, "a compressed block does not unmask", Some(e))
+                    })?;
+                }
+                Ok(out)
+            }
             Ok(out) => Err(corrupted(
                 id,
                 at,

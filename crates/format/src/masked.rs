@@ -1,0 +1,197 @@
+//! The masked form of a compressed segment's blocks (codec 2): the logical bytes with every
+//! field a reader can derive again from the block itself replaced by zeros or by its
+//! difference from what the block predicts. spec: segment.md#masked-blocks
+//!
+//! Checksums are the bytes a compressor cannot shrink: four random bytes per record and per
+//! batch. A record's, a batch header's and (when the batch starts in the same block) a batch
+//! trailer's checksum are recomputed from the bytes they cover, so they are stored as zeros.
+//! A record's `seq` and `prev_offset` are stored XORed with the ones the previous record of
+//! its stream in the same block predicts (that seq plus one, that record's offset), so a run
+//! of one stream's records stores zeros there too. What is left compresses like the payloads
+//! around it.
+//!
+//! Masking walks the data of a sealed segment batch by batch, so it always knows what each
+//! byte is. Unmasking walks one block alone, with no knowledge of what came before it: at
+//! each position it tells a trailer (`SLBE` at bytes 4..8, where a record keeps its
+//! payload length, which is never that large, and a masked header keeps zeros) from a batch
+//! header (`SLB1` at bytes 0..4, where a masked record keeps zeros) from a record. A block
+//! always starts at one of these (segment.md#compressed-segments).
+
+use crate::batch::{
+    padded_len, BATCH_HEADER_LEN, BATCH_MAGIC, BATCH_TRAILER_LEN, BATCH_TRAILER_MAGIC,
+    RECORD_HEADER_LEN,
+};
+use crate::checksum::SegmentCrc;
+use crate::error::{FormatError, Structure};
+use crate::le::{put_u32, put_u64, u32_at, u64_at};
+
+// Field positions; spec: segment.md#batch-header, segment.md#record, segment.md#batch-trailer
+const B_CRC_AT: usize = 4;
+const B_LEN_AT: usize = 8;
+const B_COUNT_AT: usize = 12;
+const R_LEN_AT: usize = 4;
+const R_STREAM_AT: usize = 8;
+const R_SEQ_AT: usize = 16;
+const R_PREV_AT: usize = 28;
+const T_MAGIC_AT: usize = 4;
+
+/// What the previous record of each stream in the block predicts for the next one.
+#[derive(Debug, Default)]
+struct Predictions {
+    /// (stream, offset of its last record in the segment, that record's seq).
+    last: Vec<(u64, u32, u64)>,
+}
+
+impl Predictions {
+    /// The predicted (seq, prev_offset) of the next record of `stream`, or zeros for a
+    /// stream not seen in the block yet; then remembers this record.
+    fn next(&mut self, stream: u64, offset: u32, seq: u64) -> (u64, u32) {
+        match self.last.iter_mut().find(|l| l.0 == stream) {
+            Some(l) => {
+                let predicted = (l.2.wrapping_add(1), l.1);
+                *l = (stream, offset, seq);
+                predicted
+            }
+            None => {
+                self.last.push((stream, offset, seq));
+                (0, 0)
+            }
+        }
+    }
+}
+
+/// The masked form of `data`, the bytes `64 .. data_end` of a sealed segment whose batches
+/// have verified, cut into blocks that end at the offsets `cuts` (increasing,
+/// the last at `data_end`; each at a batch, record or trailer start). Every block of the
+/// result unmasks, alone, to the same block of `data`.
+pub fn mask_blocks(data: &[u8], cuts: &[usize]) -> Result<Vec<u8>, FormatError> {
+    const S: Structure = Structure::Batch;
+    let start = crate::header::SEGMENT_HEADER_LEN;
+    let mut out = data.to_vec();
+    // Where `data[0]` lies in the segment.
+    let at = |p: usize| p + start;
+    let mut block = 0usize;
+    let mut block_start = 0usize;
+    let mut predictions = Predictions::default();
+    // Moves to the block holding `p` when `p` is the start of the next block.
+    let mut enter = |p: usize, predictions: &mut Predictions, block_start: &mut usize| {
+        while block < cuts.len() && at(p) >= cuts[block] {
+            *block_start = cuts[block] - start;
+            block += 1;
+            predictions.last.clear();
+        }
+    };
+    let mut p = 0usize;
+    while p < data.len() {
+        enter(p, &mut predictions, &mut block_start);
+        let header_block = block_start;
+        let batch_len = u32_at(data, p + B_LEN_AT, Structure::BatchHeader)? as usize;
+        let count = u32_at(data, p + B_COUNT_AT, Structure::BatchHeader)?;
+        if batch_len < BATCH_HEADER_LEN + BATCH_TRAILER_LEN || p + batch_len > data.len() {
+            return Err(FormatError::invalid(S, "batch_len", "outside the data"));
+        }
+        put_u32(&mut out, p + B_CRC_AT, 0);
+        let mut r = p + BATCH_HEADER_LEN;
+        for _ in 0..count {
+            enter(r, &mut predictions, &mut block_start);
+            let len = u32_at(data, r + R_LEN_AT, Structure::Record)? as usize;
+            let stream = u64_at(data, r + R_STREAM_AT, Structure::Record)?;
+            let seq = u64_at(data, r + R_SEQ_AT, Structure::Record)?;
+            let prev = u32_at(data, r + R_PREV_AT, Structure::Record)?;
+            let (want_seq, want_prev) = predictions.next(stream, at(r) as u32, seq);
+            put_u32(&mut out, r, 0);
+            put_u64(&mut out, r + R_SEQ_AT, seq ^ want_seq);
+            put_u32(&mut out, r + R_PREV_AT, prev ^ want_prev);
+            r += RECORD_HEADER_LEN + padded_len(len);
+        }
+        let trailer = p + batch_len - BATCH_TRAILER_LEN;
+        if r != trailer {
+            return Err(FormatError::invalid(S, "records", "do not fill the batch"));
+        }
+        enter(trailer, &mut predictions, &mut block_start);
+        if block_start == header_block {
+            put_u32(&mut out, trailer, 0);
+        }
+        p += batch_len;
+    }
+    Ok(out)
+}
+
+/// Restores, in place, block `block` of segment `segment_id` from its masked form; the
+/// block starts at `logical_offset` in the segment. Fails when the bytes are not a masked
+/// block: a structure that runs past the block's end, or a checksum field that should be
+/// zero and is not.
+pub fn unmask_block(
+    segment_id: u64,
+    logical_offset: u64,
+    block: &mut [u8],
+) -> Result<(), FormatError> {
+    const S: Structure = Structure::Block;
+    let not_masked = |what: &str| FormatError::invalid(S, "masked bytes", what.to_owned());
+    let mut predictions = Predictions::default();
+    // The start of the batch whose header lies in this block, until its trailer.
+    let mut batch: Option<usize> = None;
+    let mut p = 0usize;
+    while p < block.len() {
+        let at = logical_offset + p as u64;
+        let is_trailer = block.get(p + T_MAGIC_AT..p + T_MAGIC_AT + 4)
+            == Some(&BATCH_TRAILER_MAGIC.to_le_bytes()[..]);
+        let is_header = !is_trailer && block.get(p..p + 4) == Some(&BATCH_MAGIC.to_le_bytes()[..]);
+        if is_trailer {
+            if let Some(start) = batch.take() {
+                if u32_at(block, p, S)? != 0 {
+                    return Err(not_masked("a batch checksum is not zero"));
+                }
+                let mut crc = SegmentCrc::at(segment_id, logical_offset + start as u64);
+                crc.update(&block[start..p]);
+                put_u32(block, p, crc.finish());
+            }
+            p += BATCH_TRAILER_LEN;
+        } else if is_header {
+            if block.len() < p + BATCH_HEADER_LEN {
+                return Err(not_masked("a batch header runs past the block"));
+            }
+            if u32_at(block, p + B_CRC_AT, S)? != 0 {
+                return Err(not_masked("a batch header checksum is not zero"));
+            }
+            let mut crc = SegmentCrc::at(segment_id, at);
+            crc.update(&block[p + B_LEN_AT..p + BATCH_HEADER_LEN]);
+            put_u32(block, p + B_CRC_AT, crc.finish());
+            batch = Some(p);
+            p += BATCH_HEADER_LEN;
+        } else {
+            if block.len() < p + RECORD_HEADER_LEN {
+                return Err(not_masked("a record header runs past the block"));
+            }
+            let len = u32_at(block, p + R_LEN_AT, S)? as usize;
+            let end = p
+                .checked_add(RECORD_HEADER_LEN + padded_len(len))
+                .filter(|&e| e <= block.len())
+                .ok_or_else(|| not_masked("a record runs past the block"))?;
+            if u32_at(block, p, S)? != 0 {
+                return Err(not_masked("a record checksum is not zero"));
+            }
+            let offset = u32::try_from(at).map_err(|_| not_masked("offset past 4 GiB"))?;
+            let stream = u64_at(block, p + R_STREAM_AT, S)?;
+            let stored_seq = u64_at(block, p + R_SEQ_AT, S)?;
+            let stored_prev = u32_at(block, p + R_PREV_AT, S)?;
+            // The prediction is made from the restored seq, as masking made it.
+            let found = predictions.last.iter().find(|l| l.0 == stream).copied();
+            let (seq, prev) = match found {
+                Some((_, last_offset, last_seq)) => (
+                    stored_seq ^ last_seq.wrapping_add(1),
+                    stored_prev ^ last_offset,
+                ),
+                None => (stored_seq, stored_prev),
+            };
+            predictions.next(stream, offset, seq);
+            put_u64(block, p + R_SEQ_AT, seq);
+            put_u32(block, p + R_PREV_AT, prev);
+            let mut crc = SegmentCrc::at(segment_id, at);
+            crc.update(&block[p + R_LEN_AT..p + RECORD_HEADER_LEN + len]);
+            put_u32(block, p, crc.finish());
+            p = end;
+        }
+    }
+    Ok(())
+}
