@@ -5,7 +5,8 @@
 //! (projection cache deleted); and the time reclaim takes to compress.
 //!
 //! `SESSIONLOG_COMPRESSION_EVENTS` sets the session's length (default 600,000: with 64 MiB
-//! segments, four sealed segments and the active one).
+//! segments, four sealed segments and the active one); `SESSIONLOG_COMPRESSION_LEVEL` the zstd
+//! level the store compresses at (default 3, zstd's default; 1 to 19).
 
 use std::io::Write;
 use std::path::Path;
@@ -25,6 +26,13 @@ const KEYS: usize = 10_000;
 const TIMED_READS: usize = 50_000;
 /// zstd level DeepSeek Harness-like files are compared at: zstd's default.
 const JSONL_ZSTD_LEVEL: i32 = 3;
+
+fn level_wanted() -> i32 {
+    std::env::var("SESSIONLOG_COMPRESSION_LEVEL")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3)
+}
 
 fn events_wanted() -> u64 {
     std::env::var("SESSIONLOG_COMPRESSION_EVENTS")
@@ -123,7 +131,9 @@ fn bench(c: &mut Criterion, probe: &Probe) {
 
     let log = Log::open(
         &dir,
-        LogOptions::default().with_compression(Compression::ZSTD),
+        LogOptions::default().with_compression(Compression::Zstd {
+            level: level_wanted(),
+        }),
     )
     .expect("open with compression");
     let t = Instant::now();
@@ -142,11 +152,26 @@ fn bench(c: &mut Criterion, probe: &Probe) {
     log.close().expect("close");
     let (view_zstd, view_zstd_cpu) = cold_view(&dir);
 
+    // The store at rest, as `sessionlog gc --compress` leaves it: the active segment sealed
+    // and compressed too.
+    let log = Log::open(
+        &dir,
+        LogOptions::default().with_compression(Compression::Zstd {
+            level: level_wanted(),
+        }),
+    )
+    .expect("open with compression");
+    log.seal_active().expect("seal the active segment");
+    log.reclaim().expect("compress the rest");
+    log.close().expect("close");
+    let (_, at_rest) = segment_bytes(&dir);
+
     let per = |b: u64| b as f64 / stored as f64;
     println!(
-        "session: {stored} events, {} segments compressed in {compress_time:.2?} \
-         ({:.0} MB/s of sealed data)",
+        "session: {stored} events, {} segments compressed at zstd level {} in \
+         {compress_time:.2?} ({:.0} MB/s of sealed data)",
         report.segments_compressed.len(),
+        level_wanted(),
         sealed_plain as f64 / 1e6 / compress_time.as_secs_f64()
     );
     println!(
@@ -160,6 +185,13 @@ fn bench(c: &mut Criterion, probe: &Probe) {
         sealed_zstd as f64 / sealed_plain as f64,
         per(jsonl.len() as u64),
         per(jsonl_zstd.len() as u64),
+    );
+    println!(
+        "bytes/event at rest (the active segment sealed and compressed too): {:.1} ({:.3}x the \
+         plain store; {:.2}x JSONL+zstd-{JSONL_ZSTD_LEVEL})",
+        per(at_rest),
+        at_rest as f64 / all_plain as f64,
+        at_rest as f64 / jsonl_zstd.len() as f64,
     );
     println!(
         "sealed point read p50/p99: plain {} / {}, compressed {} / {} ({:.2}x p50); \
@@ -191,10 +223,12 @@ fn bench(c: &mut Criterion, probe: &Probe) {
             "probe": probe,
             "events": stored,
             "segments_compressed": report.segments_compressed.len(),
+            "zstd_level": level_wanted(),
             "compress_seconds": compress_time.as_secs_f64(),
             "bytes": {
                 "store_plain": all_plain, "store_compressed": all_zstd,
                 "sealed_plain": sealed_plain, "sealed_compressed": sealed_zstd,
+                "at_rest_compressed": at_rest,
                 "jsonl": jsonl.len(), "jsonl_zstd": jsonl_zstd.len(),
             },
             "bytes_per_event": {
