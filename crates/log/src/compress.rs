@@ -256,8 +256,10 @@ impl<'d> BlockCodec<'d> {
 #[derive(Debug)]
 pub(crate) struct Blocks {
     layout: CompressedLayout,
-    /// The segment's dictionary, loaded once (codec 2 only, when it has one).
-    dictionary: Option<Dictionary>,
+    /// The segment's dictionary (codec 2 only, when it has one), loaded by the first read
+    /// of a block, so opening a store with many compressed segments loads none; `None`
+    /// when it does not load.
+    dictionary: std::sync::OnceLock<Option<Dictionary>>,
     recent: Mutex<Vec<(usize, Bytes)>>,
 }
 
@@ -281,22 +283,9 @@ impl Blocks {
                 Some(e),
             )
         })?;
-        let dictionary = match &file[layout.dictionary.clone()] {
-            [] => None,
-            bytes => Some(Dictionary(zstd_safe::DDict::try_create(bytes).ok_or_else(
-                || {
-                    corrupted(
-                        id,
-                        layout.dictionary.start as u64,
-                        "the dictionary of a compressed segment does not load",
-                        None,
-                    )
-                },
-            )?)),
-        };
         Ok(Blocks {
             layout,
-            dictionary,
+            dictionary: std::sync::OnceLock::new(),
             recent: Mutex::new(Vec::with_capacity(RECENT_BLOCKS)),
         })
     }
@@ -383,6 +372,29 @@ impl Blocks {
         recent.insert(0, (i, bytes));
     }
 
+    /// The segment's dictionary, loaded on first use; `None` when it has none.
+    fn dictionary(&self, file: &[u8], id: SegmentId) -> Result<Option<&zstd_safe::DDict<'static>>> {
+        let range = self.layout.dictionary.clone();
+        if range.is_empty() {
+            return Ok(None);
+        }
+        let at = range.start as u64;
+        let loaded = self.dictionary.get_or_init(|| {
+            file.get(range)
+                .and_then(zstd_safe::DDict::try_create)
+                .map(Dictionary)
+        });
+        match loaded {
+            Some(d) => Ok(Some(&d.0)),
+            None => Err(corrupted(
+                id,
+                at,
+                "the dictionary of a compressed segment does not load",
+                None,
+            )),
+        }
+    }
+
     /// Block `i` decompressed, after its stored bytes verified.
     fn decompress(&self, file: &[u8], id: SegmentId, i: usize) -> Result<Vec<u8>> {
         let entry = *self
@@ -396,7 +408,7 @@ impl Blocks {
             .stored(file, id.0, i)
             .map_err(|e| corrupted(id, at, "compressed block", Some(e)))?;
         let want = entry.logical_len as usize;
-        let dictionary = self.dictionary.as_ref().map(|d| &d.0);
+        let dictionary = self.dictionary(file, id)?;
         match decompress_block(stored, want, dictionary) {
             Ok(mut out) if out.len() == want => {
                 if self.layout.codec == CODEC_ZSTD_MASKED {
