@@ -1118,27 +1118,22 @@ mod generate {
     /// The same workload in segments of 256 KiB (enough blocks for a dictionary), then
     /// segment 1 compressed by a reclaim: codec 2.
     fn engine_compressed_masked_segment() -> Vec<u8> {
-        let (dir, log) = engine_store_sized("masked", 256 << 10);
-        log.close().expect("close");
-        let options = LogOptions::default()
-            .with_segment_size_bytes(256 << 10)
-            .with_preallocate(false)
-            .with_compression(Compression::ZSTD);
-        let log = Log::open(&dir, options).expect("reopen");
-        let report = log.reclaim().expect("reclaim");
-        assert_eq!(report.segments_compressed.len(), 1, "{report:?}");
-        log.close().expect("close");
-        let bytes = std::fs::read(dir.join(segment_file_name(1))).expect("compressed segment");
-        std::fs::remove_dir_all(&dir).expect("remove temp store");
-        bytes
+        compressed_segment("masked", 256 << 10)
     }
 
-    /// The same workload, then segment 1 compressed by a reclaim with compression on.
+    /// The same workload, then segment 1 compressed by a reclaim with compression on. The
+    /// committed file was written with codec 1; a build of today would write codec 2.
     fn engine_compressed_segment() -> Vec<u8> {
-        let (dir, log) = engine_store("compressed");
+        compressed_segment("compressed", 64 << 10)
+    }
+
+    /// Segment 1 of the workload's store in segments of `segment_bytes`, compressed by a
+    /// reclaim of the store reopened with compression on.
+    fn compressed_segment(what: &str, segment_bytes: u64) -> Vec<u8> {
+        let (dir, log) = engine_store_sized(what, segment_bytes);
         log.close().expect("close");
         let options = LogOptions::default()
-            .with_segment_size_bytes(64 << 10)
+            .with_segment_size_bytes(segment_bytes)
             .with_preallocate(false)
             .with_compression(Compression::ZSTD);
         let log = Log::open(&dir, options).expect("reopen");
