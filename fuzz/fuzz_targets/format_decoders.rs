@@ -3,17 +3,19 @@
 //!
 //! Checksums would stop a byte-level fuzzer at the first CRC, so the first input byte picks a
 //! mode: decode the bytes as they are; fix the checksums of a batch frame first (so the
-//! structural checks behind them are reached); fix the checksum of a footer first; or encode
-//! arbitrary records and footers and check that decoding gives them back.
+//! structural checks behind them are reached); fix the checksum of a footer first; encode
+//! arbitrary records and footers and check that decoding gives them back; or fix a batch
+//! frame's checksums as the first batch of a segment and, when it verifies, mask it as codec 2
+//! does and check that unmasking gives it back.
 
 #![no_main]
 
 use arbitrary::{Arbitrary, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use sessionlog_format::{
-    decode_batch_header, decode_footer_trailer, decode_record_header, encode_footer, verify_batch,
-    verify_record, BatchEncoder, CatalogEntry, CatalogOp, FooterView, IndexEntry, RecordHeader,
-    SegmentHeader, StreamSummary,
+    decode_batch_header, decode_footer_trailer, decode_record_header, encode_footer, mask_blocks,
+    unmask_block, verify_batch, verify_record, BatchEncoder, CatalogEntry, CatalogOp, FooterView,
+    IndexEntry, RecordHeader, SegmentHeader, StreamSummary, SEGMENT_HEADER_LEN,
 };
 use sessionlog_fuzz::{fix_batch_checksums, fix_footer_checksum};
 
@@ -27,7 +29,7 @@ fuzz_target!(|data: &[u8]| {
     // Small segment numbers and aligned offsets, as the engine uses them.
     let segment_id = u64::from(place & 0x0F);
     let offset = u64::from(place >> 4) * 8;
-    match mode % 4 {
+    match mode % 5 {
         0 => decode_everything(bytes, segment_id, offset),
         1 => {
             let mut frame = bytes.to_vec();
@@ -39,11 +41,29 @@ fuzz_target!(|data: &[u8]| {
             fix_footer_checksum(&mut seg, segment_id);
             decode_everything(&seg, segment_id, offset);
         }
-        _ => round_trip(bytes, segment_id, offset),
+        3 => round_trip(bytes, segment_id, offset),
+        _ => mask_round_trip(bytes, segment_id),
     }
 });
 
+/// A batch frame at offset 64 of a segment, masked as one block and unmasked again.
+fn mask_round_trip(bytes: &[u8], segment_id: u64) {
+    let first = SEGMENT_HEADER_LEN as u64;
+    let mut frame = bytes.to_vec();
+    fix_batch_checksums(&mut frame, segment_id, first);
+    let Ok(batch) = verify_batch(&frame, segment_id, first) else {
+        return;
+    };
+    let data = &frame[..(batch.end_offset() - first) as usize];
+    let masked =
+        mask_blocks(data, &[SEGMENT_HEADER_LEN + data.len()]).expect("a verified batch masks");
+    let mut block = masked.clone();
+    unmask_block(segment_id, first, &mut block).expect("its mask unmasks");
+    assert_eq!(block, data, "unmasking gives the batch back");
+}
+
 fn decode_everything(bytes: &[u8], segment_id: u64, offset: u64) {
+    let _ = unmask_block(segment_id, offset, &mut bytes.to_vec());
     if let Ok(layout) = sessionlog_format::CompressedLayout::decode(bytes, segment_id) {
         for i in 0..layout.blocks.len().min(64) {
             let _ = layout.stored(bytes, segment_id, i);
