@@ -108,8 +108,8 @@ fn bar(len: usize, what: &str) -> ProgressBar {
 pub(crate) struct Rewrites {
     /// The live share under which a segment is rewritten (the store's default when `None`).
     pub below_live_percent: Option<u32>,
-    /// Compress every sealed segment not compressed yet.
-    pub compress: bool,
+    /// Compress every sealed segment not compressed yet, this way.
+    pub compress: Option<sessionlog_log::Compression>,
 }
 
 /// Deletes what the retention policy names, then removes the segments nothing live needs and
@@ -126,10 +126,8 @@ pub(crate) fn gc(
     if let Some(percent) = rewrites.below_live_percent {
         options.log = options.log.with_rewrite_below_live_percent(percent);
     }
-    if rewrites.compress {
-        options.log = options
-            .log
-            .with_compression(sessionlog_log::Compression::ZSTD);
+    if let Some(compression) = rewrites.compress {
+        options.log = options.log.with_compression(compression);
     }
     let store = open_store_with(dir, Access::Existing, options)?;
     let retained = match &policy {
@@ -147,7 +145,7 @@ pub(crate) fn gc(
     let bytes_before = segment_bytes(dir)?;
     // With `--compress` the store is at rest (this process holds it): the active segment is
     // sealed too, so every event ends up compressed, not only those of full segments.
-    if rewrites.compress {
+    if rewrites.compress.is_some() {
         store.seal_active_segment()?;
     }
     let segments_before = store.log_reader().stats().segments;

@@ -144,6 +144,72 @@ fn gc_refuses_a_rewrite_threshold_above_100() {
 }
 
 #[test]
+fn gc_compress_level_sets_the_zstd_level_and_is_checked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store_dir = dir.path().join("s");
+    build(&store_dir);
+    let store = store_dir.to_str().expect("utf8");
+    let events_before = sessionlog(&["events", "--store", store, "--session", "kept"], b"");
+    for bad in [
+        &["--compress", "--level", "0"][..],
+        &["--compress", "--level", "20"],
+        &["--level", "9"],
+    ] {
+        let mut args = vec!["gc", "--store", store];
+        args.extend_from_slice(bad);
+        let gc = sessionlog(&args, b"");
+        assert_eq!(gc.status.code(), Some(2), "{bad:?}: {}", describe(&gc));
+    }
+    let copy = dir.path().join("copy");
+    std::fs::create_dir_all(&copy).expect("copy dir");
+    for entry in std::fs::read_dir(&store_dir).expect("store dir") {
+        let entry = entry.expect("entry");
+        if entry.file_type().expect("type").is_file() {
+            std::fs::copy(entry.path(), copy.join(entry.file_name())).expect("copy");
+        }
+    }
+    let copy = copy.to_str().expect("utf8");
+    let fast = sessionlog(
+        &[
+            "gc",
+            "--store",
+            store,
+            "--json",
+            "--compress",
+            "--level",
+            "1",
+        ],
+        b"",
+    );
+    assert_eq!(fast.status.code(), Some(0), "{}", describe(&fast));
+    let small = sessionlog(
+        &[
+            "gc",
+            "--store",
+            copy,
+            "--json",
+            "--compress",
+            "--level",
+            "19",
+        ],
+        b"",
+    );
+    assert_eq!(small.status.code(), Some(0), "{}", describe(&small));
+    let after = |out: &std::process::Output| {
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        report["bytesAfter"].as_u64().expect("bytesAfter")
+    };
+    assert!(
+        after(&small) < after(&fast),
+        "level 19 stores fewer bytes than level 1"
+    );
+    for s in [store, copy] {
+        let events = sessionlog(&["events", "--store", s, "--session", "kept"], b"");
+        assert_eq!(events.stdout, events_before.stdout, "kept reads as before");
+    }
+}
+
+#[test]
 fn gc_compress_compresses_every_sealed_segment_and_every_event_reads_the_same() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store_dir = dir.path().join("s");
