@@ -64,8 +64,17 @@ impl BlockCuts {
 /// fewer samples teach zstd little, and the dictionary's own bytes would not pay.
 const DICTIONARY_MIN_BLOCKS: usize = 16;
 
-/// The largest dictionary trained for a segment.
-const DICTIONARY_MAX_BYTES: usize = 64 << 10;
+/// The largest dictionary trained for a segment compressed at `level`. Measured on the
+/// masked blocks of a generated agent session's 64 MiB segment: at level 3 a 16 KiB
+/// dictionary stored 51.6 B/event of blocks against 53.0 with 64 KiB (the fast levels make
+/// less of a large one); at level 19, 64 KiB stored 41.1 against 42.1 with 16 KiB.
+fn dictionary_max_bytes(level: i32) -> usize {
+    if level < 10 {
+        16 << 10
+    } else {
+        64 << 10
+    }
+}
 
 /// Masked bytes a dictionary is trained from, at most: blocks spread over the segment.
 const DICTIONARY_SAMPLE_BYTES: usize = 4 << 20;
@@ -106,7 +115,7 @@ fn decompress_block(
 /// A dictionary for the masked `blocks` of one segment, trained from blocks spread over
 /// it; empty when there are too few blocks or training fails (the blocks are then
 /// compressed without one).
-fn train_dictionary(blocks: &[&[u8]]) -> Vec<u8> {
+fn train_dictionary(blocks: &[&[u8]], level: i32) -> Vec<u8> {
     if blocks.len() < DICTIONARY_MIN_BLOCKS {
         return Vec::new();
     }
@@ -114,7 +123,7 @@ fn train_dictionary(blocks: &[&[u8]]) -> Vec<u8> {
     let step = total.div_ceil(DICTIONARY_SAMPLE_BYTES).max(1);
     let samples: Vec<&[u8]> = blocks.iter().step_by(step).copied().collect();
     let sampled: usize = samples.iter().map(|b| b.len()).sum();
-    let max = DICTIONARY_MAX_BYTES.min(sampled / 16);
+    let max = dictionary_max_bytes(level).min(sampled / 16);
     zstd::dict::from_samples(&samples, max).unwrap_or_default()
 }
 
@@ -177,7 +186,7 @@ pub(crate) fn compress_image(
     let in_masked = |r: &std::ops::Range<usize>| {
         &masked[r.start - SEGMENT_HEADER_LEN..r.end - SEGMENT_HEADER_LEN]
     };
-    let dictionary = train_dictionary(&ranges.iter().map(in_masked).collect::<Vec<_>>());
+    let dictionary = train_dictionary(&ranges.iter().map(in_masked).collect::<Vec<_>>(), level);
     let mut codec = BlockCodec::new(level, &dictionary)
         .map_err(io_err("compressing", format!("segment {id}")))?;
     let mut out = header.encode_compressed().to_vec();
