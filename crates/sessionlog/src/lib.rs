@@ -29,7 +29,9 @@ pub use projection::{
 };
 pub use raw::{LogReader, RawStream, KIND_RAW_RECORD, RAW_STREAM_PREFIX};
 #[doc(inline)]
-pub use sessionlog_log::{Access, Durability, LogOptions, ReclaimReport, RecoveryMode};
+pub use sessionlog_log::{
+    Access, Compression, Durability, LogOptions, ReclaimReport, RecoveryMode,
+};
 /// The session layer (events, validation, surface, repair, tokens, compaction, DSH import
 /// and export), re-exported whole.
 pub use sessionlog_session as session;
