@@ -21,30 +21,30 @@ pub const RECORD_ALIGN: usize = 8;
 pub const MAX_BATCH_LEN: usize = u32::MAX as usize & !(RECORD_ALIGN - 1);
 
 // spec: segment.md#batch-header
-const B_MAGIC_AT: usize = 0;
-const B_HEADER_CRC_AT: usize = B_MAGIC_AT + 4;
-const B_LEN_AT: usize = B_HEADER_CRC_AT + 4;
-const B_COUNT_AT: usize = B_LEN_AT + 4;
-const B_SYNCED_AT: usize = B_COUNT_AT + 4;
-const B_RESERVED_AT: usize = B_SYNCED_AT + 8;
+pub(crate) const B_MAGIC_AT: usize = 0;
+pub(crate) const B_HEADER_CRC_AT: usize = B_MAGIC_AT + 4;
+pub(crate) const B_LEN_AT: usize = B_HEADER_CRC_AT + 4;
+pub(crate) const B_COUNT_AT: usize = B_LEN_AT + 4;
+pub(crate) const B_SYNCED_AT: usize = B_COUNT_AT + 4;
+pub(crate) const B_RESERVED_AT: usize = B_SYNCED_AT + 8;
 /// Bytes in a batch header.
 pub const BATCH_HEADER_LEN: usize = B_RESERVED_AT + 8;
 
 // spec: segment.md#batch-trailer
-const T_CRC_AT: usize = 0;
-const T_MAGIC_AT: usize = T_CRC_AT + 4;
+pub(crate) const T_CRC_AT: usize = 0;
+pub(crate) const T_MAGIC_AT: usize = T_CRC_AT + 4;
 /// Bytes in a batch trailer.
 pub const BATCH_TRAILER_LEN: usize = T_MAGIC_AT + 4;
 
 // spec: segment.md#record
-const R_CRC_AT: usize = 0;
-const R_LEN_AT: usize = R_CRC_AT + 4;
-const R_STREAM_AT: usize = R_LEN_AT + 4;
-const R_SEQ_AT: usize = R_STREAM_AT + 8;
-const R_KIND_AT: usize = R_SEQ_AT + 8;
-const R_FLAGS_AT: usize = R_KIND_AT + 1;
-const R_RESERVED_AT: usize = R_FLAGS_AT + 1;
-const R_PREV_AT: usize = R_RESERVED_AT + 2;
+pub(crate) const R_CRC_AT: usize = 0;
+pub(crate) const R_LEN_AT: usize = R_CRC_AT + 4;
+pub(crate) const R_STREAM_AT: usize = R_LEN_AT + 4;
+pub(crate) const R_SEQ_AT: usize = R_STREAM_AT + 8;
+pub(crate) const R_KIND_AT: usize = R_SEQ_AT + 8;
+pub(crate) const R_FLAGS_AT: usize = R_KIND_AT + 1;
+pub(crate) const R_RESERVED_AT: usize = R_FLAGS_AT + 1;
+pub(crate) const R_PREV_AT: usize = R_RESERVED_AT + 2;
 /// Bytes in a record header; the payload follows.
 pub const RECORD_HEADER_LEN: usize = R_PREV_AT + 4;
 
@@ -173,9 +173,7 @@ impl<'a> BatchEncoder<'a> {
         put_u16(h, R_RESERVED_AT, 0);
         put_u32(h, R_PREV_AT, header.prev_offset);
         self.buf.extend_from_slice(payload);
-        let mut crc = SegmentCrc::at(self.segment_id, offset);
-        crc.update(&self.buf[at + R_LEN_AT..]);
-        let crc = crc.finish();
+        let crc = record_crc(self.segment_id, offset, &self.buf[at..]);
         put_u32(&mut self.buf[at..], R_CRC_AT, crc);
         self.buf
             .resize(at + RECORD_HEADER_LEN + padded_len(payload.len()), 0);
@@ -212,6 +210,27 @@ impl<'a> BatchEncoder<'a> {
             .extend_from_slice(&BATCH_TRAILER_MAGIC.to_le_bytes());
         len
     }
+}
+
+/// The `record_crc` of the record at `offset` of `segment_id` whose header and payload
+/// (padding excluded) are `record`: it covers header bytes 4..32 and the payload.
+pub(crate) fn record_crc(segment_id: u64, offset: u64, record: &[u8]) -> u32 {
+    let mut crc = SegmentCrc::at(segment_id, offset);
+    crc.update(record.get(R_LEN_AT..).unwrap_or_default());
+    crc.finish()
+}
+
+/// The `header_crc` of the batch header `header` at `batch_offset` of `segment_id`.
+pub(crate) fn header_crc(segment_id: u64, batch_offset: u64, header: &[u8]) -> u32 {
+    header_crc_from(SegmentCrc::at(segment_id, batch_offset), header)
+}
+
+/// The `batch_crc` of the frame at `batch_offset` of `segment_id` whose bytes before its
+/// trailer are `frame`.
+pub(crate) fn batch_crc(segment_id: u64, batch_offset: u64, frame: &[u8]) -> u32 {
+    let mut crc = SegmentCrc::at(segment_id, batch_offset);
+    crc.update(frame);
+    crc.finish()
 }
 
 fn header_crc_in(segment: &SegmentCrc, batch_offset: u64, header: &[u8]) -> u32 {

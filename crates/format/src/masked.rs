@@ -18,22 +18,12 @@
 //! always starts at one of these (segment.md#compressed-segments).
 
 use crate::batch::{
-    padded_len, BATCH_HEADER_LEN, BATCH_MAGIC, BATCH_TRAILER_LEN, BATCH_TRAILER_MAGIC,
-    RECORD_HEADER_LEN,
+    batch_crc, header_crc, padded_len, record_crc, BATCH_HEADER_LEN, BATCH_MAGIC,
+    BATCH_TRAILER_LEN, BATCH_TRAILER_MAGIC, B_COUNT_AT, B_HEADER_CRC_AT, B_LEN_AT,
+    RECORD_HEADER_LEN, R_CRC_AT, R_LEN_AT, R_PREV_AT, R_SEQ_AT, R_STREAM_AT, T_CRC_AT, T_MAGIC_AT,
 };
-use crate::checksum::SegmentCrc;
 use crate::error::{FormatError, Structure};
 use crate::le::{put_u32, put_u64, u32_at, u64_at};
-
-// Field positions; spec: segment.md#batch-header, segment.md#record, segment.md#batch-trailer
-const B_CRC_AT: usize = 4;
-const B_LEN_AT: usize = 8;
-const B_COUNT_AT: usize = 12;
-const R_LEN_AT: usize = 4;
-const R_STREAM_AT: usize = 8;
-const R_SEQ_AT: usize = 16;
-const R_PREV_AT: usize = 28;
-const T_MAGIC_AT: usize = 4;
 
 /// What the previous record of each stream in the block predicts for the next one.
 #[derive(Debug, Default)]
@@ -90,7 +80,7 @@ pub fn mask_blocks(data: &[u8], cuts: &[usize]) -> Result<Vec<u8>, FormatError> 
         if batch_len < BATCH_HEADER_LEN + BATCH_TRAILER_LEN || p + batch_len > data.len() {
             return Err(FormatError::invalid(S, "batch_len", "outside the data"));
         }
-        put_u32(&mut out, p + B_CRC_AT, 0);
+        put_u32(&mut out, p + B_HEADER_CRC_AT, 0);
         let mut r = p + BATCH_HEADER_LEN;
         for _ in 0..count {
             enter(r, &mut predictions, &mut block_start);
@@ -99,7 +89,7 @@ pub fn mask_blocks(data: &[u8], cuts: &[usize]) -> Result<Vec<u8>, FormatError> 
             let seq = u64_at(data, r + R_SEQ_AT, Structure::Record)?;
             let prev = u32_at(data, r + R_PREV_AT, Structure::Record)?;
             let (want_seq, want_prev) = predictions.next(stream, at(r) as u32, seq);
-            put_u32(&mut out, r, 0);
+            put_u32(&mut out, r + R_CRC_AT, 0);
             put_u64(&mut out, r + R_SEQ_AT, seq ^ want_seq);
             put_u32(&mut out, r + R_PREV_AT, prev ^ want_prev);
             r += RECORD_HEADER_LEN + padded_len(len);
@@ -110,7 +100,7 @@ pub fn mask_blocks(data: &[u8], cuts: &[usize]) -> Result<Vec<u8>, FormatError> 
         }
         enter(trailer, &mut predictions, &mut block_start);
         if block_start == header_block {
-            put_u32(&mut out, trailer, 0);
+            put_u32(&mut out, trailer + T_CRC_AT, 0);
         }
         p += batch_len;
     }
@@ -139,24 +129,22 @@ pub fn unmask_block(
         let is_header = !is_trailer && block.get(p..p + 4) == Some(&BATCH_MAGIC.to_le_bytes()[..]);
         if is_trailer {
             if let Some(start) = batch.take() {
-                if u32_at(block, p, S)? != 0 {
+                if u32_at(block, p + T_CRC_AT, S)? != 0 {
                     return Err(not_masked("a batch checksum is not zero"));
                 }
-                let mut crc = SegmentCrc::at(segment_id, logical_offset + start as u64);
-                crc.update(&block[start..p]);
-                put_u32(block, p, crc.finish());
+                let crc = batch_crc(segment_id, logical_offset + start as u64, &block[start..p]);
+                put_u32(block, p + T_CRC_AT, crc);
             }
             p += BATCH_TRAILER_LEN;
         } else if is_header {
             if block.len() < p + BATCH_HEADER_LEN {
                 return Err(not_masked("a batch header runs past the block"));
             }
-            if u32_at(block, p + B_CRC_AT, S)? != 0 {
+            if u32_at(block, p + B_HEADER_CRC_AT, S)? != 0 {
                 return Err(not_masked("a batch header checksum is not zero"));
             }
-            let mut crc = SegmentCrc::at(segment_id, at);
-            crc.update(&block[p + B_LEN_AT..p + BATCH_HEADER_LEN]);
-            put_u32(block, p + B_CRC_AT, crc.finish());
+            let crc = header_crc(segment_id, at, &block[p..p + BATCH_HEADER_LEN]);
+            put_u32(block, p + B_HEADER_CRC_AT, crc);
             batch = Some(p);
             p += BATCH_HEADER_LEN;
         } else {
@@ -168,7 +156,7 @@ pub fn unmask_block(
                 .checked_add(RECORD_HEADER_LEN + padded_len(len))
                 .filter(|&e| e <= block.len())
                 .ok_or_else(|| not_masked("a record runs past the block"))?;
-            if u32_at(block, p, S)? != 0 {
+            if u32_at(block, p + R_CRC_AT, S)? != 0 {
                 return Err(not_masked("a record checksum is not zero"));
             }
             let offset = u32::try_from(at).map_err(|_| not_masked("offset past 4 GiB"))?;
@@ -187,9 +175,8 @@ pub fn unmask_block(
             predictions.next(stream, offset, seq);
             put_u64(block, p + R_SEQ_AT, seq);
             put_u32(block, p + R_PREV_AT, prev);
-            let mut crc = SegmentCrc::at(segment_id, at);
-            crc.update(&block[p + R_LEN_AT..p + RECORD_HEADER_LEN + len]);
-            put_u32(block, p, crc.finish());
+            let crc = record_crc(segment_id, at, &block[p..p + RECORD_HEADER_LEN + len]);
+            put_u32(block, p + R_CRC_AT, crc);
             p = end;
         }
     }
