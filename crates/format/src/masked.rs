@@ -33,19 +33,45 @@ struct Predictions {
 }
 
 impl Predictions {
-    /// The predicted (seq, prev_offset) of the next record of `stream`, or zeros for a
-    /// stream not seen in the block yet; then remembers this record.
-    fn next(&mut self, stream: u64, offset: u32, seq: u64) -> (u64, u32) {
+    /// The (seq, prev_offset) the block predicts for the next record of `stream`: its last
+    /// record's seq plus one and offset, or zeros for a stream not seen in the block yet (so
+    /// XORing with a prediction stores such a record's fields as they are).
+    fn predicted(&self, stream: u64) -> (u64, u32) {
+        self.last
+            .iter()
+            .find(|l| l.0 == stream)
+            .map_or((0, 0), |l| (l.2.wrapping_add(1), l.1))
+    }
+
+    /// Remembers the record at `offset` with `seq` as its stream's last in the block.
+    fn remember(&mut self, stream: u64, offset: u32, seq: u64) {
         match self.last.iter_mut().find(|l| l.0 == stream) {
-            Some(l) => {
-                let predicted = (l.2.wrapping_add(1), l.1);
-                *l = (stream, offset, seq);
-                predicted
+            Some(l) => *l = (stream, offset, seq),
+            None => self.last.push((stream, offset, seq)),
+        }
+    }
+}
+
+/// Where masking is among the blocks: the start of the block it is in, and what that block
+/// predicts. Offsets are the segment's.
+struct BlockCursor<'c> {
+    /// Block ends not passed yet.
+    cuts: &'c [usize],
+    block_start: usize,
+    predictions: Predictions,
+}
+
+impl BlockCursor<'_> {
+    /// Moves to the block holding `offset`, a structure start at or after the last one;
+    /// entering a block forgets the predictions of the one before.
+    fn enter(&mut self, offset: usize) {
+        while let Some((&end, rest)) = self.cuts.split_first() {
+            if offset < end {
+                break;
             }
-            None => {
-                self.last.push((stream, offset, seq));
-                (0, 0)
-            }
+            self.block_start = end;
+            self.cuts = rest;
+            self.predictions.last.clear();
         }
     }
 }
@@ -56,25 +82,18 @@ impl Predictions {
 /// result unmasks, alone, to the same block of `data`.
 pub fn mask_blocks(data: &[u8], cuts: &[usize]) -> Result<Vec<u8>, FormatError> {
     const S: Structure = Structure::Batch;
+    // Where `data[0]` lies in the segment.
     let start = crate::header::SEGMENT_HEADER_LEN;
     let mut out = data.to_vec();
-    // Where `data[0]` lies in the segment.
-    let at = |p: usize| p + start;
-    let mut block = 0usize;
-    let mut block_start = 0usize;
-    let mut predictions = Predictions::default();
-    // Moves to the block holding `p` when `p` is the start of the next block.
-    let mut enter = |p: usize, predictions: &mut Predictions, block_start: &mut usize| {
-        while block < cuts.len() && at(p) >= cuts[block] {
-            *block_start = cuts[block] - start;
-            block += 1;
-            predictions.last.clear();
-        }
+    let mut cursor = BlockCursor {
+        cuts,
+        block_start: start,
+        predictions: Predictions::default(),
     };
     let mut p = 0usize;
     while p < data.len() {
-        enter(p, &mut predictions, &mut block_start);
-        let header_block = block_start;
+        cursor.enter(start + p);
+        let header_block = cursor.block_start;
         let batch_len = u32_at(data, p + B_LEN_AT, Structure::BatchHeader)? as usize;
         let count = u32_at(data, p + B_COUNT_AT, Structure::BatchHeader)?;
         if batch_len < BATCH_HEADER_LEN + BATCH_TRAILER_LEN || p + batch_len > data.len() {
@@ -83,12 +102,13 @@ pub fn mask_blocks(data: &[u8], cuts: &[usize]) -> Result<Vec<u8>, FormatError> 
         put_u32(&mut out, p + B_HEADER_CRC_AT, 0);
         let mut r = p + BATCH_HEADER_LEN;
         for _ in 0..count {
-            enter(r, &mut predictions, &mut block_start);
+            cursor.enter(start + r);
             let len = u32_at(data, r + R_LEN_AT, Structure::Record)? as usize;
             let stream = u64_at(data, r + R_STREAM_AT, Structure::Record)?;
             let seq = u64_at(data, r + R_SEQ_AT, Structure::Record)?;
             let prev = u32_at(data, r + R_PREV_AT, Structure::Record)?;
-            let (want_seq, want_prev) = predictions.next(stream, at(r) as u32, seq);
+            let (want_seq, want_prev) = cursor.predictions.predicted(stream);
+            cursor.predictions.remember(stream, (start + r) as u32, seq);
             put_u32(&mut out, r + R_CRC_AT, 0);
             put_u64(&mut out, r + R_SEQ_AT, seq ^ want_seq);
             put_u32(&mut out, r + R_PREV_AT, prev ^ want_prev);
@@ -98,8 +118,8 @@ pub fn mask_blocks(data: &[u8], cuts: &[usize]) -> Result<Vec<u8>, FormatError> 
         if r != trailer {
             return Err(FormatError::invalid(S, "records", "do not fill the batch"));
         }
-        enter(trailer, &mut predictions, &mut block_start);
-        if block_start == header_block {
+        cursor.enter(start + trailer);
+        if cursor.block_start == header_block {
             put_u32(&mut out, trailer + T_CRC_AT, 0);
         }
         p += batch_len;
@@ -163,16 +183,9 @@ pub fn unmask_block(
             let stream = u64_at(block, p + R_STREAM_AT, S)?;
             let stored_seq = u64_at(block, p + R_SEQ_AT, S)?;
             let stored_prev = u32_at(block, p + R_PREV_AT, S)?;
-            // The prediction is made from the restored seq, as masking made it.
-            let found = predictions.last.iter().find(|l| l.0 == stream).copied();
-            let (seq, prev) = match found {
-                Some((_, last_offset, last_seq)) => (
-                    stored_seq ^ last_seq.wrapping_add(1),
-                    stored_prev ^ last_offset,
-                ),
-                None => (stored_seq, stored_prev),
-            };
-            predictions.next(stream, offset, seq);
+            let (want_seq, want_prev) = predictions.predicted(stream);
+            let (seq, prev) = (stored_seq ^ want_seq, stored_prev ^ want_prev);
+            predictions.remember(stream, offset, seq);
             put_u64(block, p + R_SEQ_AT, seq);
             put_u32(block, p + R_PREV_AT, prev);
             let crc = record_crc(segment_id, at, &block[p..p + RECORD_HEADER_LEN + len]);
