@@ -93,12 +93,6 @@ fn decompress_block(
     capacity: usize,
     dictionary: Option<&zstd_safe::DDict<'static>>,
 ) -> std::io::Result<Vec<u8>> {
-    let zstd_error = |code: usize| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            zstd_safe::get_error_name(code),
-        )
-    };
     DECOMPRESSOR.with(|cell| {
         let mut slot = cell.borrow_mut();
         let dctx = slot.get_or_insert_with(zstd_safe::DCtx::create);
@@ -107,7 +101,7 @@ fn decompress_block(
             Some(d) => dctx.decompress_using_ddict(&mut out, stored, d),
             None => dctx.decompress(&mut out, stored),
         }
-        .map_err(zstd_error)?;
+        .map_err(zstd_failed)?;
         Ok(out)
     })
 }
@@ -227,8 +221,8 @@ pub(crate) fn compress_image(
 
 /// A zstd compression context for the blocks of one segment: its level, a frame checksum
 /// (so decompression vouches for what it returns), and the segment's dictionary.
-struct BlockCodec<'d> {
-    cctx: zstd_safe::CCtx<'d>,
+struct BlockCodec {
+    cctx: zstd_safe::CCtx<'static>,
     ddict: Option<zstd_safe::DDict<'static>>,
 }
 
@@ -237,18 +231,17 @@ fn zstd_failed(code: usize) -> std::io::Error {
     std::io::Error::other(zstd_safe::get_error_name(code))
 }
 
-impl<'d> BlockCodec<'d> {
-    fn new(level: i32, dictionary: &[u8]) -> std::io::Result<BlockCodec<'d>> {
-        let fail = zstd_failed;
+impl BlockCodec {
+    fn new(level: i32, dictionary: &[u8]) -> std::io::Result<BlockCodec> {
         let mut cctx = zstd_safe::CCtx::create();
         cctx.set_parameter(CParameter::CompressionLevel(level as CompressionLevel))
-            .map_err(fail)?;
+            .map_err(zstd_failed)?;
         cctx.set_parameter(CParameter::ChecksumFlag(true))
-            .map_err(fail)?;
+            .map_err(zstd_failed)?;
         let ddict = if dictionary.is_empty() {
             None
         } else {
-            cctx.load_dictionary(dictionary).map_err(fail)?;
+            cctx.load_dictionary(dictionary).map_err(zstd_failed)?;
             Some(zstd_safe::DDict::create(dictionary))
         };
         Ok(BlockCodec { cctx, ddict })
