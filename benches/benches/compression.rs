@@ -34,6 +34,15 @@ fn level_wanted() -> i32 {
         .unwrap_or(3)
 }
 
+/// The store reopened with compression on, at the level asked for.
+fn open_compressed(dir: &Path) -> Log {
+    let compression = Compression::Zstd {
+        level: level_wanted(),
+    };
+    Log::open(dir, LogOptions::default().with_compression(compression))
+        .expect("open with compression")
+}
+
 fn events_wanted() -> u64 {
     std::env::var("SESSIONLOG_COMPRESSION_EVENTS")
         .ok()
@@ -129,13 +138,7 @@ fn bench(c: &mut Criterion, probe: &Probe) {
     });
     log.close().expect("close");
 
-    let log = Log::open(
-        &dir,
-        LogOptions::default().with_compression(Compression::Zstd {
-            level: level_wanted(),
-        }),
-    )
-    .expect("open with compression");
+    let log = open_compressed(&dir);
     let t = Instant::now();
     let report = log.reclaim().expect("compress");
     let compress_time = t.elapsed();
@@ -154,13 +157,7 @@ fn bench(c: &mut Criterion, probe: &Probe) {
 
     // The store at rest, as `sessionlog gc --compress` leaves it: the active segment sealed
     // and compressed too.
-    let log = Log::open(
-        &dir,
-        LogOptions::default().with_compression(Compression::Zstd {
-            level: level_wanted(),
-        }),
-    )
-    .expect("open with compression");
+    let log = open_compressed(&dir);
     log.seal_active().expect("seal the active segment");
     log.reclaim().expect("compress the rest");
     log.close().expect("close");

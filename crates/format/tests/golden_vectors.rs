@@ -1016,9 +1016,9 @@ fn engine_masked_segment_unmasks_block_by_block_to_the_engine_workload() {
     // Each block alone: its checksum, zstd with the dictionary, then unmasking.
     let mut image = header.encode().to_vec();
     let mut zeroed_checksums = 0;
+    let mut d = zstd::bulk::Decompressor::with_dictionary(dictionary).expect("dictionary");
     for (i, b) in layout.blocks.iter().enumerate() {
         let stored = layout.stored(&seg, 1, i).expect("block checksum");
-        let mut d = zstd::bulk::Decompressor::with_dictionary(dictionary).expect("dictionary");
         let mut block = d.decompress(stored, b.logical_len as usize).expect("zstd");
         assert_eq!(block.len(), b.logical_len as usize);
         zeroed_checksums += usize::from(block[..4] == [0; 4]);
