@@ -6,7 +6,8 @@
 //! structural checks behind them are reached); fix the checksum of a footer first; encode
 //! arbitrary records and footers and check that decoding gives them back; or fix a batch
 //! frame's checksums as the first batch of a segment and, when it verifies, mask it as codec 2
-//! does and check that unmasking gives it back.
+//! or codec 3 does (the mode byte's next bit picks which) and check that unmasking gives it
+//! back.
 
 #![no_main]
 
@@ -15,7 +16,7 @@ use libfuzzer_sys::fuzz_target;
 use sessionlog_format::{
     decode_batch_header, decode_footer_trailer, decode_record_header, encode_footer, mask_blocks,
     unmask_block, verify_batch, verify_record, BatchEncoder, CatalogEntry, CatalogOp, FooterView,
-    IndexEntry, RecordHeader, SegmentHeader, StreamSummary, SEGMENT_HEADER_LEN,
+    IndexEntry, Masking, RecordHeader, SegmentHeader, StreamSummary, SEGMENT_HEADER_LEN,
 };
 use sessionlog_fuzz::{fix_batch_checksums, fix_footer_checksum};
 
@@ -42,12 +43,19 @@ fuzz_target!(|data: &[u8]| {
             decode_everything(&seg, segment_id, offset);
         }
         3 => round_trip(bytes, segment_id, offset),
-        _ => mask_round_trip(bytes, segment_id),
+        _ => {
+            let masking = if mode / 5 % 2 == 0 {
+                Masking::Records
+            } else {
+                Masking::RecordsAndFrames
+            };
+            mask_round_trip(bytes, segment_id, masking)
+        }
     }
 });
 
 /// A batch frame at offset 64 of a segment, masked as one block and unmasked again.
-fn mask_round_trip(bytes: &[u8], segment_id: u64) {
+fn mask_round_trip(bytes: &[u8], segment_id: u64, masking: Masking) {
     let first = SEGMENT_HEADER_LEN as u64;
     let mut frame = bytes.to_vec();
     fix_batch_checksums(&mut frame, segment_id, first);
@@ -55,15 +63,17 @@ fn mask_round_trip(bytes: &[u8], segment_id: u64) {
         return;
     };
     let data = &frame[..(batch.end_offset() - first) as usize];
-    let masked =
-        mask_blocks(data, &[SEGMENT_HEADER_LEN + data.len()]).expect("a verified batch masks");
+    let masked = mask_blocks(data, &[SEGMENT_HEADER_LEN + data.len()], masking)
+        .expect("a verified batch masks");
     let mut block = masked.clone();
-    unmask_block(segment_id, first, &mut block).expect("its mask unmasks");
+    unmask_block(segment_id, first, &mut block, masking).expect("its mask unmasks");
     assert_eq!(block, data, "unmasking gives the batch back");
 }
 
 fn decode_everything(bytes: &[u8], segment_id: u64, offset: u64) {
-    let _ = unmask_block(segment_id, offset, &mut bytes.to_vec());
+    for masking in [Masking::Records, Masking::RecordsAndFrames] {
+        let _ = unmask_block(segment_id, offset, &mut bytes.to_vec(), masking);
+    }
     if let Ok(layout) = sessionlog_format::CompressedLayout::decode(bytes, segment_id) {
         for i in 0..layout.blocks.len().min(64) {
             let _ = layout.stored(bytes, segment_id, i);

@@ -21,6 +21,9 @@ pub const CODEC_ZSTD: u8 = 1;
 /// Codec 2: each block is one zstd frame of its masked bytes (segment.md#masked-blocks),
 /// compressed with the segment's dictionary when it has one.
 pub const CODEC_ZSTD_MASKED: u8 = 2;
+/// Codec 3: as codec 2, with the batch frames' fields a block can derive masked too
+/// (segment.md#masked-blocks). What the writer writes.
+pub const CODEC_ZSTD_MASKED_FRAMES: u8 = 3;
 /// The longest dictionary the directory tail can describe.
 pub const MAX_DICTIONARY_LEN: usize = (1 << 24) - 1;
 
@@ -76,9 +79,9 @@ pub fn block_crc(segment_id: u64, stored_offset: u64, stored: &[u8]) -> u32 {
     crc.finish()
 }
 
-/// Appends the block directory to `buf`, right after the last block's padding: for codec 2
-/// the dictionary (possibly empty) and its padding, then the entries and the tail. Codec 1
-/// has no dictionary.
+/// Appends the block directory to `buf`, right after the last block's padding: for codecs 2
+/// and 3 the dictionary (possibly empty) and its padding, then the entries and the tail.
+/// Codec 1 has no dictionary.
 pub fn encode_block_directory(
     buf: &mut Vec<u8>,
     segment_id: u64,
@@ -87,9 +90,8 @@ pub fn encode_block_directory(
     dictionary: &[u8],
 ) {
     assert!(
-        dictionary.len() <= MAX_DICTIONARY_LEN
-            && (codec == CODEC_ZSTD_MASKED || dictionary.is_empty()),
-        "a dictionary only with codec 2, and at most 16 MiB"
+        dictionary.len() <= MAX_DICTIONARY_LEN && (codec != CODEC_ZSTD || dictionary.is_empty()),
+        "no dictionary with codec 1, and at most 16 MiB"
     );
     buf.extend_from_slice(dictionary);
     buf.resize(
@@ -132,7 +134,8 @@ pub struct CompressedLayout {
     pub footer: FooterView,
     /// The blocks, in logical order, covering `64 .. footer.data_end` exactly.
     pub blocks: Vec<BlockEntry>,
-    /// How the blocks are stored: [`CODEC_ZSTD`] or [`CODEC_ZSTD_MASKED`].
+    /// How the blocks are stored: [`CODEC_ZSTD`], [`CODEC_ZSTD_MASKED`] or
+    /// [`CODEC_ZSTD_MASKED_FRAMES`].
     pub codec: u8,
     /// Where the dictionary lies in the file (empty: none).
     pub dictionary: std::ops::Range<usize>,
@@ -211,7 +214,7 @@ impl CompressedLayout {
                     "codec 1 has no dictionary",
                 ))
             }
-            CODEC_ZSTD | CODEC_ZSTD_MASKED => {}
+            CODEC_ZSTD | CODEC_ZSTD_MASKED | CODEC_ZSTD_MASKED_FRAMES => {}
             other => {
                 return Err(FormatError::invalid(
                     S,

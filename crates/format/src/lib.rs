@@ -34,7 +34,7 @@ pub use class::ErrorClass;
 pub use compressed::{
     block_crc, encode_block_directory, BlockEntry, CompressedLayout, BLOCK_DIRECTORY_MAGIC,
     BLOCK_DIRECTORY_TAIL_LEN, BLOCK_ENTRY_LEN, CODEC_ZSTD, CODEC_ZSTD_MASKED,
-    FORMAT_VERSION_COMPRESSED, MAX_DICTIONARY_LEN,
+    CODEC_ZSTD_MASKED_FRAMES, FORMAT_VERSION_COMPRESSED, MAX_DICTIONARY_LEN,
 };
 pub use error::{FormatError, Structure};
 pub use footer::{
@@ -46,7 +46,7 @@ pub use header::{
     parse_segment_file_name, segment_file_name, segment_format_version, SegmentHeader,
     FORMAT_VERSION, SEGMENT_HEADER_LEN, SEGMENT_MAGIC,
 };
-pub use masked::{mask_blocks, unmask_block};
+pub use masked::{mask_blocks, unmask_block, Masking};
 
 /// Stream id reserved for the log's own catalog records (stream names and tombstones).
 /// spec: segment.md#streams-and-the-catalog

@@ -18,9 +18,10 @@ use sessionlog_format::{
     decode_batch_header, decode_footer_trailer, encode_footer, masked_crc, padded_len, segment_crc,
     segment_file_name, segment_format_version, unmask_block, verify_batch, verify_record,
     BatchEncoder, BatchHeader, CatalogCheckpoint, CatalogEntry, CatalogOp, CheckpointStream,
-    CompressedLayout, FooterView, IndexEntry, RecordHeader, SegmentHeader, StreamSummary,
-    BATCH_HEADER_LEN, CATALOG_STREAM, CODEC_ZSTD_MASKED, FOOTER_TRAILER_LEN,
-    KIND_CATALOG_CHECKPOINT, KIND_CATALOG_CREATE, KIND_CATALOG_RENAME, SEGMENT_HEADER_LEN,
+    CompressedLayout, FooterView, IndexEntry, Masking, RecordHeader, SegmentHeader, StreamSummary,
+    BATCH_HEADER_LEN, CATALOG_STREAM, CODEC_ZSTD_MASKED, CODEC_ZSTD_MASKED_FRAMES,
+    FOOTER_TRAILER_LEN, KIND_CATALOG_CHECKPOINT, KIND_CATALOG_CREATE, KIND_CATALOG_RENAME,
+    SEGMENT_HEADER_LEN,
 };
 
 const REGENERATE_ENV: &str = "SESSIONLOG_REGENERATE_VECTORS";
@@ -35,6 +36,7 @@ const ENGINE_SEGMENT_FILE: &str = "engine_sealed_segment_00000000000000000001.se
 const ENGINE_REWRITTEN_FILE: &str = "engine_rewritten_segment_00000000000000000001.seg";
 const ENGINE_COMPRESSED_FILE: &str = "engine_compressed_segment_00000000000000000001.seg";
 const ENGINE_MASKED_FILE: &str = "engine_compressed_masked_segment_00000000000000000001.seg";
+const ENGINE_CODEC3_FILE: &str = "engine_compressed_codec3_segment_00000000000000000001.seg";
 
 /// Store id the engine drew when the engine-made segment was generated.
 const ENGINE_STORE_ID: [u8; 16] = [
@@ -996,11 +998,32 @@ fn engine_compressed_segment_expands_to_a_sealed_segment_with_every_record_of_th
 
 #[test]
 fn engine_masked_segment_unmasks_block_by_block_to_the_engine_workload() {
-    let seg = vector(ENGINE_MASKED_FILE);
+    let masked_headers = check_masked_vector(ENGINE_MASKED_FILE, CODEC_ZSTD_MASKED);
+    assert_eq!(
+        masked_headers, 0,
+        "codec 2 keeps every batch header's frame fields"
+    );
+}
+
+#[test]
+fn engine_codec3_segment_unmasks_block_by_block_to_the_engine_workload() {
+    let masked_headers = check_masked_vector(ENGINE_CODEC3_FILE, CODEC_ZSTD_MASKED_FRAMES);
+    assert!(
+        masked_headers > 100,
+        "{masked_headers} headers stored without their length"
+    );
+}
+
+/// Checks a compressed vector of the engine workload whose blocks are masked with `codec`,
+/// block by block; returns how many batch headers its masked blocks store without their
+/// length (codec 3 masks a header's frame fields when its trailer is in the same block).
+fn check_masked_vector(file: &str, codec: u8) -> usize {
+    let masking = Masking::of_codec(codec).expect("a masking codec");
+    let seg = vector(file);
     let header = SegmentHeader::decode(&seg).expect("header verifies");
     assert_eq!(segment_format_version(&seg), Some(2));
     let layout = CompressedLayout::decode(&seg, 1).expect("footer and directory verify");
-    assert_eq!(layout.codec, CODEC_ZSTD_MASKED);
+    assert_eq!(layout.codec, codec);
     let dictionary = &seg[layout.dictionary.clone()];
     assert!(
         !dictionary.is_empty(),
@@ -1016,13 +1039,18 @@ fn engine_masked_segment_unmasks_block_by_block_to_the_engine_workload() {
     // Each block alone: its checksum, zstd with the dictionary, then unmasking.
     let mut image = header.encode().to_vec();
     let mut zeroed_checksums = 0;
+    let mut masked_headers = 0;
     let mut d = zstd::bulk::Decompressor::with_dictionary(dictionary).expect("dictionary");
     for (i, b) in layout.blocks.iter().enumerate() {
         let stored = layout.stored(&seg, 1, i).expect("block checksum");
         let mut block = d.decompress(stored, b.logical_len as usize).expect("zstd");
         assert_eq!(block.len(), b.logical_len as usize);
         zeroed_checksums += usize::from(block[..4] == [0; 4]);
-        unmask_block(1, u64::from(b.logical_offset), &mut block).expect("unmasks");
+        masked_headers += block
+            .windows(12)
+            .filter(|w| w[..4] == *b"SLB1" && w[4..12] == [0; 8])
+            .count();
+        unmask_block(1, u64::from(b.logical_offset), &mut block, masking).expect("unmasks");
         assert_eq!(image.len() as u64, u64::from(b.logical_offset));
         image.extend_from_slice(&block);
     }
@@ -1065,6 +1093,7 @@ fn engine_masked_segment_unmasks_block_by_block_to_the_engine_workload() {
     let mut bad = seg.clone();
     bad[layout.dictionary.start + 9] ^= 1;
     assert!(CompressedLayout::decode(&bad, 1).is_err());
+    masked_headers
 }
 
 #[test]
@@ -1113,16 +1142,18 @@ mod generate {
         write(ENGINE_REWRITTEN_FILE, &engine_rewritten_segment);
         write(ENGINE_COMPRESSED_FILE, &engine_compressed_segment);
         write(ENGINE_MASKED_FILE, &engine_compressed_masked_segment);
+        write(ENGINE_CODEC3_FILE, &engine_compressed_masked_segment);
     }
 
     /// The same workload in segments of 256 KiB (enough blocks for a dictionary), then
-    /// segment 1 compressed by a reclaim: codec 2.
+    /// segment 1 compressed by a reclaim. The committed `ENGINE_MASKED_FILE` was written
+    /// with codec 2; a build of today writes codec 3, `ENGINE_CODEC3_FILE`.
     fn engine_compressed_masked_segment() -> Vec<u8> {
         compressed_segment("masked", 256 << 10)
     }
 
     /// The same workload, then segment 1 compressed by a reclaim with compression on. The
-    /// committed file was written with codec 1; a build of today would write codec 2.
+    /// committed file was written with codec 1; a build of today would write codec 3.
     fn engine_compressed_segment() -> Vec<u8> {
         compressed_segment("compressed", 64 << 10)
     }

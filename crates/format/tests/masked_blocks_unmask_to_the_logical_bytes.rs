@@ -1,15 +1,39 @@
-//! Codec 2 of compressed segments (spec: segment.md#masked-blocks): the data of a sealed
-//! segment, masked and cut into blocks at batch, record and trailer starts, unmasks block by
-//! block, each alone, to exactly the bytes it came from; and no bytes make unmasking panic.
+//! Codecs 2 and 3 of compressed segments (spec: segment.md#masked-blocks): the data of a
+//! sealed segment, masked and cut into blocks at batch, record and trailer starts, unmasks
+//! block by block, each alone, to exactly the bytes it came from; and no bytes make unmasking
+//! panic.
 
 use proptest::prelude::*;
 use sessionlog_format::{
-    mask_blocks, unmask_block, verify_batch, BatchEncoder, RecordHeader, SEGMENT_HEADER_LEN,
+    mask_blocks, unmask_block, verify_batch, BatchEncoder, Masking, RecordHeader,
+    SEGMENT_HEADER_LEN,
 };
+
+const MASKINGS: [Masking; 2] = [Masking::Records, Masking::RecordsAndFrames];
 
 /// One batch: records as (stream, payload, seq step, prev_offset: chained, or 0 where a
 /// chain would name a record).
 type BatchSpec = Vec<(u64, Vec<u8>, u64, Option<u32>)>;
+
+/// A batch and what its `synced_through` attests: its own offset (as a rewrite writes), the
+/// segment header only, or some place in between.
+type SyncedBatch = (BatchSpec, Synced);
+
+#[derive(Debug, Clone, Copy)]
+enum Synced {
+    Own,
+    Header,
+    Between(u64),
+}
+
+fn synced_batch() -> impl Strategy<Value = SyncedBatch> {
+    let synced = prop_oneof![
+        2 => Just(Synced::Own),
+        1 => Just(Synced::Header),
+        1 => any::<u64>().prop_map(Synced::Between),
+    ];
+    (batch(), synced)
+}
 
 fn batch() -> impl Strategy<Value = BatchSpec> {
     proptest::collection::vec(
@@ -24,15 +48,21 @@ fn batch() -> impl Strategy<Value = BatchSpec> {
 }
 
 /// The data `64 ..` of a segment holding `batches`, and every place a block may start.
-fn encode(segment: u64, batches: &[BatchSpec]) -> (Vec<u8>, Vec<usize>) {
+fn encode(segment: u64, batches: &[SyncedBatch]) -> (Vec<u8>, Vec<usize>) {
     let mut buf = vec![0u8; SEGMENT_HEADER_LEN];
     let mut starts = Vec::new();
     let mut next_seq = [0u64; 4];
     let mut last_offset = [0u32; 4];
-    for spec in batches {
+    for (spec, synced) in batches {
         let offset = buf.len() as u64;
         starts.push(buf.len());
-        let mut enc = BatchEncoder::begin(&mut buf, segment, offset, offset);
+        let first = SEGMENT_HEADER_LEN as u64;
+        let synced = match *synced {
+            Synced::Own => offset,
+            Synced::Header => first,
+            Synced::Between(x) => first + x % (offset - first + 1) / 8 * 8,
+        };
+        let mut enc = BatchEncoder::begin(&mut buf, segment, offset, synced);
         for (stream, payload, step, prev) in spec {
             let s = *stream as usize;
             let at = enc.next_record_offset();
@@ -63,7 +93,7 @@ proptest! {
     #[test]
     fn every_block_unmasks_alone_to_its_bytes(
         segment in any::<u64>(),
-        batches in proptest::collection::vec(batch(), 1..8),
+        batches in proptest::collection::vec(synced_batch(), 1..8),
         picks in proptest::collection::vec(any::<prop::sample::Index>(), 0..10),
     ) {
         let (image, starts) = encode(segment, &batches);
@@ -75,14 +105,18 @@ proptest! {
         cuts.push(image.len());
         cuts.sort_unstable();
         cuts.dedup();
-        let masked = mask_blocks(&image[SEGMENT_HEADER_LEN..], &cuts).expect("masks");
-        prop_assert_eq!(masked.len(), image.len() - SEGMENT_HEADER_LEN);
-        let mut from = SEGMENT_HEADER_LEN;
-        for &cut in &cuts {
-            let mut block = masked[from - SEGMENT_HEADER_LEN..cut - SEGMENT_HEADER_LEN].to_vec();
-            unmask_block(segment, from as u64, &mut block).expect("unmasks");
-            prop_assert_eq!(&block[..], &image[from..cut], "block at {}", from);
-            from = cut;
+        for masking in MASKINGS {
+            let masked =
+                mask_blocks(&image[SEGMENT_HEADER_LEN..], &cuts, masking).expect("masks");
+            prop_assert_eq!(masked.len(), image.len() - SEGMENT_HEADER_LEN);
+            let mut from = SEGMENT_HEADER_LEN;
+            for &cut in &cuts {
+                let mut block =
+                    masked[from - SEGMENT_HEADER_LEN..cut - SEGMENT_HEADER_LEN].to_vec();
+                unmask_block(segment, from as u64, &mut block, masking).expect("unmasks");
+                prop_assert_eq!(&block[..], &image[from..cut], "{:?} block at {}", masking, from);
+                from = cut;
+            }
         }
     }
 
@@ -90,9 +124,11 @@ proptest! {
     fn unmasking_any_bytes_returns_instead_of_panicking(
         segment in any::<u64>(),
         at in 0u64..1 << 20,
-        mut bytes in proptest::collection::vec(any::<u8>(), 0..400),
+        bytes in proptest::collection::vec(any::<u8>(), 0..400),
     ) {
-        let _ = unmask_block(segment, at * 8, &mut bytes);
+        for masking in MASKINGS {
+            let _ = unmask_block(segment, at * 8, &mut bytes.clone(), masking);
+        }
     }
 }
 
@@ -102,9 +138,9 @@ fn a_checksum_field_masking_zeroed_must_stay_zero() {
         (1, b"first".to_vec(), 1, None),
         (1, b"second".to_vec(), 1, None),
     ];
-    let (image, _) = encode(9, &[batch]);
+    let (image, _) = encode(9, &[(batch, Synced::Own)]);
     let cuts = [image.len()];
-    let masked = mask_blocks(&image[SEGMENT_HEADER_LEN..], &cuts).expect("masks");
+    let masked = mask_blocks(&image[SEGMENT_HEADER_LEN..], &cuts, Masking::Records).expect("masks");
     // The batch header's, the first record's and the trailer's checksums are zero.
     assert_eq!(&masked[4..8], &[0; 4]);
     assert_eq!(&masked[32..36], &[0; 4]);
@@ -117,8 +153,69 @@ fn a_checksum_field_masking_zeroed_must_stay_zero() {
         let mut bad = masked.clone();
         bad[at] ^= 1;
         assert!(
-            unmask_block(9, SEGMENT_HEADER_LEN as u64, &mut bad).is_err(),
+            unmask_block(9, SEGMENT_HEADER_LEN as u64, &mut bad, Masking::Records).is_err(),
             "a set bit at {at} is refused"
         );
     }
+}
+
+/// Codec 3 stores a rewritten batch's frame fields as zeros when its trailer is in the same
+/// block, and counts them again from the records; a batch cut by a block keeps its length
+/// and count; a count without its length, or a zero length with no trailer, is refused.
+#[test]
+fn codec_3_masks_the_frame_fields_a_block_can_count_again() {
+    let first: BatchSpec = vec![(1, b"one".to_vec(), 1, None), (2, b"two".to_vec(), 1, None)];
+    let second: BatchSpec = vec![(1, b"three".to_vec(), 1, None)];
+    let (image, starts) = encode(9, &[(first, Synced::Own), (second, Synced::Header)]);
+    let data = &image[SEGMENT_HEADER_LEN..];
+    let frames = Masking::RecordsAndFrames;
+    // The second batch starts a block; the first block ends there.
+    let second_at = starts[4];
+    let masked = mask_blocks(data, &[second_at, image.len()], frames).expect("masks");
+    let b1 = &masked[..second_at - SEGMENT_HEADER_LEN];
+    // batch_len, record_count and synced_through (its own offset): zeros.
+    assert_eq!(&b1[8..24], &[0; 16]);
+    let b2 = &masked[second_at - SEGMENT_HEADER_LEN..];
+    assert_eq!(&b2[8..16], &[0; 8]);
+    // Attesting the segment header alone: 64 XOR its offset.
+    assert_eq!(
+        u64::from_le_bytes(b2[16..24].try_into().expect("8 bytes")),
+        64 ^ second_at as u64
+    );
+    for (block, from) in [(b1, SEGMENT_HEADER_LEN), (b2, second_at)] {
+        let mut again = block.to_vec();
+        unmask_block(9, from as u64, &mut again, frames).expect("unmasks");
+        assert_eq!(&again[..], &image[from..from + block.len()]);
+    }
+
+    // Cut inside the first batch (at its second record): its header keeps length and count.
+    let cut = starts[2];
+    let masked = mask_blocks(data, &[cut, image.len()], frames).expect("masks");
+    assert_eq!(
+        u32::from_le_bytes(masked[8..12].try_into().expect("4 bytes")) as usize,
+        second_at - SEGMENT_HEADER_LEN
+    );
+    assert_eq!(
+        u32::from_le_bytes(masked[12..16].try_into().expect("4 bytes")),
+        2
+    );
+    let mut block = masked[..cut - SEGMENT_HEADER_LEN].to_vec();
+    unmask_block(9, SEGMENT_HEADER_LEN as u64, &mut block, frames).expect("unmasks");
+    assert_eq!(&block[..], &image[SEGMENT_HEADER_LEN..cut]);
+    // The same header with its length zeroed has no trailer in this block to count to.
+    let mut no_trailer = masked[..cut - SEGMENT_HEADER_LEN].to_vec();
+    no_trailer[8..16].fill(0);
+    assert!(unmask_block(9, SEGMENT_HEADER_LEN as u64, &mut no_trailer, frames).is_err());
+
+    // A count stored without its length is not a masked header.
+    let whole = mask_blocks(data, &[image.len()], frames).expect("masks");
+    let mut bad = whole.clone();
+    bad[12] = 1;
+    assert!(unmask_block(9, SEGMENT_HEADER_LEN as u64, &mut bad, frames).is_err());
+    // Codec 2 leaves the frame fields as they are.
+    let records = mask_blocks(data, &[image.len()], Masking::Records).expect("masks");
+    assert_eq!(
+        &records[8..24],
+        &image[SEGMENT_HEADER_LEN + 8..SEGMENT_HEADER_LEN + 24]
+    );
 }

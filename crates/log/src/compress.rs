@@ -13,8 +13,8 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use sessionlog_format::{
     block_crc, encode_block_directory, mask_blocks, padded_len, segment_format_version,
-    unmask_block, BlockEntry, CompressedLayout, FooterView, SegmentHeader, CODEC_ZSTD_MASKED,
-    FOOTER_TRAILER_LEN, FORMAT_VERSION_COMPRESSED, SEGMENT_HEADER_LEN,
+    unmask_block, BlockEntry, CompressedLayout, FooterView, Masking, SegmentHeader,
+    CODEC_ZSTD_MASKED_FRAMES, FOOTER_TRAILER_LEN, FORMAT_VERSION_COMPRESSED, SEGMENT_HEADER_LEN,
 };
 use zstd::zstd_safe::{self, CParameter, CompressionLevel};
 
@@ -143,7 +143,7 @@ pub(crate) fn is_compressed(bytes: &[u8]) -> bool {
 /// The compressed file for the sealed segment whose whole (uncompressed, version 1) file is
 /// `image`, its data cut at `cuts` (from [`BlockCuts`], made while the image was written)
 /// into blocks masked and compressed at zstd `level` with a dictionary trained on them
-/// (codec 2). Every block is decompressed and unmasked again before the file is returned,
+/// (codec 3). Every block is decompressed and unmasked again before the file is returned,
 /// and must give back its logical bytes: a compressed segment's record checksums are
 /// recomputed when it is read, so this is where they are vouched for.
 pub(crate) fn compress_image(
@@ -161,7 +161,7 @@ pub(crate) fn compress_image(
         .get(..data_end)
         .ok_or_else(|| corrupted(id, footer.data_end, "footer lies past the file", None))?;
     let body = data.get(SEGMENT_HEADER_LEN..).unwrap_or_default();
-    let masked = mask_blocks(body, cuts)
+    let masked = mask_blocks(body, cuts, Masking::RecordsAndFrames)
         .map_err(|e| corrupted(id, 0, "batches of a segment to compress", Some(e)))?;
     let mut ranges = Vec::with_capacity(cuts.len());
     let mut start = SEGMENT_HEADER_LEN;
@@ -193,7 +193,12 @@ pub(crate) fn compress_image(
         let mut again = decompress_block(&stored, logical.len(), codec.ddict.as_ref()).map_err(
             io_err("checking the compression of", format!("segment {id}")),
         )?;
-        let unmasked = unmask_block(id.0, range.start as u64, &mut again);
+        let unmasked = unmask_block(
+            id.0,
+            range.start as u64,
+            &mut again,
+            Masking::RecordsAndFrames,
+        );
         if unmasked.is_err() || again != logical {
             return Err(corrupted(
                 id,
@@ -214,7 +219,13 @@ pub(crate) fn compress_image(
         out.extend_from_slice(&stored);
         out.resize(out.len() - stored.len() + padded_len(stored.len()), 0);
     }
-    encode_block_directory(&mut out, id.0, &blocks, CODEC_ZSTD_MASKED, &dictionary);
+    encode_block_directory(
+        &mut out,
+        id.0,
+        &blocks,
+        CODEC_ZSTD_MASKED_FRAMES,
+        &dictionary,
+    );
     out.extend_from_slice(&image[data_end..]);
     Ok(out)
 }
@@ -258,7 +269,7 @@ impl BlockCodec {
 #[derive(Debug)]
 pub(crate) struct Blocks {
     layout: CompressedLayout,
-    /// The segment's dictionary (codec 2 only, when it has one), loaded by the first read
+    /// The segment's dictionary (codecs 2 and 3 only, when it has one), loaded by the first read
     /// of a block, so opening a store with many compressed segments loads none; `None`
     /// when it does not load.
     dictionary: std::sync::OnceLock<Option<Dictionary>>,
@@ -413,10 +424,11 @@ impl Blocks {
         let dictionary = self.dictionary(file, id)?;
         match decompress_block(stored, want, dictionary) {
             Ok(mut out) if out.len() == want => {
-                if self.layout.codec == CODEC_ZSTD_MASKED {
-                    unmask_block(id.0, u64::from(entry.logical_offset), &mut out).map_err(|e| {
-                        corrupted(id, at, "a compressed block does not unmask", Some(e))
-                    })?;
+                if let Some(masking) = Masking::of_codec(self.layout.codec) {
+                    unmask_block(id.0, u64::from(entry.logical_offset), &mut out, masking)
+                        .map_err(|e| {
+                            corrupted(id, at, "a compressed block does not unmask", Some(e))
+                        })?;
                 }
                 Ok(out)
             }
