@@ -163,7 +163,8 @@ class Store:
     empty (``create=False`` refuses to create). ``read_only=True`` takes no lock and writes
     nothing, so it works beside a live writer in another process. ``segment_bytes`` bounds the
     size of each segment file (64 MiB by default); ``strict=True`` makes any damage an error
-    instead of cutting a torn, never-acknowledged tail.
+    instead of cutting a torn, never-acknowledged tail. ``compression_level`` (a zstd level, 1
+    to 19) makes :meth:`reclaim` compress the sealed segments it finds uncompressed.
     """
 
     __slots__ = ("_native",)
@@ -177,6 +178,7 @@ class Store:
         segment_bytes: Optional[int] = None,
         preallocate: Optional[bool] = None,
         strict: bool = False,
+        compression_level: Optional[int] = None,
     ) -> None:
         self._native = _native.Store(
             os.fspath(path),
@@ -185,6 +187,7 @@ class Store:
             segment_bytes=segment_bytes,
             preallocate=preallocate,
             strict=strict,
+            compression_level=compression_level,
         )
 
     @property
@@ -233,8 +236,23 @@ class Store:
         return self._native.list_sessions(after=after, prefix=prefix, limit=limit)
 
     def delete_session(self, name: str) -> None:
-        """Deletes a session (durably)."""
+        """Deletes a session (durably). Its name is free at once; its events stay on disk
+        until :meth:`reclaim`."""
         self._native.delete_session(name)
+
+    def reclaim(self, *, seal_active: bool = False) -> dict:
+        """Gives the space of deleted sessions back: removes the sealed segments that hold
+        nothing live and rewrites those that are mostly dead (and, with ``compression_level``
+        set, compresses every sealed segment not compressed yet). Every event of a live
+        session stays, the originals a compaction shadowed included. ``seal_active=True``
+        seals the active segment first, so a store at rest is compressed whole.
+
+        Returns ``segments_removed``, ``segments_rewritten`` and ``segments_compressed``
+        (segment numbers), ``bytes_removed``, ``bytes_freed_by_rewrites``,
+        ``live_bytes_copied`` and ``stopped_at`` (``(segment, why)`` for the first sealed
+        segment that had to stay, or ``None``). Commits of other threads go on meanwhile;
+        the GIL is released. Raises on a read-only store."""
+        return self._native.reclaim(seal_active=seal_active)
 
     def event_count(self, name: str) -> int:
         """Events in session ``name``."""

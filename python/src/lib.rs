@@ -27,8 +27,8 @@ use sessionlog::session::compaction::{
 use sessionlog::session::decode_event;
 use sessionlog::session::tokens::HeuristicCounter;
 use sessionlog::{
-    Access, Durability, ErrorClass, Event, EventInput, LogOptions, RecoveryMode, SessionHeader,
-    Store, StoreOptions,
+    Access, Compression, Durability, ErrorClass, Event, EventInput, LogOptions, RecoveryMode,
+    SessionHeader, Store, StoreOptions,
 };
 use sessionlog_log::{RealStorage, Seq as LogSeq, StreamId};
 
@@ -323,13 +323,25 @@ impl StoredEvent {
     }
 }
 
+/// zstd levels a store may compress sealed segments at.
+const COMPRESSION_LEVELS: std::ops::RangeInclusive<i32> = 1..=19;
+
 fn store_options(
     segment_bytes: Option<u64>,
     preallocate: Option<bool>,
     strict: bool,
     projection_cache: bool,
-) -> StoreOptions {
+    compression_level: Option<i32>,
+) -> PyResult<StoreOptions> {
     let mut log = LogOptions::default();
+    if let Some(level) = compression_level {
+        if !COMPRESSION_LEVELS.contains(&level) {
+            return Err(PyValueError::new_err(format!(
+                "compression_level must be a zstd level from 1 to 19, not {level}"
+            )));
+        }
+        log = log.with_compression(Compression::Zstd { level });
+    }
     if let Some(bytes) = segment_bytes {
         log = log.with_segment_size_bytes(bytes);
     }
@@ -339,9 +351,9 @@ fn store_options(
     if strict {
         log = log.with_recovery_mode(RecoveryMode::AbsoluteConsistency);
     }
-    StoreOptions::default()
+    Ok(StoreOptions::default()
         .with_log(log)
-        .with_projection_cache(projection_cache)
+        .with_projection_cache(projection_cache))
 }
 
 /// A store: many sessions in one log directory (see `sessionlog.Store`).
@@ -388,7 +400,7 @@ fn stream_of(store: &Store, name: &str) -> PyResult<StreamId> {
 #[pymethods]
 impl PyStore {
     #[new]
-    #[pyo3(signature = (path, *, read_only = false, create = true, segment_bytes = None, preallocate = None, strict = false, projection_cache = true))]
+    #[pyo3(signature = (path, *, read_only = false, create = true, segment_bytes = None, preallocate = None, strict = false, projection_cache = true, compression_level = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -399,8 +411,15 @@ impl PyStore {
         preallocate: Option<bool>,
         strict: bool,
         projection_cache: bool,
+        compression_level: Option<i32>,
     ) -> PyResult<Self> {
-        let options = store_options(segment_bytes, preallocate, strict, projection_cache);
+        let options = store_options(
+            segment_bytes,
+            preallocate,
+            strict,
+            projection_cache,
+            compression_level,
+        )?;
         let access = match (read_only, create) {
             (true, _) => Access::ReadOnly,
             (false, true) => Access::CreateOrOpen,
@@ -531,6 +550,35 @@ impl PyStore {
         let store = self.store()?;
         py.allow_threads(|| store.delete_session(name))
             .map_err(py_err)
+    }
+
+    /// Gives the space of deleted sessions back (`Store::reclaim`); with `seal_active`, seals
+    /// the active segment first so a store with compression on is compressed whole. Returns
+    /// what was done as a dict.
+    #[pyo3(signature = (*, seal_active = false))]
+    fn reclaim<'py>(&self, py: Python<'py>, seal_active: bool) -> PyResult<Bound<'py, PyDict>> {
+        let store = self.store()?;
+        let report = py
+            .allow_threads(|| {
+                if seal_active {
+                    store.seal_active_segment()?;
+                }
+                store.reclaim()
+            })
+            .map_err(py_err)?;
+        let ids = |v: &[sessionlog_log::SegmentId]| v.iter().map(|s| s.0).collect::<Vec<_>>();
+        let d = PyDict::new(py);
+        d.set_item("segments_removed", ids(&report.segments_removed))?;
+        d.set_item("segments_rewritten", ids(&report.segments_rewritten))?;
+        d.set_item("segments_compressed", ids(&report.segments_compressed))?;
+        d.set_item("bytes_removed", report.bytes_removed)?;
+        d.set_item("bytes_freed_by_rewrites", report.bytes_freed_by_rewrites)?;
+        d.set_item("live_bytes_copied", report.live_bytes_copied)?;
+        d.set_item(
+            "stopped_at",
+            report.stopped_at.map(|(segment, why)| (segment.0, why)),
+        )?;
+        Ok(d)
     }
 
     fn event_count(&self, name: &str) -> PyResult<u64> {
