@@ -1,6 +1,7 @@
 //! `sessionlog delete` frees a session's name at once and `sessionlog gc` gives its space
 //! back: the segments that held only deleted sessions are removed, the one that held mostly
 //! deleted events is rewritten, the report says how many and the bytes before and after, and every live session reads and verifies as before.
+//! `sessionlog log delete` does the same for a raw stream.
 
 mod common;
 
@@ -258,4 +259,97 @@ fn gc_compress_compresses_every_sealed_segment_and_every_event_reads_the_same() 
     assert_eq!(gc.status.code(), Some(0), "{}", describe(&gc));
     let report: serde_json::Value = serde_json::from_slice(&gc.stdout).expect("json");
     assert_eq!(report["segmentsRewritten"].as_u64(), Some(0), "{report}");
+}
+
+/// `sessionlog log delete` deletes a raw stream: its name is free at once (reading it is an
+/// error, appending starts it anew), a name that is no raw stream exits 2 on one line (a
+/// session's name included, whose session stays), and `gc` gives the records' space back.
+#[test]
+fn log_delete_frees_a_raw_stream_and_gc_gives_its_space_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store_dir = dir.path().join("s");
+    build(&store_dir);
+    let store = store_dir.to_str().expect("utf8");
+    // 400 KB of raw records in the store's 64 KiB segments, then more of `kept`, so every
+    // segment holding them is sealed.
+    {
+        let options = StoreOptions::default().with_log(
+            LogOptions::default()
+                .with_segment_size_bytes(64 << 10)
+                .with_preallocate(false),
+        );
+        let s = Store::open(&store_dir, options).expect("open");
+        let raw = s.raw_stream("blobs").expect("raw stream");
+        let line = vec![b'x'; 2000];
+        for _ in 0..200 {
+            raw.append(&[&line], sessionlog::Durability::Sync)
+                .expect("append");
+        }
+        drop(raw);
+        let (mut kept, _closers) = s.open_session("kept").expect("open kept");
+        for turn in 400..500i64 {
+            kept.append(TurnStart::new().at(turn * 2))
+                .expect("turn start");
+            kept.append(TurnEnd::completed().at(turn * 2 + 1))
+                .expect("turn end");
+        }
+        kept.commit().expect("commit");
+        drop(kept);
+        s.close().expect("close");
+    }
+    let gc = sessionlog(&["gc", "--store", store, "--json"], b"");
+    let before: serde_json::Value = serde_json::from_slice(&gc.stdout).expect("json");
+    let before = before["bytesAfter"].as_u64().expect("bytesAfter");
+
+    let out = sessionlog(
+        &["log", "delete", "--store", store, "--stream", "blobs"],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert!(
+        text(&out.stdout).contains("deleted raw stream blobs"),
+        "{}",
+        describe(&out)
+    );
+    let read = sessionlog(&["log", "read", "--store", store, "--stream", "blobs"], b"");
+    assert_eq!(read.status.code(), Some(2), "{}", describe(&read));
+    for name in ["blobs", "kept"] {
+        let again = sessionlog(&["log", "delete", "--store", store, "--stream", name], b"");
+        assert_eq!(again.status.code(), Some(2), "{}", describe(&again));
+        assert_eq!(
+            text(&again.stderr).lines().count(),
+            1,
+            "{}",
+            describe(&again)
+        );
+        assert!(
+            text(&again.stderr).contains("no raw stream"),
+            "{}",
+            describe(&again)
+        );
+    }
+    let sessions = sessionlog(&["sessions", "--store", store], b"");
+    assert!(
+        text(&sessions.stdout).contains("kept\t1000 events"),
+        "{}",
+        describe(&sessions)
+    );
+
+    let gc = sessionlog(&["gc", "--store", store, "--json"], b"");
+    assert_eq!(gc.status.code(), Some(0), "{}", describe(&gc));
+    let report: serde_json::Value = serde_json::from_slice(&gc.stdout).expect("json");
+    let after = report["bytesAfter"].as_u64().expect("bytesAfter");
+    assert!(after + 300_000 < before, "{before} -> {after}: {report}");
+
+    let anew = sessionlog(
+        &["log", "append", "--store", store, "--stream", "blobs"],
+        b"fresh\n",
+    );
+    assert!(
+        text(&anew.stdout).contains("\"seq\":0"),
+        "{}",
+        describe(&anew)
+    );
+    let verify = sessionlog(&["verify", "--store", store], b"");
+    assert_eq!(verify.status.code(), Some(0), "{}", describe(&verify));
 }

@@ -145,6 +145,22 @@ impl Store {
         }
     }
 
+    /// Deletes the raw stream `name` durably: its name is free at once (a later append
+    /// starts a new stream at seq 0), and [`Store::reclaim`] gives its records' space back.
+    /// Returns whether there was such a stream. Only the raw namespace is touched: a stream
+    /// under the plain name `name` (a session, or a raw stream written before the namespace
+    /// existed) stays.
+    pub fn delete_raw_stream(&self, name: &str) -> Result<bool> {
+        let log = self.log();
+        match log.stream_id(&catalog_name(name)) {
+            Some(id) => {
+                log.delete_stream(id, Durability::Sync)?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
     /// Names of the raw streams (without the namespace prefix), sorted.
     pub fn raw_stream_names(&self) -> Vec<String> {
         let mut names: Vec<String> = self

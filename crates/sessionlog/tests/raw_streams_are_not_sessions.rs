@@ -75,3 +75,72 @@ fn a_session_name_in_the_raw_namespace_is_refused() {
         "nothing was created"
     );
 }
+
+/// Deleting a raw stream frees its name at once, leaves a session of the same name alone,
+/// survives a reopen, and lets reclaim give its records' space back.
+#[test]
+fn a_deleted_raw_stream_is_gone_for_good_and_its_space_comes_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let payload = vec![b'x'; 4 << 10];
+    let store = Store::open(dir.path(), opts()).expect("open");
+    drop(
+        store
+            .create_session("r", SessionHeader::new("r", 1, None))
+            .expect("create"),
+    );
+    assert!(matches!(
+        store.raw_stream("r"),
+        Err(Error::RawNameIsSession(_))
+    ));
+    for name in ["doomed", "kept"] {
+        let raw = store.raw_stream(name).expect("raw stream");
+        for _ in 0..64 {
+            raw.append(&[&payload], Durability::Sync).expect("append");
+        }
+    }
+    let bytes_before = store.log_reader().stats().bytes;
+
+    assert!(store.delete_raw_stream("doomed").expect("delete"));
+    assert!(!store.delete_raw_stream("doomed").expect("second delete"));
+    assert!(!store
+        .delete_raw_stream("r")
+        .expect("a session is not a raw stream"));
+    assert_eq!(store.session_names(), vec!["r".to_owned()]);
+    assert_eq!(store.raw_stream_names(), vec!["kept".to_owned()]);
+    assert!(matches!(
+        store.raw_read("doomed", 0, u64::MAX),
+        Err(Error::NoSuchRawStream(_))
+    ));
+    let report = store.reclaim().expect("reclaim");
+    assert!(
+        !report.segments_removed.is_empty() || !report.segments_rewritten.is_empty(),
+        "{report:?}"
+    );
+    let bytes_after = store.log_reader().stats().bytes;
+    assert!(
+        bytes_after < bytes_before * 3 / 4,
+        "{bytes_before} -> {bytes_after} bytes: {report:?}"
+    );
+    // The name is free: a new stream starts at seq 0.
+    let again = store.raw_stream("doomed").expect("raw stream again");
+    let receipt = again.append(&[b"new"], Durability::Sync).expect("append");
+    assert_eq!(receipt.seqs[0].0, 0);
+    drop(again);
+    store.close().expect("close");
+
+    let store = Store::open(dir.path(), opts()).expect("reopen");
+    assert_eq!(
+        store.raw_stream_names(),
+        vec!["doomed".to_owned(), "kept".to_owned()]
+    );
+    let doomed: Vec<Vec<u8>> = store
+        .raw_read("doomed", 0, u64::MAX)
+        .expect("read")
+        .map(|r| r.expect("record").payload.to_vec())
+        .collect();
+    assert_eq!(doomed, vec![b"new".to_vec()]);
+    assert_eq!(
+        store.raw_read("kept", 0, u64::MAX).expect("read").count(),
+        64
+    );
+}
