@@ -311,6 +311,12 @@ class Store:
         """Names of the raw streams, sorted."""
         return self._native.raw_stream_names()
 
+    def raw_delete(self, name: str) -> bool:
+        """Deletes the raw stream ``name`` durably; returns whether there was one. The name is
+        free at once (a later append starts a new stream at seq 0), and :meth:`reclaim` gives
+        its records' space back."""
+        return self._native.raw_delete(name)
+
     def close(self) -> None:
         """Closes the store. Later calls raise :class:`StorageError`."""
         self._native.close()

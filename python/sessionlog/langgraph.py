@@ -3,10 +3,11 @@
 ``SessionlogSaver(path)`` opens (or creates) a store at ``path`` and keeps each LangGraph
 thread as a raw stream of that store named ``langgraph/<thread_id>``. Every mutation is one
 durable, atomic record batch of that stream: a checkpoint with the channel blobs it brings, a
-task's pending writes, a deletion (of the thread, of some checkpoints), so the stream is the
-thread's history and the saver's state is a fold of it. Opening the saver replays the
-streams; nothing is rewritten in place, so deleted checkpoints stay in the log until the store
-reclaims the space.
+task's pending writes, a deletion of some checkpoints, so the stream is the thread's history
+and the saver's state is a fold of it. Opening the saver replays the streams. Deleting a
+thread deletes its stream, so ``saver.store.reclaim()`` gives its space back; checkpoints
+dropped from a thread that stays (``delete_for_runs``, ``prune``) stay in the log until the
+thread is deleted.
 
 Values go through ``self.serde`` (LangGraph's typed serializer) and are stored as its bytes.
 Sync and async methods are both provided; the async ones run the sync ones on a worker
@@ -99,6 +100,7 @@ class _Thread:
             for ns in [ns for ns, cps in self.checkpoints.items() if not cps]:
                 del self.checkpoints[ns]
         elif kind == "delete":
+            # Written by builds before a deleted thread's stream was deleted instead.
             self.checkpoints.clear()
             self.writes.clear()
             self.blobs.clear()
@@ -338,12 +340,15 @@ class SessionlogSaver(BaseCheckpointSaver[str]):
         self._log(str(conf["thread_id"]), [op])
 
     def delete_thread(self, thread_id: str) -> None:
-        """Deletes every checkpoint and write of the thread (the log keeps a tombstone)."""
+        """Deletes every checkpoint and write of the thread: its stream is deleted, durably,
+        and :meth:`sessionlog.Store.reclaim` gives its space back."""
         thread_id = str(thread_id)
-        with self._lock:
-            exists = thread_id in self._threads
-        if exists:
-            self._log(thread_id, [{"op": "delete"}])
+        with self._writer_lock(thread_id):
+            # The stream goes whenever it exists, even when it folds to no checkpoint (only
+            # pending writes, or every checkpoint dropped): its records are dead either way.
+            self.store.raw_delete(STREAM_PREFIX + thread_id)
+            with self._lock:
+                self._threads.pop(thread_id, None)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Deletes the checkpoints (and their writes) whose metadata names one of
@@ -412,17 +417,18 @@ class SessionlogSaver(BaseCheckpointSaver[str]):
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``keep_latest`` keeps each namespace's newest checkpoint (with its writes);
-        ``delete`` deletes the threads."""
+        ``delete`` deletes the threads (as :meth:`delete_thread` does)."""
         if strategy not in ("keep_latest", "delete"):
             raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
+        if strategy == "delete":
+            for thread_id in thread_ids:
+                self.delete_thread(thread_id)
+            return
         batches = []
         with self._lock:
             for thread_id in (str(t) for t in thread_ids):
                 thread = self._threads.get(thread_id)
                 if thread is None:
-                    continue
-                if strategy == "delete":
-                    batches.append((thread_id, [{"op": "delete"}]))
                     continue
                 doomed = [
                     [ns, cid]

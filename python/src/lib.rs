@@ -736,6 +736,13 @@ impl PyStore {
         Ok(self.store()?.raw_stream_names())
     }
 
+    /// Deletes the raw stream `name` durably; whether there was one.
+    fn raw_delete(&self, py: Python<'_>, name: &str) -> PyResult<bool> {
+        let store = self.store()?;
+        py.allow_threads(|| store.delete_raw_stream(name))
+            .map_err(py_err)
+    }
+
     fn __repr__(&self) -> String {
         format!("<sessionlog.Store {:?}>", self.path)
     }

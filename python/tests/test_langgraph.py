@@ -12,6 +12,7 @@ pytest.importorskip("langgraph.checkpoint.conformance")
 from langgraph.checkpoint.base import empty_checkpoint  # noqa: E402
 from langgraph.checkpoint.conformance import checkpointer_test, validate  # noqa: E402
 
+import sessionlog  # noqa: E402
 from sessionlog.langgraph import SessionlogSaver  # noqa: E402
 
 
@@ -63,5 +64,56 @@ def test_reopen_rebuilds_threads_from_the_log(tmp_path):
         assert tup.pending_writes == [("task-1", "messages", "pending")]
         assert saver.get_tuple({"configurable": {"thread_id": "t2"}}) is None
         assert [t.config["configurable"]["thread_id"] for t in saver.list(None)] == ["t1"]
-        # the deleted thread's records stay in the log, behind a tombstone
-        assert len(saver.store.raw_read("langgraph/t2")) == 2
+        # the deleted thread's stream is gone, so reclaim can give its records' space back
+        assert saver.store.raw_stream_names() == ["langgraph/t1"]
+        with pytest.raises(sessionlog.NotFoundError):
+            saver.store.raw_read("langgraph/t2")
+
+
+def test_a_tombstone_written_before_streams_were_deleted_still_deletes(tmp_path):
+    path = tmp_path / "store"
+    config = {"configurable": {"thread_id": "old", "checkpoint_ns": ""}}
+    with SessionlogSaver(path, segment_bytes=1 << 20) as saver:
+        saver.put(config, empty_checkpoint(), {"step": 0}, {})
+        saver._log("old", [{"op": "delete"}])  # what delete_thread used to write
+        assert saver.get_tuple(config) is None
+    with SessionlogSaver(path, segment_bytes=1 << 20) as saver:
+        assert saver.get_tuple(config) is None
+        assert list(saver.list(None)) == []
+
+
+def segment_bytes_on_disk(path):
+    return sum(f.stat().st_size for f in path.iterdir() if f.name.endswith(".seg"))
+
+
+def test_deleted_threads_space_comes_back_with_reclaim(tmp_path):
+    path = tmp_path / "store"
+    threads = [f"t{i:02}" for i in range(40)]
+    kept = threads[::8]
+
+    def config(t):
+        return {"configurable": {"thread_id": t, "checkpoint_ns": ""}}
+
+    with SessionlogSaver(path, segment_bytes=64 << 10) as saver:
+        for t in threads:
+            for step in range(5):
+                c = empty_checkpoint()
+                c["channel_values"] = {"messages": ["x" * 2000, step]}
+                v = saver.get_next_version(None)
+                c["channel_versions"] = {"messages": v}
+                saver.put(config(t), c, {"step": step}, {"messages": v})
+        before = segment_bytes_on_disk(path)
+        for t in threads:
+            if t not in kept:
+                saver.delete_thread(t)
+        report = saver.store.reclaim()
+        assert report["segments_removed"] or report["segments_rewritten"], report
+        after = segment_bytes_on_disk(path)
+        assert after < before / 2, (before, after, report)
+        latest = {t: saver.get_tuple(config(t)).checkpoint for t in kept}
+    with SessionlogSaver(path, segment_bytes=64 << 10) as saver:
+        listed = sorted({t.config["configurable"]["thread_id"] for t in saver.list(None)})
+        assert listed == kept
+        for t in kept:
+            assert saver.get_tuple(config(t)).checkpoint == latest[t]
+            assert saver.get_tuple(config(t)).checkpoint["channel_values"]["messages"][1] == 4
