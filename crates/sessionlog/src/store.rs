@@ -901,7 +901,10 @@ impl Store {
         Ok(self.inner.log.flush()?)
     }
 
-    /// Makes everything committed so far durable, then closes the log.
+    /// Makes everything committed so far durable, then closes the log. Session handles,
+    /// raw streams and clones of this store that are still alive keep the log open, and the
+    /// store's lock held, until the last of them is dropped: drop them first when the
+    /// directory is to be opened again.
     pub fn close(self) -> Result<()> {
         self.inner.log.flush()?;
         Ok(())
