@@ -1,5 +1,5 @@
-//! `delete` and `gc`: deleting a session, deleting the sessions a retention policy names, and
-//! giving the space of deleted sessions back.
+//! `delete`, `log delete` and `gc`: deleting a session or a raw stream, deleting the sessions
+//! a retention policy names, and giving the space of what was deleted back.
 
 use std::io::{self, Write};
 use std::path::Path;
@@ -16,10 +16,26 @@ pub(crate) fn delete(dir: &Path, session: &str) -> Result<u8, Failure> {
     let store = open_store(dir, Access::Existing)?;
     store.delete_session(session)?;
     store.close()?;
+    deleted(session)
+}
+
+/// Deletes one raw stream: its name is free at once, its records stay on disk until `gc`.
+pub(crate) fn delete_raw(dir: &Path, stream: &str) -> Result<u8, Failure> {
+    let store = open_store(dir, Access::Existing)?;
+    let found = store.delete_raw_stream(stream)?;
+    store.close()?;
+    if !found {
+        return Err(sessionlog::Error::NoSuchRawStream(stream.to_owned()).into());
+    }
+    deleted(&format!("raw stream {stream}"))
+}
+
+/// Says that `what` was deleted and how to get its space back.
+fn deleted(what: &str) -> Result<u8, Failure> {
     let stdout = io::stdout();
     out(
         &mut stdout.lock(),
-        format!("deleted {session}; run `sessionlog gc` to free its space\n").as_bytes(),
+        format!("deleted {what}; run `sessionlog gc` to free its space\n").as_bytes(),
     )?;
     Ok(0)
 }

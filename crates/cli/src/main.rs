@@ -583,7 +583,7 @@ fn run(command: Command) -> Result<u8, Failure> {
             from,
             to,
         }) => log_read(&store, &stream, from, to),
-        Command::Log(LogCommand::Delete { store, stream }) => log_delete(&store, &stream),
+        Command::Log(LogCommand::Delete { store, stream }) => gc::delete_raw(&store, &stream),
         Command::Verify { store, json, fast } => verify(&store, json, fast),
         Command::Stats {
             store,
@@ -830,21 +830,6 @@ fn log_read(
         out(&mut w, b"\n")?;
     }
     w.flush()?;
-    Ok(0)
-}
-
-fn log_delete(store: &std::path::Path, stream: &str) -> Result<u8, Failure> {
-    let store = open_store(store, Access::Existing)?;
-    let deleted = store.delete_raw_stream(stream)?;
-    store.close()?;
-    if !deleted {
-        return Err(sessionlog::Error::NoSuchRawStream(stream.to_owned()).into());
-    }
-    let stdout = io::stdout();
-    out(
-        &mut stdout.lock(),
-        format!("deleted raw stream {stream}; run `sessionlog gc` to free its space\n").as_bytes(),
-    )?;
     Ok(0)
 }
 
