@@ -170,10 +170,22 @@ pub fn mask_blocks(data: &[u8], cuts: &[usize], masking: Masking) -> Result<Vec<
     Ok(out)
 }
 
+/// A batch whose header lies in the block being unmasked, until its trailer.
+struct OpenBatch {
+    /// Where its header starts in the block.
+    start: usize,
+    /// Records met since its header.
+    records: u32,
+    /// Whether its header was stored without `batch_len` and `record_count` (codec 3), which
+    /// its trailer gives back, together with the header's checksum.
+    length_masked: bool,
+}
+
 /// Restores, in place, block `block` of segment `segment_id` from its masked form; the
 /// block starts at `logical_offset` in the segment. Fails when the bytes are not a masked
-/// block: a structure that runs past the block's end, or a checksum field that should be
-/// zero and is not.
+/// block: a structure that runs past the block's end, a checksum field that should be zero
+/// and is not, or (codec 3) a header stored without its length whose trailer is not in the
+/// block.
 pub fn unmask_block(
     segment_id: u64,
     logical_offset: u64,
@@ -182,9 +194,9 @@ pub fn unmask_block(
 ) -> Result<(), FormatError> {
     const S: Structure = Structure::Block;
     let not_masked = |what: &str| FormatError::invalid(S, "masked bytes", what.to_owned());
+    let no_trailer = "a batch stored without its length has no trailer in the block";
     let mut predictions = Predictions::default();
-    // The start of the batch whose header lies in this block, until its trailer.
-    let mut batch: Option<usize> = None;
+    let mut batch: Option<OpenBatch> = None;
     let mut p = 0usize;
     while p < block.len() {
         let at = logical_offset + p as u64;
@@ -192,11 +204,20 @@ pub fn unmask_block(
             == Some(&BATCH_TRAILER_MAGIC.to_le_bytes()[..]);
         let is_header = !is_trailer && block.get(p..p + 4) == Some(&BATCH_MAGIC.to_le_bytes()[..]);
         if is_trailer {
-            if let Some(start) = batch.take() {
+            if let Some(open) = batch.take() {
                 if u32_at(block, p + T_CRC_AT, S)? != 0 {
                     return Err(not_masked("a batch checksum is not zero"));
                 }
-                let crc = batch_crc(segment_id, logical_offset + start as u64, &block[start..p]);
+                let start = open.start;
+                let batch_at = logical_offset + start as u64;
+                if open.length_masked {
+                    let len = u32::try_from(p + BATCH_TRAILER_LEN - start)
+                        .map_err(|_| not_masked("a batch longer than 4 GiB"))?;
+                    put_u32(block, start + B_LEN_AT, len);
+                    put_u32(block, start + B_COUNT_AT, open.records);
+                    restore_header_crc(block, segment_id, batch_at, start);
+                }
+                let crc = batch_crc(segment_id, batch_at, &block[start..p]);
                 put_u32(block, p + T_CRC_AT, crc);
             }
             p += BATCH_TRAILER_LEN;
@@ -207,12 +228,18 @@ pub fn unmask_block(
             if u32_at(block, p + B_HEADER_CRC_AT, S)? != 0 {
                 return Err(not_masked("a batch header checksum is not zero"));
             }
-            if masking.frames() {
-                unmask_frame_fields(block, p, at).map_err(not_masked)?;
+            if batch.as_ref().is_some_and(|open| open.length_masked) {
+                return Err(not_masked(no_trailer));
             }
-            let crc = header_crc(segment_id, at, &block[p..p + BATCH_HEADER_LEN]);
-            put_u32(block, p + B_HEADER_CRC_AT, crc);
-            batch = Some(p);
+            let length_masked = masking.frames() && unmask_frame_fields(block, p, at)?;
+            if !length_masked {
+                restore_header_crc(block, segment_id, at, p);
+            }
+            batch = Some(OpenBatch {
+                start: p,
+                records: 0,
+                length_masked,
+            });
             p += BATCH_HEADER_LEN;
         } else {
             if block.len() < p + RECORD_HEADER_LEN {
@@ -237,56 +264,45 @@ pub fn unmask_block(
             put_u32(block, p + R_PREV_AT, prev);
             let crc = record_crc(segment_id, at, &block[p..p + RECORD_HEADER_LEN + len]);
             put_u32(block, p + R_CRC_AT, crc);
+            if let Some(open) = batch.as_mut() {
+                open.records = open
+                    .records
+                    .checked_add(1)
+                    .ok_or_else(|| not_masked("more than 2^32 records in a batch"))?;
+            }
             p = end;
         }
     }
+    if batch.is_some_and(|open| open.length_masked) {
+        return Err(not_masked(no_trailer));
+    }
     Ok(())
 }
 
-/// Restores the frame fields codec 3 masks in the batch header at `block[p..]`, which lies at
-/// segment offset `at`: `synced_through`, and a `batch_len` and `record_count` stored as zero
-/// (a real frame is at least 40 bytes long), found by walking the batch's records to its
-/// trailer in the block.
-fn unmask_frame_fields(block: &mut [u8], p: usize, at: u64) -> Result<(), &'static str> {
+/// Puts the checksum of the (whole, restored) batch header at `block[p..]`, which lies at
+/// segment offset `at`, in its place.
+fn restore_header_crc(block: &mut [u8], segment_id: u64, at: u64, p: usize) {
+    let crc = header_crc(segment_id, at, &block[p..p + BATCH_HEADER_LEN]);
+    put_u32(block, p + B_HEADER_CRC_AT, crc);
+}
+
+/// Restores `synced_through` in the codec 3 batch header at `block[p..]` (segment offset
+/// `at`, the whole header in the block), and says whether its `batch_len` and
+/// `record_count` were stored as zeros (a real frame is at least 40 bytes long), for its
+/// trailer to give back.
+fn unmask_frame_fields(block: &mut [u8], p: usize, at: u64) -> Result<bool, FormatError> {
     const S: Structure = Structure::Block;
-    let field = |_| "a batch header runs past the block";
-    let synced = u64_at(block, p + B_SYNCED_AT, S).map_err(field)?;
+    let synced = u64_at(block, p + B_SYNCED_AT, S)?;
     put_u64(block, p + B_SYNCED_AT, synced ^ at);
-    if u32_at(block, p + B_LEN_AT, S).map_err(field)? != 0 {
-        return Ok(());
+    if u32_at(block, p + B_LEN_AT, S)? != 0 {
+        return Ok(false);
     }
-    if u32_at(block, p + B_COUNT_AT, S).map_err(field)? != 0 {
-        return Err("a record count is stored without its batch length");
+    if u32_at(block, p + B_COUNT_AT, S)? != 0 {
+        return Err(FormatError::invalid(
+            S,
+            "masked bytes",
+            "a record count is stored without its batch length",
+        ));
     }
-    let (trailer, count) = trailer_in_block(block, p)
-        .ok_or("a batch stored without its length has no trailer in the block")?;
-    let len =
-        u32::try_from(trailer + BATCH_TRAILER_LEN - p).map_err(|_| "a batch longer than 4 GiB")?;
-    put_u32(block, p + B_LEN_AT, len);
-    put_u32(block, p + B_COUNT_AT, count);
-    Ok(())
-}
-
-/// The trailer of the batch whose header is at `block[p..]`, and the records before it,
-/// found by walking record lengths (which masking keeps) from the header's end; `None` when
-/// the walk leaves the block or meets another batch header first.
-fn trailer_in_block(block: &[u8], p: usize) -> Option<(usize, u32)> {
-    let le = |at: usize| -> Option<u32> {
-        Some(u32::from_le_bytes(
-            block.get(at..at.checked_add(4)?)?.try_into().ok()?,
-        ))
-    };
-    let mut q = p.checked_add(BATCH_HEADER_LEN)?;
-    let mut count = 0u32;
-    loop {
-        if le(q + T_MAGIC_AT)? == BATCH_TRAILER_MAGIC {
-            return Some((q, count));
-        }
-        if le(q)? == BATCH_MAGIC {
-            return None;
-        }
-        let len = le(q + R_LEN_AT)? as usize;
-        q = q.checked_add(RECORD_HEADER_LEN + padded_len(len))?;
-        count = count.checked_add(1)?;
-    }
+    Ok(true)
 }
