@@ -21,12 +21,12 @@ pub const RECORD_ALIGN: usize = 8;
 pub const MAX_BATCH_LEN: usize = u32::MAX as usize & !(RECORD_ALIGN - 1);
 
 // spec: segment.md#batch-header
-pub(crate) const B_MAGIC_AT: usize = 0;
+const B_MAGIC_AT: usize = 0;
 pub(crate) const B_HEADER_CRC_AT: usize = B_MAGIC_AT + 4;
 pub(crate) const B_LEN_AT: usize = B_HEADER_CRC_AT + 4;
 pub(crate) const B_COUNT_AT: usize = B_LEN_AT + 4;
 pub(crate) const B_SYNCED_AT: usize = B_COUNT_AT + 4;
-pub(crate) const B_RESERVED_AT: usize = B_SYNCED_AT + 8;
+const B_RESERVED_AT: usize = B_SYNCED_AT + 8;
 /// Bytes in a batch header.
 pub const BATCH_HEADER_LEN: usize = B_RESERVED_AT + 8;
 
@@ -41,9 +41,9 @@ pub(crate) const R_CRC_AT: usize = 0;
 pub(crate) const R_LEN_AT: usize = R_CRC_AT + 4;
 pub(crate) const R_STREAM_AT: usize = R_LEN_AT + 4;
 pub(crate) const R_SEQ_AT: usize = R_STREAM_AT + 8;
-pub(crate) const R_KIND_AT: usize = R_SEQ_AT + 8;
-pub(crate) const R_FLAGS_AT: usize = R_KIND_AT + 1;
-pub(crate) const R_RESERVED_AT: usize = R_FLAGS_AT + 1;
+const R_KIND_AT: usize = R_SEQ_AT + 8;
+const R_FLAGS_AT: usize = R_KIND_AT + 1;
+const R_RESERVED_AT: usize = R_FLAGS_AT + 1;
 pub(crate) const R_PREV_AT: usize = R_RESERVED_AT + 2;
 /// Bytes in a record header; the payload follows.
 pub const RECORD_HEADER_LEN: usize = R_PREV_AT + 4;
@@ -201,10 +201,9 @@ impl<'a> BatchEncoder<'a> {
         put_u32(frame, B_LEN_AT, len32);
         put_u32(frame, B_COUNT_AT, self.count);
         // The header's and the frame's checksums both start from the segment and offset.
-        let mut crc = SegmentCrc::at(seg, off);
+        let crc = SegmentCrc::at(seg, off);
         put_u32(frame, B_HEADER_CRC_AT, header_crc_from(crc.clone(), frame));
-        crc.update(frame);
-        let batch_crc = crc.finish();
+        let batch_crc = batch_crc_from(crc, frame);
         self.buf.extend_from_slice(&batch_crc.to_le_bytes());
         self.buf
             .extend_from_slice(&BATCH_TRAILER_MAGIC.to_le_bytes());
@@ -215,9 +214,7 @@ impl<'a> BatchEncoder<'a> {
 /// The `record_crc` of the record at `offset` of `segment_id` whose header and payload
 /// (padding excluded) are `record`: it covers header bytes 4..32 and the payload.
 pub(crate) fn record_crc(segment_id: u64, offset: u64, record: &[u8]) -> u32 {
-    let mut crc = SegmentCrc::at(segment_id, offset);
-    crc.update(record.get(R_LEN_AT..).unwrap_or_default());
-    crc.finish()
+    record_crc_from(SegmentCrc::at(segment_id, offset), record)
 }
 
 /// The `header_crc` of the batch header `header` at `batch_offset` of `segment_id`.
@@ -228,15 +225,32 @@ pub(crate) fn header_crc(segment_id: u64, batch_offset: u64, header: &[u8]) -> u
 /// The `batch_crc` of the frame at `batch_offset` of `segment_id` whose bytes before its
 /// trailer are `frame`.
 pub(crate) fn batch_crc(segment_id: u64, batch_offset: u64, frame: &[u8]) -> u32 {
-    let mut crc = SegmentCrc::at(segment_id, batch_offset);
-    crc.update(frame);
-    crc.finish()
+    batch_crc_from(SegmentCrc::at(segment_id, batch_offset), frame)
+}
+
+/// A copy of the seeded `segment` checksum state, fed the offset of the structure it covers.
+fn at_offset(segment: &SegmentCrc, offset: u64) -> SegmentCrc {
+    let mut crc = segment.clone();
+    crc.update(&offset.to_le_bytes());
+    crc
 }
 
 fn header_crc_in(segment: &SegmentCrc, batch_offset: u64, header: &[u8]) -> u32 {
-    let mut crc = segment.clone();
-    crc.update(&batch_offset.to_le_bytes());
-    header_crc_from(crc, header)
+    header_crc_from(at_offset(segment, batch_offset), header)
+}
+
+/// The record checksum, from a checksum already fed the segment and the record's offset:
+/// header bytes 4..32 and the payload (`record` holds both, padding excluded).
+fn record_crc_from(mut at: SegmentCrc, record: &[u8]) -> u32 {
+    at.update(record.get(R_LEN_AT..).unwrap_or_default());
+    at.finish()
+}
+
+/// The batch checksum, from a checksum already fed the segment and the batch offset: the
+/// frame's bytes before its trailer.
+fn batch_crc_from(mut at: SegmentCrc, frame: &[u8]) -> u32 {
+    at.update(frame);
+    at.finish()
 }
 
 /// The header checksum, from a checksum already fed the segment and the batch offset: the
@@ -413,10 +427,10 @@ pub fn verify_batch_in<'a>(
     let len = frame.len();
     let trailer = &frame[len - BATCH_TRAILER_LEN..];
     let stored = u32_at(trailer, T_CRC_AT, Structure::Batch)?;
-    let mut crc = segment.clone();
-    crc.update(&batch_offset.to_le_bytes());
-    crc.update(&frame[..len - BATCH_TRAILER_LEN]);
-    let computed = crc.finish();
+    let computed = batch_crc_from(
+        at_offset(segment, batch_offset),
+        &frame[..len - BATCH_TRAILER_LEN],
+    );
     if stored != computed {
         return Err(FormatError::ChecksumMismatch {
             structure: Structure::Batch,
@@ -601,17 +615,9 @@ pub fn verify_record_in<'a>(
 ) -> Result<(RecordHeader, &'a [u8]), FormatError> {
     const S: Structure = Structure::Record;
     let header = decode_record_header(buf)?;
-    let covered = slice_at(
-        buf,
-        R_LEN_AT,
-        RECORD_HEADER_LEN - R_LEN_AT + header.payload_len as usize,
-        S,
-    )?;
+    let record = slice_at(buf, 0, RECORD_HEADER_LEN + header.payload_len as usize, S)?;
     let stored = u32_at(buf, R_CRC_AT, S)?;
-    let mut crc = segment.clone();
-    crc.update(&record_offset.to_le_bytes());
-    crc.update(covered);
-    let computed = crc.finish();
+    let computed = record_crc_from(at_offset(segment, record_offset), record);
     if stored != computed {
         return Err(FormatError::ChecksumMismatch {
             structure: S,
@@ -628,7 +634,7 @@ pub fn verify_record_in<'a>(
             "must point at an earlier record",
         ));
     }
-    let payload = &covered[RECORD_HEADER_LEN - R_LEN_AT..];
+    let payload = &record[RECORD_HEADER_LEN..];
     Ok((header, payload))
 }
 
