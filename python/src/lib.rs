@@ -323,9 +323,6 @@ impl StoredEvent {
     }
 }
 
-/// zstd levels a store may compress sealed segments at.
-const COMPRESSION_LEVELS: std::ops::RangeInclusive<i32> = 1..=19;
-
 fn store_options(
     segment_bytes: Option<u64>,
     preallocate: Option<bool>,
@@ -335,9 +332,12 @@ fn store_options(
 ) -> PyResult<StoreOptions> {
     let mut log = LogOptions::default();
     if let Some(level) = compression_level {
-        if !COMPRESSION_LEVELS.contains(&level) {
+        let levels = Compression::ZSTD_LEVELS;
+        if !levels.contains(&level) {
             return Err(PyValueError::new_err(format!(
-                "compression_level must be a zstd level from 1 to 19, not {level}"
+                "compression_level must be a zstd level from {} to {}, not {level}",
+                levels.start(),
+                levels.end()
             )));
         }
         log = log.with_compression(Compression::Zstd { level });

@@ -54,6 +54,9 @@ pub enum Compression {
 }
 
 impl Compression {
+    /// The zstd levels a store may compress at.
+    pub const ZSTD_LEVELS: std::ops::RangeInclusive<i32> = 1..=19;
+
     /// zstd's default level.
     const DEFAULT_ZSTD_LEVEL: i32 = 3;
 
@@ -257,8 +260,13 @@ impl LogOptions {
             ));
         }
         if let Compression::Zstd { level } = self.compression {
-            if !(1..=19).contains(&level) {
-                return Err(format!("zstd level {level} is outside 1 ..= 19"));
+            if !Compression::ZSTD_LEVELS.contains(&level) {
+                let levels = Compression::ZSTD_LEVELS;
+                return Err(format!(
+                    "zstd level {level} is outside {} ..= {}",
+                    levels.start(),
+                    levels.end()
+                ));
             }
         }
         if self.index_interval_bytes < 64 {
