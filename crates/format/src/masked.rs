@@ -54,6 +54,14 @@ impl Masking {
         }
     }
 
+    /// The directory's `codec` byte of blocks masked this way.
+    pub fn codec(self) -> u8 {
+        match self {
+            Masking::Records => CODEC_ZSTD_MASKED,
+            Masking::RecordsAndFrames => CODEC_ZSTD_MASKED_FRAMES,
+        }
+    }
+
     fn frames(self) -> bool {
         self == Masking::RecordsAndFrames
     }

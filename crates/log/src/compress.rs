@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 use sessionlog_format::{
     block_crc, encode_block_directory, mask_blocks, padded_len, segment_format_version,
     unmask_block, BlockEntry, CompressedLayout, FooterView, Masking, SegmentHeader,
-    CODEC_ZSTD_MASKED_FRAMES, FOOTER_TRAILER_LEN, FORMAT_VERSION_COMPRESSED, SEGMENT_HEADER_LEN,
+    FOOTER_TRAILER_LEN, FORMAT_VERSION_COMPRESSED, SEGMENT_HEADER_LEN,
 };
 use zstd::zstd_safe::{self, CParameter, CompressionLevel};
 
@@ -59,6 +59,9 @@ impl BlockCuts {
         self.cuts
     }
 }
+
+/// How the writer masks the blocks it compresses, and so the codec it writes: codec 3.
+const WRITTEN_MASKING: Masking = Masking::RecordsAndFrames;
 
 /// A segment's dictionary is trained only when its data has at least this many blocks:
 /// fewer samples teach zstd little, and the dictionary's own bytes would not pay.
@@ -160,9 +163,6 @@ pub(crate) fn compress_image(
     let data = image
         .get(..data_end)
         .ok_or_else(|| corrupted(id, footer.data_end, "footer lies past the file", None))?;
-    let body = data.get(SEGMENT_HEADER_LEN..).unwrap_or_default();
-    let masked = mask_blocks(body, cuts, Masking::RecordsAndFrames)
-        .map_err(|e| corrupted(id, 0, "batches of a segment to compress", Some(e)))?;
     let mut ranges = Vec::with_capacity(cuts.len());
     let mut start = SEGMENT_HEADER_LEN;
     for &cut in cuts {
@@ -177,6 +177,9 @@ pub(crate) fn compress_image(
         ranges.push(start..cut);
         start = cut;
     }
+    let body = data.get(SEGMENT_HEADER_LEN..).unwrap_or_default();
+    let masked = mask_blocks(body, cuts, WRITTEN_MASKING)
+        .map_err(|e| corrupted(id, 0, "batches of a segment to compress", Some(e)))?;
     let in_masked = |r: &std::ops::Range<usize>| {
         &masked[r.start - SEGMENT_HEADER_LEN..r.end - SEGMENT_HEADER_LEN]
     };
@@ -193,12 +196,7 @@ pub(crate) fn compress_image(
         let mut again = decompress_block(&stored, logical.len(), codec.ddict.as_ref()).map_err(
             io_err("checking the compression of", format!("segment {id}")),
         )?;
-        let unmasked = unmask_block(
-            id.0,
-            range.start as u64,
-            &mut again,
-            Masking::RecordsAndFrames,
-        );
+        let unmasked = unmask_block(id.0, range.start as u64, &mut again, WRITTEN_MASKING);
         if unmasked.is_err() || again != logical {
             return Err(corrupted(
                 id,
@@ -207,10 +205,9 @@ pub(crate) fn compress_image(
                 unmasked.err(),
             ));
         }
-        let start = range.start;
         let stored_offset = out.len() as u64;
         blocks.push(BlockEntry {
-            logical_offset: start as u32,
+            logical_offset: range.start as u32,
             logical_len: logical.len() as u32,
             stored_offset: stored_offset as u32,
             stored_len: stored.len() as u32,
@@ -223,7 +220,7 @@ pub(crate) fn compress_image(
         &mut out,
         id.0,
         &blocks,
-        CODEC_ZSTD_MASKED_FRAMES,
+        WRITTEN_MASKING.codec(),
         &dictionary,
     );
     out.extend_from_slice(&image[data_end..]);
