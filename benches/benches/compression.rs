@@ -34,11 +34,9 @@ fn level_wanted() -> i32 {
         .unwrap_or(3)
 }
 
-/// The store reopened with compression on, at the level asked for.
-fn open_compressed(dir: &Path) -> Log {
-    let compression = Compression::Zstd {
-        level: level_wanted(),
-    };
+/// The store reopened with compression on, at zstd `level`.
+fn open_compressed(dir: &Path, level: i32) -> Log {
+    let compression = Compression::Zstd { level };
     Log::open(dir, LogOptions::default().with_compression(compression))
         .expect("open with compression")
 }
@@ -112,6 +110,7 @@ fn cold_view(dir: &Path) -> (Duration, Duration) {
 
 fn bench(c: &mut Criterion, probe: &Probe) {
     let events = events_wanted();
+    let level = level_wanted();
     let dir = fresh_dir("compression");
     let (stored, jsonl) = build(&dir, events);
     let jsonl_zstd = zstd::bulk::compress(&jsonl, JSONL_ZSTD_LEVEL).expect("zstd");
@@ -138,7 +137,7 @@ fn bench(c: &mut Criterion, probe: &Probe) {
     });
     log.close().expect("close");
 
-    let log = open_compressed(&dir);
+    let log = open_compressed(&dir, level);
     let t = Instant::now();
     let report = log.reclaim().expect("compress");
     let compress_time = t.elapsed();
@@ -157,7 +156,7 @@ fn bench(c: &mut Criterion, probe: &Probe) {
 
     // The store at rest, as `sessionlog gc --compress` leaves it: the active segment sealed
     // and compressed too.
-    let log = open_compressed(&dir);
+    let log = open_compressed(&dir, level);
     log.seal_active().expect("seal the active segment");
     log.reclaim().expect("compress the rest");
     log.close().expect("close");
@@ -168,7 +167,7 @@ fn bench(c: &mut Criterion, probe: &Probe) {
         "session: {stored} events, {} segments compressed at zstd level {} in \
          {compress_time:.2?} ({:.0} MB/s of sealed data)",
         report.segments_compressed.len(),
-        level_wanted(),
+        level,
         sealed_plain as f64 / 1e6 / compress_time.as_secs_f64()
     );
     println!(
@@ -220,7 +219,7 @@ fn bench(c: &mut Criterion, probe: &Probe) {
             "probe": probe,
             "events": stored,
             "segments_compressed": report.segments_compressed.len(),
-            "zstd_level": level_wanted(),
+            "zstd_level": level,
             "compress_seconds": compress_time.as_secs_f64(),
             "bytes": {
                 "store_plain": all_plain, "store_compressed": all_zstd,
