@@ -7,31 +7,50 @@ mod common;
 
 use common::{describe, sessionlog, text};
 use sessionlog::build::{TurnEnd, TurnStart};
-use sessionlog::{LogOptions, SessionHeader, Store, StoreOptions};
+use sessionlog::{LogOptions, SessionHandle, SessionHeader, Store, StoreOptions};
 
-/// A store with small segments: two sessions that fill the first segments, then `kept`.
-fn build(dir: &std::path::Path) {
-    let options = StoreOptions::default().with_log(
+/// Store options with the smallest segments, so a few hundred events fill several.
+fn small_segments() -> StoreOptions {
+    StoreOptions::default().with_log(
         LogOptions::default()
             .with_segment_size_bytes(64 << 10)
             .with_preallocate(false),
-    );
-    let store = Store::open(dir, options).expect("open");
+    )
+}
+
+/// Appends empty turns `turns` (each a start and an end, at fixed times) to `s`, committing
+/// every 50 turns and at the end.
+fn append_turns(s: &mut SessionHandle, turns: std::ops::Range<i64>) {
+    for turn in turns {
+        s.append(TurnStart::new().at(turn * 2)).expect("turn start");
+        s.append(TurnEnd::completed().at(turn * 2 + 1))
+            .expect("turn end");
+        if turn % 50 == 49 {
+            s.commit().expect("commit");
+        }
+    }
+    s.commit().expect("commit");
+}
+
+/// A store with small segments: two sessions that fill the first segments, then `kept`.
+fn build(dir: &std::path::Path) {
+    let store = Store::open(dir, small_segments()).expect("open");
     for name in ["doomed-0", "doomed-1", "kept"] {
         let mut s = store
             .create_session(name, SessionHeader::new(name, 1_700_000_000_000, None))
             .expect("create");
-        for turn in 0..400i64 {
-            s.append(TurnStart::new().at(turn * 2)).expect("turn start");
-            s.append(TurnEnd::completed().at(turn * 2 + 1))
-                .expect("turn end");
-            if turn % 50 == 49 {
-                s.commit().expect("commit");
-            }
-        }
-        s.commit().expect("commit");
+        append_turns(&mut s, 0..400);
     }
     store.close().expect("close");
+}
+
+/// `sessionlog gc --store STORE --json` with `flags`, which must succeed; its report.
+fn gc_report(store: &str, flags: &[&str]) -> serde_json::Value {
+    let mut args = vec!["gc", "--store", store, "--json"];
+    args.extend_from_slice(flags);
+    let gc = sessionlog(&args, b"");
+    assert_eq!(gc.status.code(), Some(0), "{}", describe(&gc));
+    serde_json::from_slice(&gc.stdout).expect("json")
 }
 
 #[test]
@@ -57,9 +76,7 @@ fn gc_removes_what_only_deleted_sessions_held_and_keeps_every_live_event() {
     assert_eq!(missing.status.code(), Some(2), "{}", describe(&missing));
     assert_eq!(text(&missing.stderr).lines().count(), 1, "one line");
 
-    let gc = sessionlog(&["gc", "--store", store, "--json"], b"");
-    assert_eq!(gc.status.code(), Some(0), "{}", describe(&gc));
-    let report: serde_json::Value = serde_json::from_slice(&gc.stdout).expect("json");
+    let report = gc_report(store, &[]);
     let removed = report["segmentsRemoved"].as_u64().expect("segmentsRemoved");
     let before = report["bytesBefore"].as_u64().expect("bytesBefore");
     let after = report["bytesAfter"].as_u64().expect("bytesAfter");
@@ -114,20 +131,13 @@ fn gc_rewrite_below_sets_the_live_share_under_which_segments_are_rewritten() {
     delete_doomed(store);
 
     // 0 rewrites nothing: the mostly dead segment stays as it is.
-    let gc = sessionlog(
-        &["gc", "--store", store, "--json", "--rewrite-below", "0"],
-        b"",
-    );
-    assert_eq!(gc.status.code(), Some(0), "{}", describe(&gc));
-    let report: serde_json::Value = serde_json::from_slice(&gc.stdout).expect("json");
+    let report = gc_report(store, &["--rewrite-below", "0"]);
     assert!(report["segmentsRemoved"].as_u64() >= Some(1), "{report}");
     assert_eq!(report["segmentsRewritten"].as_u64(), Some(0), "{report}");
     assert_eq!(report["liveBytesCopied"].as_u64(), Some(0), "{report}");
 
     // The default (50) then rewrites it.
-    let gc = sessionlog(&["gc", "--store", store, "--json"], b"");
-    assert_eq!(gc.status.code(), Some(0), "{}", describe(&gc));
-    let report: serde_json::Value = serde_json::from_slice(&gc.stdout).expect("json");
+    let report = gc_report(store, &[]);
     assert_eq!(report["segmentsRewritten"].as_u64(), Some(1), "{report}");
 
     let verify = sessionlog(&["verify", "--store", store], b"");
@@ -219,9 +229,7 @@ fn gc_compress_compresses_every_sealed_segment_and_every_event_reads_the_same() 
         describe(&events_before)
     );
 
-    let gc = sessionlog(&["gc", "--store", store, "--json", "--compress"], b"");
-    assert_eq!(gc.status.code(), Some(0), "{}", describe(&gc));
-    let report: serde_json::Value = serde_json::from_slice(&gc.stdout).expect("json");
+    let report = gc_report(store, &["--compress"]);
     assert!(report["segmentsCompressed"].as_u64() >= Some(2), "{report}");
     let before = report["bytesBefore"].as_u64().expect("bytesBefore");
     let after = report["bytesAfter"].as_u64().expect("bytesAfter");
@@ -249,15 +257,11 @@ fn gc_compress_compresses_every_sealed_segment_and_every_event_reads_the_same() 
 
     // The active segment was sealed and compressed too: what is left uncompressed is the new
     // one, which holds no event, so a second run finds nothing to compress.
-    let gc = sessionlog(&["gc", "--store", store, "--json", "--compress"], b"");
-    assert_eq!(gc.status.code(), Some(0), "{}", describe(&gc));
-    let report: serde_json::Value = serde_json::from_slice(&gc.stdout).expect("json");
+    let report = gc_report(store, &["--compress"]);
     assert_eq!(report["segmentsCompressed"].as_u64(), Some(0), "{report}");
 
     // A gc without the flag leaves compressed segments as they are.
-    let gc = sessionlog(&["gc", "--store", store, "--json"], b"");
-    assert_eq!(gc.status.code(), Some(0), "{}", describe(&gc));
-    let report: serde_json::Value = serde_json::from_slice(&gc.stdout).expect("json");
+    let report = gc_report(store, &[]);
     assert_eq!(report["segmentsRewritten"].as_u64(), Some(0), "{report}");
 }
 
@@ -273,12 +277,7 @@ fn log_delete_frees_a_raw_stream_and_gc_gives_its_space_back() {
     // 400 KB of raw records in the store's 64 KiB segments, then more of `kept`, so every
     // segment holding them is sealed.
     {
-        let options = StoreOptions::default().with_log(
-            LogOptions::default()
-                .with_segment_size_bytes(64 << 10)
-                .with_preallocate(false),
-        );
-        let s = Store::open(&store_dir, options).expect("open");
+        let s = Store::open(&store_dir, small_segments()).expect("open");
         let raw = s.raw_stream("blobs").expect("raw stream");
         let line = vec![b'x'; 2000];
         for _ in 0..200 {
@@ -287,19 +286,13 @@ fn log_delete_frees_a_raw_stream_and_gc_gives_its_space_back() {
         }
         drop(raw);
         let (mut kept, _closers) = s.open_session("kept").expect("open kept");
-        for turn in 400..500i64 {
-            kept.append(TurnStart::new().at(turn * 2))
-                .expect("turn start");
-            kept.append(TurnEnd::completed().at(turn * 2 + 1))
-                .expect("turn end");
-        }
-        kept.commit().expect("commit");
+        append_turns(&mut kept, 400..500);
         drop(kept);
         s.close().expect("close");
     }
-    let gc = sessionlog(&["gc", "--store", store, "--json"], b"");
-    let before: serde_json::Value = serde_json::from_slice(&gc.stdout).expect("json");
-    let before = before["bytesAfter"].as_u64().expect("bytesAfter");
+    let before = gc_report(store, &[])["bytesAfter"]
+        .as_u64()
+        .expect("bytesAfter");
 
     let out = sessionlog(
         &["log", "delete", "--store", store, "--stream", "blobs"],
@@ -335,9 +328,7 @@ fn log_delete_frees_a_raw_stream_and_gc_gives_its_space_back() {
         describe(&sessions)
     );
 
-    let gc = sessionlog(&["gc", "--store", store, "--json"], b"");
-    assert_eq!(gc.status.code(), Some(0), "{}", describe(&gc));
-    let report: serde_json::Value = serde_json::from_slice(&gc.stdout).expect("json");
+    let report = gc_report(store, &[]);
     let after = report["bytesAfter"].as_u64().expect("bytesAfter");
     assert!(after + 300_000 < before, "{before} -> {after}: {report}");
 
