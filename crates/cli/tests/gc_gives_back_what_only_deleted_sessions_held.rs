@@ -44,6 +44,15 @@ fn build(dir: &std::path::Path) {
     store.close().expect("close");
 }
 
+/// A temporary directory holding a store `build` made, and the store's path.
+fn built() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store_dir = dir.path().join("s");
+    build(&store_dir);
+    let store = store_dir.to_str().expect("utf8").to_owned();
+    (dir, store)
+}
+
 /// `sessionlog gc --store STORE --json` with `flags`, which must succeed; its report.
 fn gc_report(store: &str, flags: &[&str]) -> serde_json::Value {
     let mut args = vec!["gc", "--store", store, "--json"];
@@ -55,10 +64,8 @@ fn gc_report(store: &str, flags: &[&str]) -> serde_json::Value {
 
 #[test]
 fn gc_removes_what_only_deleted_sessions_held_and_keeps_every_live_event() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store_dir = dir.path().join("s");
-    build(&store_dir);
-    let store = store_dir.to_str().expect("utf8");
+    let (_dir, store) = built();
+    let store = store.as_str();
     let events_before = sessionlog(&["events", "--store", store, "--session", "kept"], b"");
     assert_eq!(
         events_before.status.code(),
@@ -124,10 +131,8 @@ fn delete_doomed(store: &str) {
 
 #[test]
 fn gc_rewrite_below_sets_the_live_share_under_which_segments_are_rewritten() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store_dir = dir.path().join("s");
-    build(&store_dir);
-    let store = store_dir.to_str().expect("utf8");
+    let (_dir, store) = built();
+    let store = store.as_str();
     delete_doomed(store);
 
     // 0 rewrites nothing: the mostly dead segment stays as it is.
@@ -146,20 +151,16 @@ fn gc_rewrite_below_sets_the_live_share_under_which_segments_are_rewritten() {
 
 #[test]
 fn gc_refuses_a_rewrite_threshold_above_100() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store_dir = dir.path().join("s");
-    build(&store_dir);
-    let store = store_dir.to_str().expect("utf8");
+    let (_dir, store) = built();
+    let store = store.as_str();
     let gc = sessionlog(&["gc", "--store", store, "--rewrite-below", "101"], b"");
     assert_eq!(gc.status.code(), Some(2), "{}", describe(&gc));
 }
 
 #[test]
 fn gc_compress_level_sets_the_zstd_level_and_is_checked() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store_dir = dir.path().join("s");
-    build(&store_dir);
-    let store = store_dir.to_str().expect("utf8");
+    let (dir, store) = built();
+    let store = store.as_str();
     let events_before = sessionlog(&["events", "--store", store, "--session", "kept"], b"");
     for bad in [
         &["--compress", "--level", "0"][..],
@@ -217,10 +218,8 @@ fn gc_compress_level_sets_the_zstd_level_and_is_checked() {
 
 #[test]
 fn gc_compress_compresses_every_sealed_segment_and_every_event_reads_the_same() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store_dir = dir.path().join("s");
-    build(&store_dir);
-    let store = store_dir.to_str().expect("utf8");
+    let (_dir, store) = built();
+    let store = store.as_str();
     let events_before = sessionlog(&["events", "--store", store, "--session", "kept"], b"");
     assert_eq!(
         events_before.status.code(),
@@ -270,14 +269,12 @@ fn gc_compress_compresses_every_sealed_segment_and_every_event_reads_the_same() 
 /// session's name included, whose session stays), and `gc` gives the records' space back.
 #[test]
 fn log_delete_frees_a_raw_stream_and_gc_gives_its_space_back() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store_dir = dir.path().join("s");
-    build(&store_dir);
-    let store = store_dir.to_str().expect("utf8");
+    let (_dir, store) = built();
+    let store = store.as_str();
     // 400 KB of raw records in the store's 64 KiB segments, then more of `kept`, so every
     // segment holding them is sealed.
     {
-        let s = Store::open(&store_dir, small_segments()).expect("open");
+        let s = Store::open(store, small_segments()).expect("open");
         let raw = s.raw_stream("blobs").expect("raw stream");
         let line = vec![b'x'; 2000];
         for _ in 0..200 {
