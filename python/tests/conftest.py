@@ -16,3 +16,8 @@ def shared_dir() -> pathlib.Path:
 def store_path(tmp_path):
     """A store directory inside pytest's temporary directory (removed with it)."""
     return tmp_path / "store"
+
+
+def segment_bytes_on_disk(store) -> int:
+    """Bytes of the segment files of the store directory ``store``."""
+    return sum(f.stat().st_size for f in pathlib.Path(store).iterdir() if f.name.endswith(".seg"))

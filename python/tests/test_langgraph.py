@@ -15,6 +15,8 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate  # noqa
 import sessionlog  # noqa: E402
 from sessionlog.langgraph import SessionlogSaver  # noqa: E402
 
+from conftest import segment_bytes_on_disk  # noqa: E402
+
 
 @checkpointer_test(name="SessionlogSaver")
 async def sessionlog_saver():
@@ -80,10 +82,6 @@ def test_a_tombstone_written_before_streams_were_deleted_still_deletes(tmp_path)
     with SessionlogSaver(path, segment_bytes=1 << 20) as saver:
         assert saver.get_tuple(config) is None
         assert list(saver.list(None)) == []
-
-
-def segment_bytes_on_disk(path):
-    return sum(f.stat().st_size for f in path.iterdir() if f.name.endswith(".seg"))
 
 
 def test_deleted_threads_space_comes_back_with_reclaim(tmp_path):

@@ -3,7 +3,6 @@ streams, DSH import/export, threads and asyncio."""
 
 import asyncio
 import json
-import os
 import threading
 
 import pytest
@@ -11,7 +10,7 @@ import pytest
 import sessionlog
 from sessionlog import build as b
 
-from conftest import shared_dir
+from conftest import segment_bytes_on_disk, shared_dir
 
 SMALL = 1 << 20  # 1 MiB segments: no test keeps 64 MiB files around
 
@@ -111,12 +110,6 @@ def test_second_writer_process_is_busy_and_read_only_open_works(store_path):
         with pytest.raises(sessionlog.SessionlogError):
             ro.create_session("t")
         ro.close()
-
-
-def segment_bytes_on_disk(path):
-    return sum(
-        os.path.getsize(os.path.join(path, f)) for f in os.listdir(path) if f.endswith(".seg")
-    )
 
 
 def test_reclaim_gives_back_deleted_sessions_and_compresses(store_path):
