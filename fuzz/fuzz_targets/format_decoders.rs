@@ -63,9 +63,8 @@ fn mask_round_trip(bytes: &[u8], segment_id: u64, masking: Masking) {
         return;
     };
     let data = &frame[..(batch.end_offset() - first) as usize];
-    let masked = mask_blocks(data, &[SEGMENT_HEADER_LEN + data.len()], masking)
+    let mut block = mask_blocks(data, &[SEGMENT_HEADER_LEN + data.len()], masking)
         .expect("a verified batch masks");
-    let mut block = masked.clone();
     unmask_block(segment_id, first, &mut block, masking).expect("its mask unmasks");
     assert_eq!(block, data, "unmasking gives the batch back");
 }
