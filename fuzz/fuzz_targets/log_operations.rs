@@ -397,7 +397,7 @@ impl Run {
             Self::dir(),
             options().with_compression(compression),
         )
-            .unwrap_or_else(|e| panic!("reopening after {} failed: {e:?}", self.ops));
+        .unwrap_or_else(|e| panic!("reopening after {} failed: {e:?}", self.ops));
         let snap = snapshot(&log).unwrap_or_else(|e| panic!("recovered log reads back: {e}"));
         for name in snap.streams.keys() {
             assert!(
