@@ -1,5 +1,6 @@
 //! Reads: warm point reads (`read(stream, seq)`) from sealed segments (mapped) and from the
-//! active segment (`pread`), and range scans over one stream.
+//! active segment (`pread`), reads of each stream's newest records (what a reader following
+//! a writer does), and range scans over one stream.
 
 use std::time::{Duration, Instant};
 
@@ -17,6 +18,9 @@ const RECORD_BYTES: usize = 1024;
 const RECORDS: usize = 150_000;
 const KEYS: usize = 10_000;
 const TIMED_READS: usize = 50_000;
+/// Records a tail read takes: the newest of one stream, as a reader catching up with a
+/// writer after each commit reads them.
+const TAIL_RECORDS: u64 = 4;
 
 struct Store {
     log: Log,
@@ -66,6 +70,32 @@ fn build() -> Store {
     }
 }
 
+/// Latencies of reading the newest [`TAIL_RECORDS`] records of each stream in turn, as one
+/// iteration each (`iter(stream, next - TAIL_RECORDS, next)`).
+fn tail_read_latencies(log: &Log, streams: &[StreamId], reads: usize) -> Percentiles {
+    let next: Vec<u64> = streams
+        .iter()
+        .map(|&s| log.stream_info(s).expect("stream").next_seq.0)
+        .collect();
+    let mut lat = Vec::with_capacity(reads);
+    for i in 0..reads {
+        let k = i % streams.len();
+        let t = Instant::now();
+        let mut n = 0;
+        for r in log.iter(streams[k], Seq(next[k] - TAIL_RECORDS), Seq(next[k])) {
+            std::hint::black_box(r.expect("tail read"));
+            n += 1;
+        }
+        let e = t.elapsed();
+        assert_eq!(
+            n, TAIL_RECORDS,
+            "a tail read returns every record asked for"
+        );
+        lat.push(ns(e));
+    }
+    Percentiles::of(&mut lat)
+}
+
 fn timer_overhead_ns() -> u64 {
     let mut lat: Vec<u64> = (0..10_000)
         .map(|_| {
@@ -110,6 +140,13 @@ fn bench(c: &mut Criterion, probe: &Probe) {
     let overhead = timer_overhead_ns();
     let sealed_p = point_read_latencies(log, &store.sealed, TIMED_READS);
     let active_p = point_read_latencies(log, &store.active, TIMED_READS);
+    let newest: Vec<(StreamId, Seq)> = store
+        .streams
+        .iter()
+        .map(|&s| (s, Seq(log.stream_info(s).expect("stream").next_seq.0 - 1)))
+        .collect();
+    let newest_p = point_read_latencies(log, &newest, TIMED_READS);
+    let tail_p = tail_read_latencies(log, &store.streams, TIMED_READS);
     let floor = probe.fsync_p50_ns() as f64;
     for (name, p) in [("sealed", &sealed_p), ("active", &active_p)] {
         println!(
@@ -125,6 +162,14 @@ fn bench(c: &mut Criterion, probe: &Probe) {
             }
         );
     }
+    println!(
+        "newest record of each stream (active): p50 {} p99 {}; newest {TAIL_RECORDS} records \
+         as one iteration: p50 {} p99 {}",
+        human_ns(newest_p.p50_ns),
+        human_ns(newest_p.p99_ns),
+        human_ns(tail_p.p50_ns),
+        human_ns(tail_p.p99_ns),
+    );
 
     let mut group = c.benchmark_group("read_range_scan");
     let per_stream = stats.records / STREAMS as u64;
@@ -166,6 +211,9 @@ fn bench(c: &mut Criterion, probe: &Probe) {
             "timer_overhead_ns": overhead,
             "point_read_sealed": sealed_p,
             "point_read_active": active_p,
+            "point_read_newest": newest_p,
+            "tail_read_records": TAIL_RECORDS,
+            "tail_read": tail_p,
             "point_read_target_p50_ns": 2000,
             "point_read_sealed_reached": sealed_p.p50_ns <= 2000,
             "point_read_active_reached": active_p.p50_ns <= 2000,

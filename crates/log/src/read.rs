@@ -27,6 +27,8 @@ enum Location {
     Active {
         reader: ActiveReader,
         anchor: Anchor,
+        /// Whether the anchor is the stream's last record (no later window follows it).
+        anchor_is_last: bool,
     },
 }
 
@@ -62,6 +64,12 @@ const AROUND_ANCHOR: u64 = 12 * 1024;
 /// holds the next dozen windows too.
 const ITERATION_READ_AHEAD: u64 = 64 * 1024;
 
+/// Bytes read after an anchor that is its stream's last record: only that record's own
+/// bytes are wanted there (the rest is other streams' records, or nothing written yet), and
+/// a longer record is read again by itself. A reader following a stream's newest records
+/// reads this way at every read.
+const LAST_RECORD_READ_AHEAD: u64 = 4 * 1024;
+
 impl ActiveReader {
     /// The pending bytes from `offset` on, when `offset` lies in the copied buffer.
     fn pending_at(&self, offset: u64) -> Option<&[u8]> {
@@ -84,13 +92,16 @@ impl ActiveReader {
     }
 
     /// Reads the file's bytes around `offset` (as many as it has, up to [`AROUND_ANCHOR`]
-    /// before it and `read_ahead` after it). The bytes past the last written record are
-    /// never used: the walk only goes to records it found written, and the checksum of
-    /// each is verified.
+    /// before it and `read_ahead` after it, but none past `written_end`). The bytes past the
+    /// last written record are never used: the walk only goes to records it found written,
+    /// and the checksum of each is verified. Not reading them matters for a reader of a
+    /// stream's newest records: the read-ahead would otherwise be mostly the zeros after
+    /// the data, read and dropped at every read.
     fn read_around(&mut self, offset: u64) -> Result<()> {
         self.read_for_window = true;
         let start = offset.saturating_sub(AROUND_ANCHOR);
-        let mut buf = vec![0u8; (offset + self.read_ahead - start) as usize];
+        let end = (offset + self.read_ahead).min(self.written_end).max(start);
+        let mut buf = vec![0u8; (end - start) as usize];
         let mut filled = 0;
         while let Some(rest) = buf.get_mut(filled..).filter(|r| !r.is_empty()) {
             let n = self
@@ -187,6 +198,7 @@ impl Inner {
                 && st.written.offset() > u64::from(a.last_offset);
             if written || !st.writing {
                 let anchor = a.anchor(anchor_seq.min(a.last_seq));
+                let anchor_is_last = anchor.seq == a.last_seq;
                 let pending = (!written && !st.buf.is_empty())
                     .then(|| (st.buf_offset, Bytes::copy_from_slice(&st.buf)));
                 // What the file holds: everything the writer has written, and everything
@@ -210,6 +222,7 @@ impl Inner {
                         read_ahead: AROUND_ANCHOR,
                     },
                     anchor,
+                    anchor_is_last,
                 });
             }
             self.wait_write_idle(&mut st);
@@ -292,15 +305,21 @@ impl Inner {
                 }
                 Ok(anchor.seq)
             }
-            Location::Active { mut reader, anchor } => {
+            Location::Active {
+                mut reader,
+                anchor,
+                anchor_is_last,
+            } => {
                 if let Some((segment, span)) = scratch.active_span.take() {
                     if segment == reader.segment {
                         reader.around_anchor = Some(span);
                     }
                 }
-                if scratch.iterating {
-                    reader.read_ahead = ITERATION_READ_AHEAD;
-                }
+                reader.read_ahead = match (anchor_is_last, scratch.iterating) {
+                    (true, _) => LAST_RECORD_READ_AHEAD,
+                    (false, true) => ITERATION_READ_AHEAD,
+                    (false, false) => AROUND_ANCHOR,
+                };
                 // The walk reads each header; its payload length sizes the record's read.
                 let lengths = &mut scratch.lengths;
                 lengths.clear();

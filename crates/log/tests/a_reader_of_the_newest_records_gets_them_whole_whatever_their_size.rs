@@ -1,0 +1,78 @@
+//! A reader following a writer reads each stream's newest records after every commit. Such
+//! a read is anchored at the stream's last record, and reads only a little past it: the
+//! bytes after the last record are other streams' records or nothing written yet. A last
+//! record longer than that read is read again by itself. Every record comes back whole,
+//! whatever its size, whether it is in the file or still in the write buffer, and whatever
+//! other streams wrote after it.
+
+use sessionlog_log::{Append, Durability, Log, LogOptions, Seq, StreamId};
+
+/// Payload `seq` of stream `s`: from a few bytes to about 20 KiB, so that last records fall
+/// short of the read past the anchor, cross it, and exceed the whole span read around it.
+fn payload(s: usize, seq: u64) -> Vec<u8> {
+    let sizes = [9usize, 700, 3_000, 4_100, 5_000, 13_000, 20_000, 64];
+    let len = sizes[(seq as usize + s) % sizes.len()];
+    let unit = format!("s{s}r{seq};");
+    unit.repeat(len / unit.len() + 1).into_bytes()[..len].to_vec()
+}
+
+fn check_newest(log: &Log, streams: &[StreamId], next: &[u64]) {
+    for (s, (&stream, &n)) in streams.iter().zip(next).enumerate() {
+        if n == 0 {
+            continue;
+        }
+        let last = log.read(stream, Seq(n - 1)).expect("newest record");
+        assert_eq!(last.seq, Seq(n - 1));
+        assert_eq!(
+            &last.payload[..],
+            &payload(s, n - 1)[..],
+            "stream {s} seq {}",
+            n - 1
+        );
+        let from = n.saturating_sub(5);
+        let mut seq = from;
+        for record in log.iter(stream, Seq(from), Seq(n)) {
+            let record = record.expect("record");
+            assert_eq!(record.seq, Seq(seq));
+            assert_eq!(
+                &record.payload[..],
+                &payload(s, seq)[..],
+                "stream {s} seq {seq}"
+            );
+            seq += 1;
+        }
+        assert_eq!(seq, n, "stream {s}: every newest record was read");
+    }
+}
+
+#[test]
+fn a_reader_of_the_newest_records_gets_them_whole_whatever_their_size() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(dir.path(), LogOptions::default()).expect("open");
+    let streams: Vec<StreamId> = (0..3)
+        .map(|i| log.create_stream(&format!("s{i}")).expect("create"))
+        .collect();
+    let mut next = vec![0u64; streams.len()];
+    for round in 0..240u64 {
+        let s = (round * 7 % 3) as usize;
+        // One stream commits one record or several; buffered commits stay in the buffer
+        // until a synced one (or a full buffer) writes them.
+        let count = 1 + (round % 3);
+        let payloads: Vec<Vec<u8>> = (0..count).map(|k| payload(s, next[s] + k)).collect();
+        let batch: Vec<Append<'_>> = payloads
+            .iter()
+            .map(|p| Append::new(streams[s], 1, p))
+            .collect();
+        let durability = match round % 4 {
+            0 => Durability::Buffered,
+            _ => Durability::Sync,
+        };
+        log.commit(&batch, durability).expect("commit");
+        next[s] += count;
+        check_newest(&log, &streams, &next);
+    }
+    log.close().expect("close");
+    let log = Log::open(dir.path(), LogOptions::default()).expect("reopen");
+    check_newest(&log, &streams, &next);
+    log.close().expect("close");
+}
