@@ -106,6 +106,20 @@ impl ActiveStreamIndex {
         )
     }
 
+    /// The mean length of the stream's records in the segment, headers included.
+    pub fn mean_record_bytes(&self) -> u64 {
+        u64::from(self.data_bytes) / (self.last_seq - self.first_seq + 1)
+    }
+
+    /// The mean distance in the segment from one record of the stream to its next (its
+    /// own bytes and the other streams' records between), 0 with one record.
+    pub fn stride(&self) -> u64 {
+        match self.last_seq - self.first_seq {
+            0 => 0,
+            gaps => u64::from(self.last_offset - self.first_offset) / gaps,
+        }
+    }
+
     pub fn memory_bytes(&self) -> usize {
         std::mem::size_of::<Self>()
             + self.later_entries.capacity() * std::mem::size_of::<IndexEntry>()

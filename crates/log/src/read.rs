@@ -29,6 +29,10 @@ enum Location {
         anchor: Anchor,
         /// Whether the anchor is the stream's last record (no later window follows it).
         anchor_is_last: bool,
+        /// The mean distance from one record of the stream to its next in the segment.
+        stride: u64,
+        /// Of that, the mean bytes of other streams' records.
+        gap: u64,
     },
 }
 
@@ -50,25 +54,43 @@ struct ActiveReader {
     /// located: a span read keeps no byte after it, so that a span handed on to a later
     /// window never shows it bytes that were written after the span was read.
     written_end: u64,
-    /// Bytes read after the anchor: [`AROUND_ANCHOR`] for one record, more for an
-    /// iteration, whose next windows lie after this one.
+    /// Bytes read before the anchor: about as far as the walk back is expected to go.
+    read_before: u64,
+    /// Bytes read after the anchor: a hop read's worth when no later window follows (a
+    /// point read, or an anchor that is its stream's last record), since only the anchor's
+    /// own record is wanted there and the rest is other streams' records or nothing written
+    /// yet (a longer record is read again by itself); more for an iteration, whose next
+    /// windows lie after this one. A reader following a stream's newest records reads a
+    /// hop read's worth past the anchor at every read.
     read_ahead: u64,
+    /// The records the walk found outside the span, each read with up to `hop_read` bytes
+    /// from its header on (segment offset, bytes): where other streams' records lie
+    /// between a stream's own, each hop of the walk is one read that usually holds the
+    /// record too, instead of one read for the header and another for the record.
+    hops: Vec<(u64, Bytes)>,
+    /// Bytes of a hop read.
+    hop_read: u64,
 }
 
-/// Bytes of the active segment read on each side of the first header a window's walk
-/// needs (its anchor): the anchors of one stream are about 4 KiB of its records apart, so
-/// one read usually holds every record of the window.
-const AROUND_ANCHOR: u64 = 12 * 1024;
+/// A window's walk goes back from its anchor to the first record it wants, and the span it
+/// reads around the anchor is sized for that: about one stride (the mean distance from one
+/// record of the stream to its next) per record, at most this many bytes before the anchor.
+const MAX_READ_BEFORE: u64 = 64 * 1024;
+
+/// A stream with more than this many bytes of other streams' records between two of its
+/// own (its stride less its mean record) is read only at the records the walk reaches (a
+/// hop read each), not through a span: copying what lies between would cost more than a
+/// read per record.
+const MAX_SPAN_GAP: u64 = 8 * 1024;
 
 /// Bytes of the active segment an iteration reads after a window's anchor: the span then
-/// holds the next dozen windows too.
+/// holds the next windows of a stream whose records lie close together too.
 const ITERATION_READ_AHEAD: u64 = 64 * 1024;
 
-/// Bytes read after an anchor that is its stream's last record: only that record's own
-/// bytes are wanted there (the rest is other streams' records, or nothing written yet), and
-/// a longer record is read again by itself. A reader following a stream's newest records
-/// reads this way at every read.
-const LAST_RECORD_READ_AHEAD: u64 = 4 * 1024;
+/// Bytes read at a record the walk reaches outside the span around the anchor: its header
+/// and, for most records, the whole record (half as much again as the stream's mean
+/// record, within these bounds).
+const HOP_READ: std::ops::RangeInclusive<u64> = 512..=64 * 1024;
 
 impl ActiveReader {
     /// The pending bytes from `offset` on, when `offset` lies in the copied buffer.
@@ -91,17 +113,23 @@ impl ActiveReader {
         (at.checked_add(len)? <= bytes.len()).then_some((bytes, at))
     }
 
-    /// Reads the file's bytes around `offset` (as many as it has, up to [`AROUND_ANCHOR`]
-    /// before it and `read_ahead` after it, but none past `written_end`). The bytes past the
+    /// Reads the file's bytes around `offset` (as many as it has, up to `read_before` before
+    /// it and `read_ahead` after it, but none past `written_end`). The bytes past the
     /// last written record are never used: the walk only goes to records it found written,
     /// and the checksum of each is verified. Not reading them matters for a reader of a
     /// stream's newest records: the read-ahead would otherwise be mostly the zeros after
     /// the data, read and dropped at every read.
     fn read_around(&mut self, offset: u64) -> Result<()> {
         self.read_for_window = true;
-        let start = offset.saturating_sub(AROUND_ANCHOR);
+        let start = offset.saturating_sub(self.read_before);
         let end = (offset + self.read_ahead).min(self.written_end).max(start);
-        let mut buf = vec![0u8; (end - start) as usize];
+        self.around_anchor = Some((start, self.read_file(start, end)?));
+        Ok(())
+    }
+
+    /// The file's bytes `start..end`, as many as it has.
+    fn read_file(&self, start: u64, end: u64) -> Result<Bytes> {
+        let mut buf = vec![0u8; end.saturating_sub(start) as usize];
         let mut filled = 0;
         while let Some(rest) = buf.get_mut(filled..).filter(|r| !r.is_empty()) {
             let n = self
@@ -113,10 +141,8 @@ impl ActiveReader {
             }
             filled += n;
         }
-        let written = usize::try_from(self.written_end.saturating_sub(start)).unwrap_or(filled);
-        buf.truncate(filled.min(written));
-        self.around_anchor = Some((start, Bytes::from(buf)));
-        Ok(())
+        buf.truncate(filled);
+        Ok(Bytes::from(buf))
     }
 
     fn header(&mut self, offset: u64) -> Result<RecordHeader> {
@@ -127,11 +153,39 @@ impl ActiveReader {
         if !self.read_for_window && self.around_anchor(offset, RECORD_HEADER_LEN).is_none() {
             self.read_around(offset)?;
         }
-        match self.around_anchor(offset, RECORD_HEADER_LEN) {
+        if self.around_anchor(offset, RECORD_HEADER_LEN).is_none()
+            && self.hop(offset, RECORD_HEADER_LEN).is_none()
+        {
+            self.read_hop(offset)?;
+        }
+        match self
+            .around_anchor(offset, RECORD_HEADER_LEN)
+            .or_else(|| self.hop(offset, RECORD_HEADER_LEN))
+        {
             Some((bytes, at)) => decode_record_header(bytes.get(at..).unwrap_or(&[]))
                 .map_err(|e| corrupted(self.segment, offset, "bad record header", Some(e))),
             None => pread_header(&*self.file, self.segment, offset),
         }
+    }
+
+    /// Reads `hop_read` bytes on each side of `offset` (none past `written_end`) and keeps
+    /// them for the walk's headers and the records' reads: the walk goes on to lower
+    /// offsets, and a stream's records written in one batch lie next to each other, so one
+    /// hop read often serves the next hops too.
+    fn read_hop(&mut self, offset: u64) -> Result<()> {
+        let start = offset.saturating_sub(self.hop_read);
+        let end = (offset + self.hop_read).min(self.written_end).max(offset);
+        let bytes = self.read_file(start, end)?;
+        self.hops.push((start, bytes));
+        Ok(())
+    }
+
+    /// The bytes `offset..offset + len` when a hop read holds them.
+    fn hop(&self, offset: u64, len: usize) -> Option<(&Bytes, usize)> {
+        self.hops.iter().rev().find_map(|(base, bytes)| {
+            let at = usize::try_from(offset.checked_sub(*base)?).ok()?;
+            (at.checked_add(len)? <= bytes.len()).then_some((bytes, at))
+        })
     }
 
     /// The record at `offset`, whose header (read by the walk that found it) says its
@@ -142,6 +196,7 @@ impl ActiveReader {
         let Some((bytes, at)) = self
             .pending_from(offset)
             .or_else(|| self.around_anchor(offset, record_len))
+            .or_else(|| self.hop(offset, record_len))
         else {
             return pread_record(&*self.file, self.segment, offset, payload_len);
         };
@@ -199,6 +254,10 @@ impl Inner {
             if written || !st.writing {
                 let anchor = a.anchor(anchor_seq.min(a.last_seq));
                 let anchor_is_last = anchor.seq == a.last_seq;
+                let stride = a.stride();
+                let mean_record = a.mean_record_bytes();
+                let gap = stride.saturating_sub(mean_record);
+                let hop_read = (mean_record * 3 / 2).clamp(*HOP_READ.start(), *HOP_READ.end());
                 let pending = (!written && !st.buf.is_empty())
                     .then(|| (st.buf_offset, Bytes::copy_from_slice(&st.buf)));
                 // What the file holds: everything the writer has written, and everything
@@ -219,10 +278,15 @@ impl Inner {
                         around_anchor: None,
                         read_for_window: false,
                         written_end,
-                        read_ahead: AROUND_ANCHOR,
+                        read_before: 0,
+                        read_ahead: hop_read,
+                        hops: Vec::new(),
+                        hop_read,
                     },
                     anchor,
                     anchor_is_last,
+                    stride,
+                    gap,
                 });
             }
             self.wait_write_idle(&mut st);
@@ -309,16 +373,27 @@ impl Inner {
                 mut reader,
                 anchor,
                 anchor_is_last,
+                stride,
+                gap,
             } => {
                 if let Some((segment, span)) = scratch.active_span.take() {
                     if segment == reader.segment {
                         reader.around_anchor = Some(span);
                     }
                 }
+                // A stream whose records lie far apart is read only at the records the walk
+                // reaches; else one span holds the walk, about a stride per record back.
+                reader.read_for_window = gap > MAX_SPAN_GAP;
+                // A quarter more than the mean, for records longer than it.
+                let records_back = anchor.seq.saturating_sub(seq.0);
+                reader.read_before = records_back
+                    .saturating_mul(stride)
+                    .saturating_mul(5)
+                    .div_euclid(4)
+                    .min(MAX_READ_BEFORE);
                 reader.read_ahead = match (anchor_is_last, scratch.iterating) {
-                    (true, _) => LAST_RECORD_READ_AHEAD,
                     (false, true) => ITERATION_READ_AHEAD,
-                    (false, false) => AROUND_ANCHOR,
+                    _ => reader.hop_read,
                 };
                 // The walk reads each header; its payload length sizes the record's read.
                 let lengths = &mut scratch.lengths;
