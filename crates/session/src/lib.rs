@@ -23,6 +23,7 @@ mod lookback;
 pub mod migrate;
 mod prepare;
 mod repair;
+pub mod seq_hash;
 mod session;
 mod state;
 pub mod store_trait;

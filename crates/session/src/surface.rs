@@ -10,9 +10,8 @@
 //! contributes a derived message and, when tokens are measured, its cached estimate. Undo
 //! restores shadowed links whole, so these facts come back with them.
 
-use std::collections::HashMap;
-
 use crate::event::Seq;
+use crate::seq_hash::SeqMap;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Link {
@@ -46,7 +45,8 @@ pub(crate) struct ShadowedLinks(Vec<(u64, Link)>);
 /// The current surface and the replace counter.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Surface {
-    links: HashMap<u64, Link>,
+    /// Keyed by seq with [`SeqMap`]'s one-multiply hash: a checkpoint walks every link.
+    links: SeqMap<Link>,
     head: Option<u64>,
     tail: Option<u64>,
     next_key: u64,
@@ -126,10 +126,15 @@ impl Surface {
         self.next_key
     }
 
-    /// The nodes in surface order with their order keys and facts.
+    /// The nodes in surface order with their order keys and facts: one lookup per node.
     pub(crate) fn nodes(&self) -> impl Iterator<Item = (u64, u64, NodeFacts)> + '_ {
-        self.seqs()
-            .filter_map(|seq| self.links.get(&seq).map(|l| (seq, l.key, l.node)))
+        let mut cursor = self.head;
+        std::iter::from_fn(move || {
+            let seq = cursor?;
+            let link = self.links.get(&seq)?;
+            cursor = link.next;
+            Some((seq, link.key, link.node))
+        })
     }
 
     /// The surface made of `nodes` (seq, order key, facts) in order. The caller has
@@ -140,7 +145,7 @@ impl Surface {
         next_key: u64,
         replace_generation: u64,
     ) -> Surface {
-        let mut links = HashMap::with_capacity(nodes.len());
+        let mut links = SeqMap::with_capacity_and_hasher(nodes.len(), Default::default());
         for (i, &(seq, key, node)) in nodes.iter().enumerate() {
             let prev = i.checked_sub(1).and_then(|p| nodes.get(p)).map(|n| n.0);
             let next = nodes.get(i + 1).map(|n| n.0);

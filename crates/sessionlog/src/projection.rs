@@ -604,37 +604,9 @@ pub struct Projected<S> {
     pub cache: crate::CacheUse,
 }
 
-/// Hashing for the sets and maps of event seqs that projection states keep. Seqs are
-/// numbers the store assigns (0, 1, 2, … per session; a replacement's sources are validated
-/// to be earlier events), never text a session chooses, so a multiplicative hash spreads
-/// them well and cannot be driven into collisions by content; it costs one multiply where
-/// the default SipHash costs tens of nanoseconds, which shows when a checkpoint holding
-/// hundreds of thousands of seqs is decoded.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct SeqHasher(u64);
-
-impl std::hash::Hasher for SeqHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-}
-
-/// A map keyed by event seq.
-pub(crate) type SeqMap<V> =
-    std::collections::HashMap<u64, V, std::hash::BuildHasherDefault<SeqHasher>>;
-
-/// A set of event seqs.
-pub(crate) type SeqSet = std::collections::HashSet<u64, std::hash::BuildHasherDefault<SeqHasher>>;
+/// Maps and sets of event seqs, as projection states keep them (see
+/// [`sessionlog_session::seq_hash`]).
+pub(crate) use sessionlog_session::seq_hash::{SeqMap, SeqSet};
 
 /// Little-endian encoding helpers for projection states.
 pub mod bytes {
