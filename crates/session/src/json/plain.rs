@@ -2,11 +2,32 @@
 
 /// The length of the run of string bytes at the start of `bytes` that are neither a quote,
 /// a backslash nor a control character (the bytes a string scan passes over as they are).
-/// Eight bytes are tested at a time, as one word: a byte `b` of the word is flagged when
-/// `b ^ '"'` or `b ^ '\\'` is zero or `b` is below `0x20`, with the usual borrow trick. A
-/// borrow leaves a byte only when that byte is flagged itself, so a false flag can stand only
-/// above a true one: the lowest flag is the first such byte.
+///
+/// Long runs (an event's text) are tested 32 bytes at a time: each block's bytes are
+/// folded into one flag by a loop the compiler turns into vector compares (about 25
+/// instructions a block on x86-64, where the word loop below takes about 13 per 8 bytes). The
+/// block holding the stop, and what is left past the last whole block, are searched eight
+/// bytes at a time as one word: a byte `b` of the word is flagged when `b ^ '"'` or
+/// `b ^ '\\'` is zero or `b` is below `0x20`, with the usual borrow trick. A borrow leaves a
+/// byte only when that byte is flagged itself, so a false flag can stand only above a true
+/// one: the lowest flag is the first such byte.
 pub(crate) fn plain_run(bytes: &[u8]) -> usize {
+    const BLOCK: usize = 32;
+    let mut at = 0;
+    for block in bytes.chunks_exact(BLOCK) {
+        let stop = block.iter().fold(0u8, |stop, &b| {
+            stop | u8::from(b == b'"') | u8::from(b == b'\\') | u8::from(b < 0x20)
+        });
+        if stop != 0 {
+            break;
+        }
+        at += BLOCK;
+    }
+    at + word_run(bytes.get(at..).unwrap_or_default())
+}
+
+/// [`plain_run`] eight bytes at a time.
+fn word_run(bytes: &[u8]) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let below = |x: u64, n: u64| x.wrapping_sub(ONES * n) & !x & HIGH;
@@ -57,7 +78,7 @@ mod tests {
             b'"', b'\\', 0x00, 0x01, 0x1f, 0x20, 0x21, 0x5b, 0x5d, 0x7f, 0x80, 0xa2, 0xdc, 0xff,
         ];
         for filler in fillers {
-            for len in 0..24usize {
+            for len in (0..24usize).chain([31, 32, 33, 40, 63, 64, 65, 70, 97]) {
                 let base: Vec<u8> = filler.iter().copied().cycle().take(len).collect();
                 assert_eq!(plain_run(&base), bytewise(&base));
                 for at in 0..len {
@@ -83,7 +104,7 @@ mod tests {
             state ^= state << 13;
             state ^= state >> 7;
             state ^= state << 17;
-            let len = (state % 40) as usize;
+            let len = (state % 100) as usize;
             let bytes: Vec<u8> = (0..len)
                 .map(|k| {
                     let b = (state >> ((k % 8) * 8)) as u8 ^ (k as u8).wrapping_mul(31);
