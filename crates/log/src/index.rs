@@ -111,12 +111,15 @@ impl ActiveStreamIndex {
         u64::from(self.data_bytes) / (self.last_seq - self.first_seq + 1)
     }
 
-    /// The mean distance in the segment from one record of the stream to its next (its
-    /// own bytes and the other streams' records between), 0 with one record.
-    pub fn stride(&self) -> u64 {
-        match self.last_seq - self.first_seq {
-            0 => 0,
-            gaps => u64::from(self.last_offset - self.first_offset) / gaps,
+    /// The offset of the index entry at or before `seq` (the first record's when `seq` is
+    /// before every later entry): a walk back to `seq` from any anchor after it never goes
+    /// below it.
+    pub fn floor(&self, seq: u64) -> u32 {
+        // Later entries are in seq order: the last one at or before `seq`, if any.
+        let after = self.later_entries.partition_point(|e| e.seq <= seq);
+        match after.checked_sub(1) {
+            Some(i) => self.later_entries[i].offset,
+            None => self.first_offset,
         }
     }
 

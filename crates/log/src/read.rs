@@ -29,10 +29,9 @@ enum Location {
         anchor: Anchor,
         /// Whether the anchor is the stream's last record (no later window follows it).
         anchor_is_last: bool,
-        /// The mean distance from one record of the stream to its next in the segment.
-        stride: u64,
-        /// Of that, the mean bytes of other streams' records.
-        gap: u64,
+        /// Bytes from the index entry at or before the first record wanted to the anchor:
+        /// the walk back never leaves them.
+        walk_bytes: u64,
     },
 }
 
@@ -54,7 +53,7 @@ struct ActiveReader {
     /// located: a span read keeps no byte after it, so that a span handed on to a later
     /// window never shows it bytes that were written after the span was read.
     written_end: u64,
-    /// Bytes read before the anchor: about as far as the walk back is expected to go.
+    /// Bytes read before the anchor: as far as the walk back can go (see [`MAX_WALK_SPAN`]).
     read_before: u64,
     /// Bytes read after the anchor: a hop read's worth when no later window follows (a
     /// point read, or an anchor that is its stream's last record), since only the anchor's
@@ -72,16 +71,13 @@ struct ActiveReader {
     hop_read: u64,
 }
 
-/// A window's walk goes back from its anchor to the first record it wants, and the span it
-/// reads around the anchor is sized for that: about one stride (the mean distance from one
-/// record of the stream to its next) per record, at most this many bytes before the anchor.
-const MAX_READ_BEFORE: u64 = 64 * 1024;
-
-/// A stream with more than this many bytes of other streams' records between two of its
-/// own (its stride less its mean record) is read only at the records the walk reaches (a
-/// hop read each), not through a span: copying what lies between would cost more than a
-/// read per record.
-const MAX_SPAN_GAP: u64 = 8 * 1024;
+/// A window's walk goes back from its anchor to the first record it wants, and never past
+/// the index entry at or before that record: the span it reads is exactly that stretch,
+/// when it is at most this long. A longer stretch holds mostly other streams' records (an
+/// entry stands for about 4 KiB of the stream's own), and is read only at the records the
+/// walk reaches, a hop read each: copying what lies between would cost more than a read
+/// per record.
+const MAX_WALK_SPAN: u64 = 64 * 1024;
 
 /// Bytes of the active segment an iteration reads after a window's anchor: the span then
 /// holds the next windows of a stream whose records lie close together too.
@@ -254,10 +250,9 @@ impl Inner {
             if written || !st.writing {
                 let anchor = a.anchor(anchor_seq.min(a.last_seq));
                 let anchor_is_last = anchor.seq == a.last_seq;
-                let stride = a.stride();
-                let mean_record = a.mean_record_bytes();
-                let gap = stride.saturating_sub(mean_record);
-                let hop_read = (mean_record * 3 / 2).clamp(*HOP_READ.start(), *HOP_READ.end());
+                let walk_bytes = u64::from(anchor.offset.saturating_sub(a.floor(seq.0)));
+                let hop_read =
+                    (a.mean_record_bytes() * 3 / 2).clamp(*HOP_READ.start(), *HOP_READ.end());
                 let pending = (!written && !st.buf.is_empty())
                     .then(|| (st.buf_offset, Bytes::copy_from_slice(&st.buf)));
                 // What the file holds: everything the writer has written, and everything
@@ -285,8 +280,7 @@ impl Inner {
                     },
                     anchor,
                     anchor_is_last,
-                    stride,
-                    gap,
+                    walk_bytes,
                 });
             }
             self.wait_write_idle(&mut st);
@@ -373,24 +367,16 @@ impl Inner {
                 mut reader,
                 anchor,
                 anchor_is_last,
-                stride,
-                gap,
+                walk_bytes,
             } => {
                 if let Some((segment, span)) = scratch.active_span.take() {
                     if segment == reader.segment {
                         reader.around_anchor = Some(span);
                     }
                 }
-                // A stream whose records lie far apart is read only at the records the walk
-                // reaches; else one span holds the walk, about a stride per record back.
-                reader.read_for_window = gap > MAX_SPAN_GAP;
-                // A quarter more than the mean, for records longer than it.
-                let records_back = anchor.seq.saturating_sub(seq.0);
-                reader.read_before = records_back
-                    .saturating_mul(stride)
-                    .saturating_mul(5)
-                    .div_euclid(4)
-                    .min(MAX_READ_BEFORE);
+                // One span holds the walk, or the walk reads at each record it reaches.
+                reader.read_for_window = walk_bytes > MAX_WALK_SPAN;
+                reader.read_before = walk_bytes;
                 reader.read_ahead = match (anchor_is_last, scratch.iterating) {
                     (false, true) => ITERATION_READ_AHEAD,
                     _ => reader.hop_read,
