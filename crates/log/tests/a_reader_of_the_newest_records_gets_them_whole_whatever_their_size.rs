@@ -21,54 +21,75 @@ fn check_newest(log: &Log, streams: &[StreamId], next: &[u64]) {
         if n == 0 {
             continue;
         }
-        let last = log.read(stream, Seq(n - 1)).expect("newest record");
-        assert_eq!(last.seq, Seq(n - 1));
-        assert_eq!(
-            &last.payload[..],
-            &payload(s, n - 1)[..],
-            "stream {s} seq {}",
-            n - 1
-        );
-        let from = n.saturating_sub(5);
-        let mut seq = from;
-        for record in log.iter(stream, Seq(from), Seq(n)) {
-            let record = record.expect("record");
-            assert_eq!(record.seq, Seq(seq));
-            assert_eq!(
-                &record.payload[..],
-                &payload(s, seq)[..],
-                "stream {s} seq {seq}"
-            );
-            seq += 1;
-        }
-        assert_eq!(seq, n, "stream {s}: every newest record was read");
+        check_read(log, s, stream, n - 1, n.saturating_sub(5), n);
     }
+}
+
+/// Reads record `point` of stream `s` (`stream`) alone, then records `from..to` as one
+/// iteration, and checks each against the payload written.
+fn check_read(log: &Log, s: usize, stream: StreamId, point: u64, from: u64, to: u64) {
+    let record = log.read(stream, Seq(point)).expect("point read");
+    assert_eq!(record.seq, Seq(point));
+    assert_eq!(
+        &record.payload[..],
+        &payload(s, point)[..],
+        "stream {s} seq {point}"
+    );
+    let mut seq = from;
+    for record in log.iter(stream, Seq(from), Seq(to)) {
+        let record = record.expect("record");
+        assert_eq!(record.seq, Seq(seq));
+        assert_eq!(
+            &record.payload[..],
+            &payload(s, seq)[..],
+            "stream {s} seq {seq}"
+        );
+        seq += 1;
+    }
+    assert_eq!(seq, to, "stream {s}: the iteration returned {from}..{to}");
+}
+
+/// A log in `dir` with `n` streams, `s0` to `s{n-1}`.
+fn open_with_streams(dir: &std::path::Path, n: usize) -> (Log, Vec<StreamId>) {
+    let log = Log::open(dir, LogOptions::default()).expect("open");
+    let streams = (0..n)
+        .map(|i| log.create_stream(&format!("s{i}")).expect("create"))
+        .collect();
+    (log, streams)
+}
+
+/// Commits the next `count` records of stream `s` as one batch.
+fn commit(
+    log: &Log,
+    streams: &[StreamId],
+    next: &mut [u64],
+    s: usize,
+    count: u64,
+    durability: Durability,
+) {
+    let payloads: Vec<Vec<u8>> = (0..count).map(|k| payload(s, next[s] + k)).collect();
+    let batch: Vec<Append<'_>> = payloads
+        .iter()
+        .map(|p| Append::new(streams[s], 1, p))
+        .collect();
+    log.commit(&batch, durability).expect("commit");
+    next[s] += count;
 }
 
 #[test]
 fn a_reader_of_the_newest_records_gets_them_whole_whatever_their_size() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let log = Log::open(dir.path(), LogOptions::default()).expect("open");
-    let streams: Vec<StreamId> = (0..3)
-        .map(|i| log.create_stream(&format!("s{i}")).expect("create"))
-        .collect();
+    let (log, streams) = open_with_streams(dir.path(), 3);
     let mut next = vec![0u64; streams.len()];
     for round in 0..240u64 {
         let s = (round * 7 % 3) as usize;
         // One stream commits one record or several; buffered commits stay in the buffer
         // until a synced one (or a full buffer) writes them.
-        let count = 1 + (round % 3);
-        let payloads: Vec<Vec<u8>> = (0..count).map(|k| payload(s, next[s] + k)).collect();
-        let batch: Vec<Append<'_>> = payloads
-            .iter()
-            .map(|p| Append::new(streams[s], 1, p))
-            .collect();
         let durability = match round % 4 {
             0 => Durability::Buffered,
             _ => Durability::Sync,
         };
-        log.commit(&batch, durability).expect("commit");
-        next[s] += count;
+        commit(&log, &streams, &mut next, s, 1 + (round % 3), durability);
         check_newest(&log, &streams, &next);
     }
     log.close().expect("close");
@@ -77,17 +98,15 @@ fn a_reader_of_the_newest_records_gets_them_whole_whatever_their_size() {
     log.close().expect("close");
 }
 
-/// The read of a record anywhere in the active segment is sized by how the stream's records
-/// lie: a stream with other streams' records far between its own is read only at the
-/// records its walk reaches, a dense one through one span around the walk. Point reads and
-/// iterations of every kind of stream, at every place, return every record whole.
+/// A read anywhere in the active segment takes the stretch from the index entry before the
+/// record wanted to its anchor as one span when it is short (a stream writing often, or in
+/// batches), and else reads only at the records its walk reaches (a stream with other
+/// streams' records far between its own). Point reads and iterations of every kind of
+/// stream, at every place, return every record whole.
 #[test]
 fn reads_of_sparse_and_dense_streams_return_every_record_whole() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let log = Log::open(dir.path(), LogOptions::default()).expect("open");
-    let streams: Vec<StreamId> = (0..24)
-        .map(|i| log.create_stream(&format!("s{i}")).expect("create"))
-        .collect();
+    let (log, streams) = open_with_streams(dir.path(), 24);
     let mut next = vec![0u64; streams.len()];
     let mut x = 0x2545_f491_4f6c_dd1du64;
     let mut rand = move || {
@@ -105,18 +124,12 @@ fn reads_of_sparse_and_dense_streams_return_every_record_whole() {
             _ => 3 + (rand() % 21) as usize,
         };
         let count = if s == 0 { 20 } else { 1 + rand() % 2 };
-        let payloads: Vec<Vec<u8>> = (0..count).map(|k| payload(s, next[s] + k)).collect();
-        let batch: Vec<Append<'_>> = payloads
-            .iter()
-            .map(|p| Append::new(streams[s], 1, p))
-            .collect();
         let durability = if round % 50 == 0 {
             Durability::Sync
         } else {
             Durability::Buffered
         };
-        log.commit(&batch, durability).expect("commit");
-        next[s] += count;
+        commit(&log, &streams, &mut next, s, count, durability);
     }
     log.flush().expect("flush");
     assert_eq!(
@@ -130,21 +143,8 @@ fn reads_of_sparse_and_dense_streams_return_every_record_whole() {
             continue;
         }
         let seq = rand() % next[s];
-        let r = log.read(streams[s], Seq(seq)).expect("point read");
-        assert_eq!(&r.payload[..], &payload(s, seq)[..], "stream {s} seq {seq}");
         let to = (seq + 1 + rand() % 40).min(next[s]);
-        let mut at = seq;
-        for record in log.iter(streams[s], Seq(seq), Seq(to)) {
-            let record = record.expect("record");
-            assert_eq!(record.seq, Seq(at));
-            assert_eq!(
-                &record.payload[..],
-                &payload(s, at)[..],
-                "stream {s} seq {at}"
-            );
-            at += 1;
-        }
-        assert_eq!(at, to, "stream {s}: the iteration returned {seq}..{to}");
+        check_read(&log, s, streams[s], seq, seq, to);
     }
     log.close().expect("close");
 }
