@@ -27,11 +27,6 @@ enum Location {
     Active {
         reader: ActiveReader,
         anchor: Anchor,
-        /// Whether the anchor is the stream's last record (no later window follows it).
-        anchor_is_last: bool,
-        /// Bytes from the index entry at or before the first record wanted to the anchor:
-        /// the walk back never leaves them.
-        walk_bytes: u64,
     },
 }
 
@@ -47,7 +42,8 @@ struct ActiveReader {
     /// an iteration hands it on to its next window, which reads the file again only when
     /// its anchor lies outside it.
     around_anchor: Option<(u64, Bytes)>,
-    /// Whether `around_anchor` was read for this window (it is then not read again).
+    /// Whether this window reads no span around the anchor: one was read for it already,
+    /// or the walk's stretch is too long for one (see [`MAX_WALK_SPAN`]).
     read_for_window: bool,
     /// Segment offset up to which the file held written records when the window was
     /// located: a span read keeps no byte after it, so that a span handed on to a later
@@ -88,6 +84,14 @@ const ITERATION_READ_AHEAD: u64 = 64 * 1024;
 /// record, within these bounds).
 const HOP_READ: std::ops::RangeInclusive<u64> = 512..=64 * 1024;
 
+/// The bytes `offset..offset + len` of the file when `span` (its segment offset and bytes)
+/// holds them, and where they start in it.
+fn holding(span: &(u64, Bytes), offset: u64, len: usize) -> Option<(&Bytes, usize)> {
+    let (base, bytes) = span;
+    let at = usize::try_from(offset.checked_sub(*base)?).ok()?;
+    (at.checked_add(len)? <= bytes.len()).then_some((bytes, at))
+}
+
 impl ActiveReader {
     /// The pending bytes from `offset` on, when `offset` lies in the copied buffer.
     fn pending_at(&self, offset: u64) -> Option<&[u8]> {
@@ -102,11 +106,13 @@ impl ActiveReader {
         Some((bytes, at))
     }
 
-    /// The bytes `offset..offset + len` when the span read around the anchor holds them.
-    fn around_anchor(&self, offset: u64, len: usize) -> Option<(&Bytes, usize)> {
-        let (base, bytes) = self.around_anchor.as_ref()?;
-        let at = usize::try_from(offset.checked_sub(*base)?).ok()?;
-        (at.checked_add(len)? <= bytes.len()).then_some((bytes, at))
+    /// The bytes `offset..offset + len` when the span read around the anchor or a hop read
+    /// holds them.
+    fn span_holding(&self, offset: u64, len: usize) -> Option<(&Bytes, usize)> {
+        self.around_anchor
+            .iter()
+            .chain(self.hops.iter().rev())
+            .find_map(|span| holding(span, offset, len))
     }
 
     /// Reads the file's bytes around `offset` (as many as it has, up to `read_before` before
@@ -146,18 +152,13 @@ impl ActiveReader {
             return decode_record_header(b)
                 .map_err(|e| corrupted(self.segment, offset, "bad record header", Some(e)));
         }
-        if !self.read_for_window && self.around_anchor(offset, RECORD_HEADER_LEN).is_none() {
+        if !self.read_for_window && self.span_holding(offset, RECORD_HEADER_LEN).is_none() {
             self.read_around(offset)?;
         }
-        if self.around_anchor(offset, RECORD_HEADER_LEN).is_none()
-            && self.hop(offset, RECORD_HEADER_LEN).is_none()
-        {
+        if self.span_holding(offset, RECORD_HEADER_LEN).is_none() {
             self.read_hop(offset)?;
         }
-        match self
-            .around_anchor(offset, RECORD_HEADER_LEN)
-            .or_else(|| self.hop(offset, RECORD_HEADER_LEN))
-        {
+        match self.span_holding(offset, RECORD_HEADER_LEN) {
             Some((bytes, at)) => decode_record_header(bytes.get(at..).unwrap_or(&[]))
                 .map_err(|e| corrupted(self.segment, offset, "bad record header", Some(e))),
             None => pread_header(&*self.file, self.segment, offset),
@@ -176,23 +177,14 @@ impl ActiveReader {
         Ok(())
     }
 
-    /// The bytes `offset..offset + len` when a hop read holds them.
-    fn hop(&self, offset: u64, len: usize) -> Option<(&Bytes, usize)> {
-        self.hops.iter().rev().find_map(|(base, bytes)| {
-            let at = usize::try_from(offset.checked_sub(*base)?).ok()?;
-            (at.checked_add(len)? <= bytes.len()).then_some((bytes, at))
-        })
-    }
-
     /// The record at `offset`, whose header (read by the walk that found it) says its
-    /// payload is `payload_len` bytes: from the buffer copy or the span read around the
-    /// anchor when one holds it, else a file read of exactly the record.
+    /// payload is `payload_len` bytes: from the buffer copy, the span read around the anchor
+    /// or a hop read when one holds it, else a file read of exactly the record.
     fn record(&self, offset: u64, payload_len: u32) -> Result<Record> {
         let record_len = RECORD_HEADER_LEN + payload_len as usize;
         let Some((bytes, at)) = self
             .pending_from(offset)
-            .or_else(|| self.around_anchor(offset, record_len))
-            .or_else(|| self.hop(offset, record_len))
+            .or_else(|| self.span_holding(offset, record_len))
         else {
             return pread_record(&*self.file, self.segment, offset, payload_len);
         };
@@ -219,7 +211,15 @@ impl ActiveReader {
 impl Inner {
     /// Finds the segment holding `seq` of `stream` and the anchor to walk back from: the
     /// nearest indexed record at or after `anchor_seq` (clamped to the segment).
-    fn locate(&self, stream: StreamId, seq: Seq, anchor_seq: u64) -> Result<Location> {
+    /// A window of an iteration (`iterating`) reads further past its anchor, for the windows
+    /// after it.
+    fn locate(
+        &self,
+        stream: StreamId,
+        seq: Seq,
+        anchor_seq: u64,
+        iterating: bool,
+    ) -> Result<Location> {
         let mut st = self.state.lock();
         Self::check_usable(&st)?;
         let s = st
@@ -249,10 +249,14 @@ impl Inner {
                 && st.written.offset() > u64::from(a.last_offset);
             if written || !st.writing {
                 let anchor = a.anchor(anchor_seq.min(a.last_seq));
-                let anchor_is_last = anchor.seq == a.last_seq;
+                // The walk back never goes below the index entry at or before `seq`.
                 let walk_bytes = u64::from(anchor.offset.saturating_sub(a.floor(seq.0)));
                 let hop_read =
                     (a.mean_record_bytes() * 3 / 2).clamp(*HOP_READ.start(), *HOP_READ.end());
+                let read_ahead = match iterating && anchor.seq != a.last_seq {
+                    true => ITERATION_READ_AHEAD,
+                    false => hop_read,
+                };
                 let pending = (!written && !st.buf.is_empty())
                     .then(|| (st.buf_offset, Bytes::copy_from_slice(&st.buf)));
                 // What the file holds: everything the writer has written, and everything
@@ -271,16 +275,16 @@ impl Inner {
                         segment: st.active.id,
                         pending,
                         around_anchor: None,
-                        read_for_window: false,
+                        // One span holds the walk, or the walk reads at each record it
+                        // reaches.
+                        read_for_window: walk_bytes > MAX_WALK_SPAN,
                         written_end,
-                        read_before: 0,
-                        read_ahead: hop_read,
+                        read_before: walk_bytes,
+                        read_ahead,
                         hops: Vec::new(),
                         hop_read,
                     },
                     anchor,
-                    anchor_is_last,
-                    walk_bytes,
                 });
             }
             self.wait_write_idle(&mut st);
@@ -329,7 +333,7 @@ impl Inner {
     ) -> Result<u64> {
         let offsets = &mut scratch.offsets;
         offsets.clear();
-        match self.locate(stream, seq, anchor_seq)? {
+        match self.locate(stream, seq, anchor_seq, scratch.iterating)? {
             Location::Sealed {
                 segment: seg,
                 summary,
@@ -363,24 +367,12 @@ impl Inner {
                 }
                 Ok(anchor.seq)
             }
-            Location::Active {
-                mut reader,
-                anchor,
-                anchor_is_last,
-                walk_bytes,
-            } => {
+            Location::Active { mut reader, anchor } => {
                 if let Some((segment, span)) = scratch.active_span.take() {
                     if segment == reader.segment {
                         reader.around_anchor = Some(span);
                     }
                 }
-                // One span holds the walk, or the walk reads at each record it reaches.
-                reader.read_for_window = walk_bytes > MAX_WALK_SPAN;
-                reader.read_before = walk_bytes;
-                reader.read_ahead = match (anchor_is_last, scratch.iterating) {
-                    (false, true) => ITERATION_READ_AHEAD,
-                    _ => reader.hop_read,
-                };
                 // The walk reads each header; its payload length sizes the record's read.
                 let lengths = &mut scratch.lengths;
                 lengths.clear();
