@@ -81,12 +81,7 @@ impl Surface {
 
     /// The nodes in surface order, as the numbers the links are keyed by.
     pub(crate) fn seqs(&self) -> impl Iterator<Item = u64> + '_ {
-        let mut cursor = self.head;
-        std::iter::from_fn(move || {
-            let current = cursor?;
-            cursor = self.links.get(&current).and_then(|l| l.next);
-            Some(current)
-        })
+        self.nodes().map(|(seq, _, _)| seq)
     }
 
     /// The nodes from the newest to the oldest. Reading the newest `n` costs O(`n`), so a
