@@ -106,6 +106,11 @@ impl Store {
         self.log().stream_id(name)
     }
 
+    /// The raw stream `name` in the raw namespace, when there is one.
+    fn namespaced_stream(&self, name: &str) -> Option<StreamId> {
+        self.log().stream_id(&catalog_name(name))
+    }
+
     /// The raw stream `name` for appending, created (durably, with the next append) if
     /// missing. Refused when `name` is a session's name, so a raw write is never mistaken
     /// for one to the session.
@@ -113,11 +118,9 @@ impl Store {
         if self.plain_stream(name).is_some() {
             return Err(Error::RawNameIsSession(name.to_owned()));
         }
-        let log = self.log();
-        let full = catalog_name(name);
-        let stream = match log.stream_id(&full) {
+        let stream = match self.namespaced_stream(name) {
             Some(id) => id,
-            None => log.create_stream(&full)?,
+            None => self.log().create_stream(&catalog_name(name))?,
         };
         Ok(RawStream {
             store: self.clone(),
@@ -130,7 +133,7 @@ impl Store {
     /// session (its record 0 is a session header), which is refused.
     pub fn raw_read(&self, name: &str, from: u64, to: u64) -> Result<RecordIter> {
         let log = self.log();
-        if let Some(id) = log.stream_id(&catalog_name(name)) {
+        if let Some(id) = self.namespaced_stream(name) {
             return Ok(log.iter(id, LogSeq(from), LogSeq(to)));
         }
         match self.plain_stream(name) {
@@ -151,14 +154,11 @@ impl Store {
     /// under the plain name `name` (a session, or a raw stream written before the namespace
     /// existed) stays.
     pub fn delete_raw_stream(&self, name: &str) -> Result<bool> {
-        let log = self.log();
-        match log.stream_id(&catalog_name(name)) {
-            Some(id) => {
-                log.delete_stream(id, Durability::Sync)?;
-                Ok(true)
-            }
-            None => Ok(false),
-        }
+        let Some(id) = self.namespaced_stream(name) else {
+            return Ok(false);
+        };
+        self.log().delete_stream(id, Durability::Sync)?;
+        Ok(true)
     }
 
     /// Names of the raw streams (without the namespace prefix), sorted.
