@@ -332,15 +332,9 @@ fn store_options(
 ) -> PyResult<StoreOptions> {
     let mut log = LogOptions::default();
     if let Some(level) = compression_level {
-        let levels = Compression::ZSTD_LEVELS;
-        if !levels.contains(&level) {
-            return Err(PyValueError::new_err(format!(
-                "compression_level must be a zstd level from {} to {}, not {level}",
-                levels.start(),
-                levels.end()
-            )));
-        }
-        log = log.with_compression(Compression::Zstd { level });
+        let compression = Compression::zstd(level)
+            .map_err(|e| PyValueError::new_err(format!("compression_level: {e}")))?;
+        log = log.with_compression(compression);
     }
     if let Some(bytes) = segment_bytes {
         log = log.with_segment_size_bytes(bytes);

@@ -60,6 +60,20 @@ impl Compression {
     /// zstd's default level.
     const DEFAULT_ZSTD_LEVEL: i32 = 3;
 
+    /// zstd at `level`, refused (with the reason) outside [`Compression::ZSTD_LEVELS`]: the
+    /// one check every way of choosing a level goes through.
+    pub fn zstd(level: i32) -> Result<Compression, String> {
+        let levels = Self::ZSTD_LEVELS;
+        if !levels.contains(&level) {
+            return Err(format!(
+                "zstd level {level} is outside {} ..= {}",
+                levels.start(),
+                levels.end()
+            ));
+        }
+        Ok(Compression::Zstd { level })
+    }
+
     /// zstd at its default level, 3.
     pub const ZSTD: Compression = Compression::Zstd {
         level: Self::DEFAULT_ZSTD_LEVEL,
@@ -260,14 +274,7 @@ impl LogOptions {
             ));
         }
         if let Compression::Zstd { level } = self.compression {
-            if !Compression::ZSTD_LEVELS.contains(&level) {
-                let levels = Compression::ZSTD_LEVELS;
-                return Err(format!(
-                    "zstd level {level} is outside {} ..= {}",
-                    levels.start(),
-                    levels.end()
-                ));
-            }
+            Compression::zstd(level)?;
         }
         if self.index_interval_bytes < 64 {
             return Err(format!(
