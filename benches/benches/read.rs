@@ -70,19 +70,15 @@ fn build() -> Store {
     }
 }
 
-/// Latencies of reading the newest [`TAIL_RECORDS`] records of each stream in turn, as one
-/// iteration each (`iter(stream, next - TAIL_RECORDS, next)`).
-fn tail_read_latencies(log: &Log, streams: &[StreamId], reads: usize) -> Percentiles {
-    let next: Vec<u64> = streams
-        .iter()
-        .map(|&s| log.stream_info(s).expect("stream").next_seq.0)
-        .collect();
+/// Latencies of reading the [`TAIL_RECORDS`] records ending at each stream's `newest` in
+/// turn, as one iteration each.
+fn tail_read_latencies(log: &Log, newest: &[(StreamId, Seq)], reads: usize) -> Percentiles {
     let mut lat = Vec::with_capacity(reads);
     for i in 0..reads {
-        let k = i % streams.len();
+        let (stream, last) = newest[i % newest.len()];
         let t = Instant::now();
         let mut n = 0;
-        for r in log.iter(streams[k], Seq(next[k] - TAIL_RECORDS), Seq(next[k])) {
+        for r in log.iter(stream, Seq(last.0 + 1 - TAIL_RECORDS), Seq(last.0 + 1)) {
             std::hint::black_box(r.expect("tail read"));
             n += 1;
         }
@@ -146,7 +142,7 @@ fn bench(c: &mut Criterion, probe: &Probe) {
         .map(|&s| (s, Seq(log.stream_info(s).expect("stream").next_seq.0 - 1)))
         .collect();
     let newest_p = point_read_latencies(log, &newest, TIMED_READS);
-    let tail_p = tail_read_latencies(log, &store.streams, TIMED_READS);
+    let tail_p = tail_read_latencies(log, &newest, TIMED_READS);
     let floor = probe.fsync_p50_ns() as f64;
     for (name, p) in [("sealed", &sealed_p), ("active", &active_p)] {
         println!(
