@@ -200,6 +200,50 @@ pub fn unmask_block(
     block: &mut [u8],
     masking: Masking,
 ) -> Result<(), FormatError> {
+    unmask(
+        segment_id,
+        logical_offset,
+        block,
+        masking,
+        Checksums::Restore,
+    )
+}
+
+/// [`unmask_block`] for a reader of the records of a block whose stored bytes and
+/// decompressed content were checked as a whole: every field but the checksums is
+/// restored; the record, batch header and batch checksums, which unmasking would only
+/// derive from these very bytes, stay zero. Such a block's records are read with
+/// [`crate::read_record_of_checked_block`]. spec: segment.md#reading-a-compressed-block
+pub fn unmask_block_fields(
+    segment_id: u64,
+    logical_offset: u64,
+    block: &mut [u8],
+    masking: Masking,
+) -> Result<(), FormatError> {
+    unmask(
+        segment_id,
+        logical_offset,
+        block,
+        masking,
+        Checksums::LeaveZero,
+    )
+}
+
+/// Whether unmasking computes the checksums masking zeroed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Checksums {
+    Restore,
+    LeaveZero,
+}
+
+fn unmask(
+    segment_id: u64,
+    logical_offset: u64,
+    block: &mut [u8],
+    masking: Masking,
+    checksums: Checksums,
+) -> Result<(), FormatError> {
+    let restore = checksums == Checksums::Restore;
     const S: Structure = Structure::Block;
     let not_masked = |what: &str| FormatError::invalid(S, "masked bytes", what.to_owned());
     let no_trailer = "a batch stored without its length has no trailer in the block";
@@ -223,10 +267,14 @@ pub fn unmask_block(
                         .map_err(|_| not_masked("a batch longer than 4 GiB"))?;
                     put_u32(block, start + B_LEN_AT, len);
                     put_u32(block, start + B_COUNT_AT, open.records);
-                    restore_header_crc(block, segment_id, batch_at, start);
+                    if restore {
+                        restore_header_crc(block, segment_id, batch_at, start);
+                    }
                 }
-                let crc = batch_crc(segment_id, batch_at, &block[start..p]);
-                put_u32(block, p + T_CRC_AT, crc);
+                if restore {
+                    let crc = batch_crc(segment_id, batch_at, &block[start..p]);
+                    put_u32(block, p + T_CRC_AT, crc);
+                }
             }
             p += BATCH_TRAILER_LEN;
         } else if is_header {
@@ -240,7 +288,7 @@ pub fn unmask_block(
                 return Err(not_masked(no_trailer));
             }
             let length_masked = masking.frames() && unmask_frame_fields(block, p, at)?;
-            if !length_masked {
+            if !length_masked && restore {
                 restore_header_crc(block, segment_id, at, p);
             }
             batch = Some(OpenBatch {
@@ -270,8 +318,10 @@ pub fn unmask_block(
             predictions.remember(stream, offset, seq);
             put_u64(block, p + R_SEQ_AT, seq);
             put_u32(block, p + R_PREV_AT, prev);
-            let crc = record_crc(segment_id, at, &block[p..p + RECORD_HEADER_LEN + len]);
-            put_u32(block, p + R_CRC_AT, crc);
+            if restore {
+                let crc = record_crc(segment_id, at, &block[p..p + RECORD_HEADER_LEN + len]);
+                put_u32(block, p + R_CRC_AT, crc);
+            }
             if let Some(open) = batch.as_mut() {
                 open.records = open
                     .records

@@ -1,12 +1,13 @@
 //! Codecs 2 and 3 of compressed segments (spec: segment.md#masked-blocks): the data of a
 //! sealed segment, masked and cut into blocks at batch, record and trailer starts, unmasks
-//! block by block, each alone, to exactly the bytes it came from; and no bytes make unmasking
-//! panic.
+//! block by block, each alone, to exactly the bytes it came from, or (for reading) to those
+//! bytes with every checksum field left zero, whose records read as the verified originals;
+//! and no bytes make unmasking, or reading a record of a checked block, panic.
 
 use proptest::prelude::*;
 use sessionlog_format::{
-    mask_blocks, unmask_block, verify_batch, BatchEncoder, Masking, RecordHeader,
-    SEGMENT_HEADER_LEN,
+    mask_blocks, read_record_of_checked_block, unmask_block, unmask_block_fields, verify_batch,
+    verify_record, BatchEncoder, Masking, RecordHeader, SEGMENT_HEADER_LEN,
 };
 
 const MASKINGS: [Masking; 2] = [Masking::Records, Masking::RecordsAndFrames];
@@ -47,15 +48,39 @@ fn batch() -> impl Strategy<Value = BatchSpec> {
     )
 }
 
+/// A segment image as [`encode_with_fields`] writes it.
+struct Encoded {
+    /// The segment header's place, then the data.
+    image: Vec<u8>,
+    /// Every place a block may start.
+    starts: Vec<usize>,
+    /// Where each record starts.
+    records: Vec<usize>,
+    /// Where each 4-byte checksum field starts (a batch header's, a record's, a trailer's),
+    /// and the structure a block must hold for masking to zero it: the field's own, or for
+    /// a trailer its batch's header (a batch cut by a block keeps its trailer's checksum).
+    checksums: Vec<(usize, usize)>,
+}
+
 /// The data `64 ..` of a segment holding `batches`, and every place a block may start.
 fn encode(segment: u64, batches: &[SyncedBatch]) -> (Vec<u8>, Vec<usize>) {
+    let e = encode_with_fields(segment, batches);
+    (e.image, e.starts)
+}
+
+/// [`encode`], with where the records and the checksum fields are.
+fn encode_with_fields(segment: u64, batches: &[SyncedBatch]) -> Encoded {
     let mut buf = vec![0u8; SEGMENT_HEADER_LEN];
     let mut starts = Vec::new();
+    let mut records = Vec::new();
+    let mut checksums = Vec::new();
     let mut next_seq = [0u64; 4];
     let mut last_offset = [0u32; 4];
     for (spec, synced) in batches {
         let offset = buf.len() as u64;
         starts.push(buf.len());
+        // The header's checksum follows its 4-byte magic.
+        checksums.push((buf.len() + 4, buf.len()));
         let first = SEGMENT_HEADER_LEN as u64;
         let synced = match *synced {
             Synced::Own => offset,
@@ -67,6 +92,9 @@ fn encode(segment: u64, batches: &[SyncedBatch]) -> (Vec<u8>, Vec<usize>) {
             let s = *stream as usize;
             let at = enc.next_record_offset();
             starts.push(at as usize);
+            records.push(at as usize);
+            // A record's checksum is its first field.
+            checksums.push((at as usize, at as usize));
             let seq = next_seq[s];
             next_seq[s] = seq.wrapping_add(*step);
             let h = RecordHeader {
@@ -81,10 +109,17 @@ fn encode(segment: u64, batches: &[SyncedBatch]) -> (Vec<u8>, Vec<usize>) {
             last_offset[s] = at as u32;
         }
         let len = enc.finish();
+        // The trailer's checksum comes before its magic.
         starts.push(offset as usize + len - 8);
+        checksums.push((offset as usize + len - 8, offset as usize));
         verify_batch(&buf[offset as usize..], segment, offset).expect("a valid batch");
     }
-    (buf, starts)
+    Encoded {
+        image: buf,
+        starts,
+        records,
+        checksums,
+    }
 }
 
 proptest! {
@@ -121,6 +156,50 @@ proptest! {
     }
 
     #[test]
+    fn a_block_unmasked_for_reading_holds_its_bytes_but_the_checksums_and_reads_its_records(
+        segment in any::<u64>(),
+        batches in proptest::collection::vec(synced_batch(), 1..8),
+        picks in proptest::collection::vec(any::<prop::sample::Index>(), 0..10),
+    ) {
+        let e = encode_with_fields(segment, &batches);
+        let image = &e.image;
+        let mut cuts: Vec<usize> = picks
+            .iter()
+            .map(|i| *i.get(&e.starts))
+            .filter(|&c| c > SEGMENT_HEADER_LEN)
+            .collect();
+        cuts.push(image.len());
+        cuts.sort_unstable();
+        cuts.dedup();
+        for masking in MASKINGS {
+            let masked =
+                mask_blocks(&image[SEGMENT_HEADER_LEN..], &cuts, masking).expect("masks");
+            let mut from = SEGMENT_HEADER_LEN;
+            for &cut in &cuts {
+                let mut block =
+                    masked[from - SEGMENT_HEADER_LEN..cut - SEGMENT_HEADER_LEN].to_vec();
+                unmask_block_fields(segment, from as u64, &mut block, masking)
+                    .expect("unmasks");
+                let mut want = image[from..cut].to_vec();
+                for &(c, _) in e.checksums.iter().filter(|&&(c, whole)| {
+                    (from..cut).contains(&c) && (from..cut).contains(&whole)
+                }) {
+                    want[c - from..c - from + 4].fill(0);
+                }
+                prop_assert_eq!(&block, &want, "{:?} block at {}", masking, from);
+                for &r in e.records.iter().filter(|&&r| (from..cut).contains(&r)) {
+                    let read = read_record_of_checked_block(&block[r - from..], r as u64)
+                        .expect("a record of a checked block reads");
+                    let verified = verify_record(&image[r..], segment, r as u64)
+                        .expect("the original verifies");
+                    prop_assert_eq!(read, verified, "record at {}", r);
+                }
+                from = cut;
+            }
+        }
+    }
+
+    #[test]
     fn unmasking_any_bytes_returns_instead_of_panicking(
         segment in any::<u64>(),
         at in 0u64..1 << 20,
@@ -128,7 +207,9 @@ proptest! {
     ) {
         for masking in MASKINGS {
             let _ = unmask_block(segment, at * 8, &mut bytes.clone(), masking);
+            let _ = unmask_block_fields(segment, at * 8, &mut bytes.clone(), masking);
         }
+        let _ = read_record_of_checked_block(&bytes, at * 8);
     }
 }
 
@@ -217,5 +298,31 @@ fn codec_3_masks_the_frame_fields_a_block_can_count_again() {
     assert_eq!(
         &records[8..24],
         &image[SEGMENT_HEADER_LEN + 8..SEGMENT_HEADER_LEN + 24]
+    );
+}
+
+/// A block unmasked whole (its checksums computed) is no block for
+/// `read_record_of_checked_block`, which reads a record only where masking's zero is still
+/// in its checksum field; the same block unmasked for reading reads.
+#[test]
+fn a_record_with_its_checksum_is_refused_as_one_of_a_checked_block() {
+    let batch: BatchSpec = vec![(1, b"first".to_vec(), 1, None)];
+    let e = encode_with_fields(9, &[(batch, Synced::Own)]);
+    let cuts = [e.image.len()];
+    let masked =
+        mask_blocks(&e.image[SEGMENT_HEADER_LEN..], &cuts, Masking::Records).expect("masks");
+    let record = e.records[0];
+    let at = record - SEGMENT_HEADER_LEN;
+    let mut whole = masked.clone();
+    unmask_block(9, SEGMENT_HEADER_LEN as u64, &mut whole, Masking::Records).expect("unmasks");
+    assert!(read_record_of_checked_block(&whole[at..], record as u64).is_err());
+    let mut fields = masked;
+    unmask_block_fields(9, SEGMENT_HEADER_LEN as u64, &mut fields, Masking::Records)
+        .expect("unmasks");
+    let (header, payload) =
+        read_record_of_checked_block(&fields[at..], record as u64).expect("reads");
+    assert_eq!(
+        (header.stream_id, header.seq, payload),
+        (1, 0, &b"first"[..])
     );
 }

@@ -13,8 +13,8 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use sessionlog_format::{
     block_crc, encode_block_directory, mask_blocks, padded_len, segment_format_version,
-    unmask_block, BlockEntry, CompressedLayout, FooterView, Masking, SegmentHeader,
-    FOOTER_TRAILER_LEN, FORMAT_VERSION_COMPRESSED, SEGMENT_HEADER_LEN,
+    unmask_block, unmask_block_fields, BlockEntry, CompressedLayout, FooterView, Masking,
+    SegmentHeader, FOOTER_TRAILER_LEN, FORMAT_VERSION_COMPRESSED, SEGMENT_HEADER_LEN,
 };
 use zstd::zstd_safe::{self, CParameter, CompressionLevel};
 
@@ -335,7 +335,7 @@ impl Blocks {
         if let Some(bytes) = self.recent_block(i) {
             return Ok(bytes);
         }
-        let bytes = Bytes::from(self.decompress(file, id, i)?);
+        let bytes = Bytes::from(self.decompress(file, id, i, Unmask::ForReading)?);
         self.keep(i, bytes.clone());
         Ok(bytes)
     }
@@ -346,7 +346,9 @@ impl Blocks {
     pub fn block_unkept(&self, file: &[u8], id: SegmentId, i: usize) -> Result<Bytes> {
         match self.recent_block(i) {
             Some(bytes) => Ok(bytes),
-            None => self.decompress(file, id, i).map(Bytes::from),
+            None => self
+                .decompress(file, id, i, Unmask::ForReading)
+                .map(Bytes::from),
         }
     }
 
@@ -405,8 +407,19 @@ impl Blocks {
         }
     }
 
-    /// Block `i` decompressed, after its stored bytes verified.
-    fn decompress(&self, file: &[u8], id: SegmentId, i: usize) -> Result<Vec<u8>> {
+    /// Whether the records of the blocks [`block`](Self::block) and
+    /// [`block_unkept`](Self::block_unkept) give keep the zeros masking left in their
+    /// checksum fields (codecs 2 and 3): they are read with
+    /// [`read_record_of_checked_block`](sessionlog_format::read_record_of_checked_block).
+    /// Codec 1 blocks hold their records' checksums, which are verified as in an
+    /// uncompressed segment.
+    pub fn checksums_left_zero(&self) -> bool {
+        Masking::of_codec(self.layout.codec).is_some()
+    }
+
+    /// Block `i` decompressed, after its stored bytes verified, and unmasked as `unmask`
+    /// says.
+    fn decompress(&self, file: &[u8], id: SegmentId, i: usize, unmask: Unmask) -> Result<Vec<u8>> {
         let entry = *self
             .layout
             .blocks
@@ -422,10 +435,14 @@ impl Blocks {
         match decompress_block(stored, want, dictionary) {
             Ok(mut out) if out.len() == want => {
                 if let Some(masking) = Masking::of_codec(self.layout.codec) {
-                    unmask_block(id.0, u64::from(entry.logical_offset), &mut out, masking)
-                        .map_err(|e| {
-                            corrupted(id, at, "a compressed block does not unmask", Some(e))
-                        })?;
+                    let logical = u64::from(entry.logical_offset);
+                    match unmask {
+                        Unmask::Whole => unmask_block(id.0, logical, &mut out, masking),
+                        Unmask::ForReading => unmask_block_fields(id.0, logical, &mut out, masking),
+                    }
+                    .map_err(|e| {
+                        corrupted(id, at, "a compressed block does not unmask", Some(e))
+                    })?;
                 }
                 Ok(out)
             }
@@ -457,11 +474,23 @@ impl Blocks {
         let mut out = Vec::with_capacity(data_end.saturating_add(tail_len));
         out.extend_from_slice(&header.encode());
         for i in 0..self.layout.blocks.len() {
-            out.extend_from_slice(&self.decompress(file, id, i)?);
+            out.extend_from_slice(&self.decompress(file, id, i, Unmask::Whole)?);
         }
         out.extend_from_slice(&file[file.len().saturating_sub(tail_len)..]);
         Ok(out)
     }
+}
+
+/// How much of a masked block [`Blocks::decompress`] restores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unmask {
+    /// The logical bytes exactly, checksums included: for `verify`, `dump` and rewriting.
+    Whole,
+    /// Every field but the checksums, which stay zero: for reading records. The block's
+    /// stored bytes verified against its checksum and its decompressed content against
+    /// the frame's, so the checksums inside it would only be derived from those bytes
+    /// (spec: segment.md#reading-a-compressed-block).
+    ForReading,
 }
 
 impl Drop for Blocks {

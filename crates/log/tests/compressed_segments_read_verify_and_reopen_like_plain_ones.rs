@@ -2,7 +2,8 @@
 //! (spec: segment.md#compressed-segments): the files shrink, every record reads back the same
 //! by point read and by range, `verify` finds the store intact, the store reopens with or
 //! without the option, a later rewrite keeps a compressed segment compressed, and a damaged
-//! block is reported by `verify` and refused by open, never read as data.
+//! block is reported by `verify` and refused by open, never read as data, even one whose
+//! stored checksum was made to match (its frame's content checksum fails).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -197,6 +198,68 @@ fn a_damaged_compressed_block_is_reported_and_refused() {
         .find_map(|r| r.err())
         .expect("a read of the damaged block fails");
     assert!(matches!(failed, Error::Corrupted { .. }), "{failed}");
+    log.close().expect("close");
+}
+
+/// A reader of a masked block checks the block's stored checksum and the zstd frame's
+/// content checksum, not the records' (spec: segment.md#reading-a-compressed-block). A block
+/// whose frame decodes to its own bytes but whose content checksum is wrong, with the stored
+/// checksum and the directory's made to match, is still refused when read.
+#[test]
+fn a_block_whose_content_checksum_fails_is_refused_though_its_stored_checksum_matches() {
+    use sessionlog_format::{
+        block_crc, segment_crc, CompressedLayout, BLOCK_DIRECTORY_TAIL_LEN, BLOCK_ENTRY_LEN,
+        FOOTER_TRAILER_LEN,
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(dir.path(), options().with_compression(Compression::ZSTD)).expect("open");
+    fill(&log);
+    log.reclaim().expect("compress");
+    log.close().expect("close");
+    let path = dir.path().join(format!("{:020}.seg", 2));
+    let mut file = std::fs::read(&path).expect("read");
+    let layout = CompressedLayout::decode(&file, 2).expect("a compressed segment");
+    let entry = layout.blocks[0];
+    // The frame ends with its 4-byte content checksum: flip a bit of it, then make the
+    // block's stored checksum, and the directory's over the entries, match again.
+    let stored = entry.stored_offset as usize..(entry.stored_offset + entry.stored_len) as usize;
+    file[stored.end - 1] ^= 0x10;
+    let crc = block_crc(2, u64::from(entry.stored_offset), &file[stored]);
+    let footer_at = file.len() - FOOTER_TRAILER_LEN - layout.footer.footer_len();
+    let tail_at = footer_at - BLOCK_DIRECTORY_TAIL_LEN;
+    let dir_at = tail_at - BLOCK_ENTRY_LEN * layout.blocks.len();
+    file[dir_at + 16..dir_at + 20].copy_from_slice(&crc.to_le_bytes());
+    let mut covered = file[layout.dictionary.clone()].to_vec();
+    covered.extend_from_slice(&file[dir_at..tail_at]);
+    covered.extend_from_slice(&file[tail_at + 8..footer_at]);
+    let directory = segment_crc(2, &covered);
+    file[tail_at + 4..tail_at + 8].copy_from_slice(&directory.to_le_bytes());
+    std::fs::write(&path, &file).expect("write");
+
+    let log = Log::open(dir.path(), options()).expect("the directory verifies");
+    let id = log.stream_id("s0").expect("s0");
+    let mut read = 0u64;
+    let failed = log
+        .iter(id, Seq(0), Seq(u64::MAX))
+        .find_map(|r| match r {
+            Ok(_) => {
+                read += 1;
+                None
+            }
+            Err(e) => Some(e),
+        })
+        .expect("a read of the forged block fails");
+    assert!(matches!(failed, Error::Corrupted { .. }), "{failed}");
+    // Past the stored checksum, which matches: the frame fails its content checksum.
+    assert!(
+        failed.to_string().contains("does not decompress"),
+        "{failed}"
+    );
+    // The first record the range read could not give lies in the forged block.
+    assert!(
+        matches!(log.read(id, Seq(read)), Err(Error::Corrupted { .. })),
+        "a point read of seq {read}, in the forged block, fails"
+    );
     log.close().expect("close");
 }
 
