@@ -103,12 +103,12 @@ pub fn chunk_head(kind: u8, bytes: &[u8]) -> Option<(Seq, i64)> {
         return None;
     };
     // The head may end inside a character: its valid start is read (the envelope's start
-    // is ASCII).
-    let head = text
-        .get(..text.len().min(CHUNK_HEAD_BYTES))?
-        .utf8_chunks()
-        .next()?
-        .valid();
+    // is ASCII). `from_utf8` checks ASCII a word at a time; most heads are ASCII whole.
+    let head = text.get(..text.len().min(CHUNK_HEAD_BYTES))?;
+    let head = match std::str::from_utf8(head) {
+        Ok(head) => head,
+        Err(e) => std::str::from_utf8(head.get(..e.valid_up_to())?).ok()?,
+    };
     let ([(_, event_type), (_, seq), (_, time)], _) = crate::json::canonical_envelope_prefix(head)?;
     if event_type.raw() != "\"assistant/chunk\"" {
         return None;
