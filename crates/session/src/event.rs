@@ -226,6 +226,21 @@ impl Event {
     where
         R: AsRef<str> + Into<Box<str>>,
     {
+        Self::parse_checked_known(owned, seq_hint, lossless_scan, None)
+    }
+
+    /// [`Event::parse_checked`] of an envelope whose data `known` describes (walked and
+    /// indexed by [`json::validate_and_index_data`] as the envelope was written): the data
+    /// is not walked again.
+    fn parse_checked_known<R>(
+        owned: R,
+        seq_hint: u64,
+        lossless_scan: bool,
+        known: Option<json::IndexedData>,
+    ) -> Result<Event, Error>
+    where
+        R: AsRef<str> + Into<Box<str>>,
+    {
         let raw = owned.as_ref();
         let type_hint = || {
             JsonRef::new(raw)
@@ -253,8 +268,8 @@ impl Event {
         let mut fields: [Option<JsonRef<'_>>; 7] = [None; 7];
         let mut unknown = None;
         let mut data_members = 0;
-        let payload =
-            json::envelope_members_indexing(raw, |literal, value| match envelope_slot(literal) {
+        let payload = json::envelope_members_indexing(raw, known, |literal, value| {
+            match envelope_slot(literal) {
                 Some(slot) => {
                     data_members += usize::from(slot == DATA_SLOT);
                     if let Some(field) = fields.get_mut(slot) {
@@ -264,7 +279,8 @@ impl Event {
                 None => {
                     unknown.get_or_insert_with(|| decode_string(literal));
                 }
-            });
+            }
+        });
         // Text with a repeated `data` (never validated text: it is refused) uses the last
         // one, which the index does not describe.
         let payload = payload.filter(|_| data_members == 1);
@@ -768,7 +784,7 @@ impl EventInput {
         thread_local!(static PARTS: std::cell::RefCell<(String, String)> = const {
             std::cell::RefCell::new((String::new(), String::new()))
         });
-        let out = PARTS.with(|parts| {
+        let (out, data_start) = PARTS.with(|parts| {
             let (head, tail) = &mut *parts.borrow_mut();
             head.clear();
             tail.clear();
@@ -802,14 +818,16 @@ impl EventInput {
             out.push_str(head);
             out.push_str(&self.data);
             out.push_str(tail);
-            out
+            (out, head.len())
         });
         // Everything but the data is written here and is lossless JSON by construction, so a
         // lossless scan of the data alone (at its depth in the envelope) stands for one of
-        // the whole envelope, which then needs only its envelope rules checked. Data that
-        // fails takes the full parse, whose error says where in the envelope it failed.
-        let event = match json::validate_member_str(&self.data) {
-            Ok(()) => Event::parse_checked(out, seq, false)?,
+        // the whole envelope, which then needs only its envelope rules checked; the scan
+        // also indexes the data, which the envelope's parse then does not walk again. Data
+        // that fails takes the full parse, whose error says where in the envelope it failed.
+        let data_end = data_start + self.data.len();
+        let event = match json::validate_and_index_data(&out, data_start, data_end) {
+            Ok(known) => Event::parse_checked_known(out, seq, false, Some(known))?,
             Err(_) => Event::parse(&out, seq)?,
         };
         let given = self.data.trim_matches([' ', '\t', '\n', '\r']);

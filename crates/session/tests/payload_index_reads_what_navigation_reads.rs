@@ -2,11 +2,12 @@
 //! every field lookup exactly as walking the payload text does, and a stored envelope
 //! parses to the same event as a freshly validated one, whatever the envelope's layout:
 //! the fold reads fields through the index, so this is what keeps it equal to a fold that
-//! walks the text.
+//! walks the text. An event built from its data (validated and indexed in one walk) is the
+//! event its envelope parses to.
 
 use proptest::prelude::*;
 use sessionlog_session::json::{write_js_string, JsonRef};
-use sessionlog_session::Event;
+use sessionlog_session::{Event, EventInput};
 
 /// Keys the rules look up, and spellings that reach them through escapes.
 const KEYS: [&str; 9] = [
@@ -116,6 +117,24 @@ proptest! {
             if let Ok(checked) = Event::parse(&raw, 7) {
                 prop_assert_eq!(&checked, &stored);
             }
+        }
+    }
+
+    /// Building an event from its data, whose one walk validates the data and indexes it,
+    /// gives the event (payload index included) that parsing its envelope gives, or is
+    /// refused where that parse is: around the data as given and with whitespace about it.
+    #[test]
+    fn an_event_built_from_its_data_is_the_event_its_envelope_parses_to(
+        data in payload(),
+        pad in prop::sample::select(vec![("", ""), (" ", ""), ("\n\t", " \r")]),
+    ) {
+        let data = format!("{}{data}{}", pad.0, pad.1);
+        let built = EventInput::new("x/y", 12, data.clone()).into_event(7);
+        let raw = format!("{{\"type\":\"x/y\",\"seq\":7,\"time\":12,\"data\":{data}}}");
+        match (built, Event::parse(&raw, 7)) {
+            (Ok(built), Ok(parsed)) => prop_assert_eq!(built, parsed),
+            (Err(_), Err(_)) => {}
+            (built, parsed) => prop_assert!(false, "built {built:?}, parsed {parsed:?}"),
         }
     }
 }

@@ -33,21 +33,23 @@ pub(crate) struct MemberSpan {
 /// not fit in `u32`; callers then navigate with [`JsonRef`], which gives the same answers.
 pub(crate) fn index_payload(text: &str, start: usize) -> Option<(usize, MemberIndex)> {
     u32::try_from(text.len()).ok()?;
-    // The members are gathered in this thread's scratch list and then copied out at their
-    // exact size: the index lives as long as its event (a whole session keeps every event
-    // in memory), and a list grown for it would cost an allocation, its growth and a
-    // shrink for every event.
+    with_scratch(|members| {
+        let end = index_object(text, start, 0, members)?;
+        Some((end, MemberIndex::from_slice(members)))
+    })
+}
+
+/// Runs `f` with this thread's scratch list of members, emptied. The members of an index
+/// are gathered there and then copied out at their exact size: the index lives as long as
+/// its event (a whole session keeps every event in memory), and a list grown for it would
+/// cost an allocation, its growth and a shrink for every event.
+pub(super) fn with_scratch<R>(f: impl FnOnce(&mut Vec<MemberSpan>) -> R) -> R {
     SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
         Ok(mut members) => {
             members.clear();
-            let end = index_object(text, start, 0, &mut members)?;
-            Some((end, MemberIndex::from_slice(&members)))
+            f(&mut members)
         }
-        Err(_) => {
-            let mut members = Vec::new();
-            let end = index_object(text, start, 0, &mut members)?;
-            Some((end, MemberIndex::from_slice(&members)))
-        }
+        Err(_) => f(&mut Vec::new()),
     })
 }
 
@@ -65,7 +67,7 @@ pub(crate) enum MemberIndex {
 }
 
 impl MemberIndex {
-    fn from_slice(members: &[MemberSpan]) -> MemberIndex {
+    pub(super) fn from_slice(members: &[MemberSpan]) -> MemberIndex {
         match members.len() {
             len if len <= IN_PLACE => {
                 let mut in_place = [NO_MEMBER; IN_PLACE];
@@ -324,17 +326,23 @@ pub(crate) fn member_at<'a>(
 /// walked by [`index_payload`] instead of skipped: returns that value's member index
 /// (offsets into `text`), or `None` when it is absent or not an indexable object. Stops at
 /// malformed text, as [`JsonRef::members`] does.
+#[cfg(test)]
 pub(super) fn members_indexing<'a>(
     text: &'a str,
     indexed: &str,
     visit: impl FnMut(&'a str, JsonRef<'a>),
 ) -> Option<MemberIndex> {
-    let start = if text.as_bytes().first() == Some(&b'{') {
+    members_indexing_from(text, first_member(text), indexed, None, visit)
+}
+
+/// Where the members of the object `text` start: after its `{`; the end of a text that
+/// is no object.
+fn first_member(text: &str) -> usize {
+    if text.as_bytes().first() == Some(&b'{') {
         1
     } else {
         text.len()
-    };
-    members_indexing_from(text, start, indexed, visit)
+    }
 }
 
 /// [`members_indexing`] for an event envelope, with a shortcut for the layout every
@@ -342,8 +350,13 @@ pub(super) fn members_indexing<'a>(
 /// three members are read at fixed places (no search for the end of each), then the walk
 /// goes on from `data` as [`members_indexing`] would; any other layout takes the general
 /// walk from the start. Either way `visit` sees the same members with the same values.
+///
+/// An envelope whose data was already walked by [`super::validate_and_index_data`] comes
+/// with it as `known`: the first `data` member whose value starts where `known` says is not
+/// walked again; its end and index are `known`'s.
 pub(crate) fn envelope_members_indexing<'a>(
     text: &'a str,
+    known: Option<super::IndexedData>,
     mut visit: impl FnMut(&'a str, JsonRef<'a>),
 ) -> Option<MemberIndex> {
     match canonical_envelope_prefix(text) {
@@ -351,9 +364,9 @@ pub(crate) fn envelope_members_indexing<'a>(
             for (key, value) in prefix {
                 visit(key, value);
             }
-            members_indexing_from(text, data_key, "data", visit)
+            members_indexing_from(text, data_key, "data", known, visit)
         }
-        None => members_indexing(text, "data", visit),
+        None => members_indexing_from(text, first_member(text), "data", known, visit),
     }
 }
 
@@ -417,6 +430,7 @@ fn members_indexing_from<'a>(
     text: &'a str,
     start: usize,
     indexed: &str,
+    mut known: Option<super::IndexedData>,
     mut visit: impl FnMut(&'a str, JsonRef<'a>),
 ) -> Option<MemberIndex> {
     let bytes = text.as_bytes();
@@ -441,12 +455,19 @@ fn members_indexing_from<'a>(
             return index;
         }
         let value_start = skip_ws(bytes, colon + 1);
-        let value_end = match index_payload(text, value_start) {
-            Some((end, spans)) => {
-                index = Some(spans);
-                end
+        let walked = known.take().filter(|k| k.value.start == value_start);
+        let value_end = match walked {
+            Some(walked) => {
+                index = walked.index;
+                walked.value.end
             }
-            None => skip_value(bytes, value_start)?,
+            None => match index_payload(text, value_start) {
+                Some((end, spans)) => {
+                    index = Some(spans);
+                    end
+                }
+                None => skip_value(bytes, value_start)?,
+            },
         };
         visit(
             literal,
@@ -539,7 +560,7 @@ mod tests {
             let text = format!(
                 "{{\"type\":\"{type_text}\",\"seq\":{seq},\"time\":{time},\"{data_key}\":{data}{tail}"
             );
-            let shortcut = visited(|visit| envelope_members_indexing(&text, visit));
+            let shortcut = visited(|visit| envelope_members_indexing(&text, None, visit));
             let general = visited(|visit| members_indexing(&text, "data", visit));
             prop_assert_eq!(shortcut, general, "{}", text);
         }
@@ -566,7 +587,8 @@ mod tests {
             ),
             (r#"{"type":"x/y","seq":3,"time":0,"data":{}}"#, 0),
         ] {
-            let members = envelope_members_indexing(text, |_, _| {}).expect("an indexed payload");
+            let members =
+                envelope_members_indexing(text, None, |_, _| {}).expect("an indexed payload");
             assert_eq!(members.as_slice().len(), indexed, "{text}");
             assert_eq!(
                 matches!(members, MemberIndex::InPlace(..)),

@@ -105,36 +105,65 @@ pub fn validate_str(text: &str) -> Result<(), JsonError> {
     validate_at_depth(text, 0)
 }
 
-/// [`validate_str`] for text that will be the value of an object member (one level deeper
-/// than a whole document, which matters only for [`MAX_DEPTH`]): an event's payload
-/// checked before its envelope is written around it.
-pub(crate) fn validate_member_str(text: &str) -> Result<(), JsonError> {
-    validate_at_depth(text, 1)
-}
-
 /// Keys the validator's key stack holds before it grows.
 const KEY_STACK: usize = 16;
 
 fn validate_at_depth(text: &str, depth: usize) -> Result<(), JsonError> {
-    let mut scanner = Scanner {
-        bytes: text.as_bytes(),
-        text,
-        pos: 0,
-        lossless: None,
-        // Room for the keys of an event's nested objects (a message, its source, a block):
-        // one allocation, where growing from empty took three.
-        keys: Vec::with_capacity(KEY_STACK),
-    };
+    let mut scanner = Scanner::new(text, 0, None);
     scanner.ws();
-    scanner.value(depth)?;
+    scanner.value(depth, Role::Plain)?;
     scanner.ws();
-    if scanner.pos != scanner.bytes.len() {
-        return Err(scanner.syntax("end of input"));
-    }
-    match scanner.lossless {
-        Some(err) => Err(err),
-        None => Ok(()),
-    }
+    scanner.finish()
+}
+
+/// An event's data, validated and indexed in one walk: where its value lies in the envelope
+/// and its payload index ([`index::index_payload`]'s, `None` when the value is no object).
+#[derive(Debug, Clone)]
+pub(crate) struct IndexedData {
+    pub(crate) value: std::ops::Range<usize>,
+    pub(crate) index: Option<MemberIndex>,
+}
+
+/// [`validate_str`] of an event's data, the text `envelope[start..end]` of the envelope
+/// just written around it, at the depth of an object member's value (which matters only for
+/// [`MAX_DEPTH`]). The same walk indexes the data's value as [`index::index_payload`] would,
+/// with offsets into `envelope`: one walk where validating the data and then indexing it
+/// while parsing the envelope took two.
+pub(crate) fn validate_and_index_data(
+    envelope: &str,
+    start: usize,
+    end: usize,
+) -> Result<IndexedData, JsonError> {
+    let text = envelope.get(..end).unwrap_or_default();
+    index::with_scratch(|members| {
+        // Offsets are kept as u32: a longer envelope is validated without an index.
+        let indexing = u32::try_from(end).is_ok();
+        let mut scanner = Scanner::new(text, start, indexing.then_some(members));
+        scanner.ws();
+        let value_start = scanner.pos;
+        let object = scanner.peek() == Some(b'{');
+        scanner.value(1, Role::Members(0))?;
+        let value_end = scanner.pos;
+        scanner.ws();
+        let indexed = scanner.members.take();
+        scanner.finish()?;
+        Ok(IndexedData {
+            value: value_start..value_end,
+            index: indexed
+                .filter(|_| object)
+                .map(|members| MemberIndex::from_slice(members)),
+        })
+    })
+}
+
+/// What the walk of a value records in the payload index, when it indexes one: the
+/// members of an object at an index depth (the payload 0, its message 1, a block 2 or 3),
+/// the blocks of a `content` array at a block depth, or nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Plain,
+    Members(u8),
+    Blocks(u8),
 }
 
 struct Scanner<'a> {
@@ -146,9 +175,49 @@ struct Scanner<'a> {
     /// Keys of the objects being scanned, innermost last; shared so that small objects
     /// cost no allocation.
     keys: Vec<Cow<'a, str>>,
+    /// The payload index being gathered, when the walk indexes one.
+    members: Option<&'a mut Vec<MemberSpan>>,
 }
 
 impl<'a> Scanner<'a> {
+    fn new(text: &'a str, pos: usize, members: Option<&'a mut Vec<MemberSpan>>) -> Scanner<'a> {
+        Scanner {
+            bytes: text.as_bytes(),
+            text,
+            pos,
+            lossless: None,
+            // Room for the keys of an event's nested objects (a message, its source, a
+            // block): one allocation, where growing from empty took three.
+            keys: Vec::with_capacity(KEY_STACK),
+            members,
+        }
+    }
+
+    /// After the value and the whitespace after it: the text must end here, and then the
+    /// first lossless-rule violation, if any, is the refusal.
+    fn finish(self) -> Result<(), JsonError> {
+        if self.pos != self.bytes.len() {
+            return Err(self.syntax("end of input"));
+        }
+        match self.lossless {
+            Some(err) => Err(err),
+            None => Ok(()),
+        }
+    }
+
+    /// Records one member (or block marker) in the payload index being gathered.
+    fn record(&mut self, depth: u8, escaped: bool, key: (usize, usize), value: (usize, usize)) {
+        if let Some(members) = self.members.as_mut() {
+            // Offsets fit in u32: an index is gathered only for such a text.
+            members.push(MemberSpan {
+                depth,
+                escaped,
+                key: (key.0 as u32, key.1 as u32),
+                value: (value.0 as u32, value.1 as u32),
+            });
+        }
+    }
+
     fn syntax(&self, what: &'static str) -> JsonError {
         JsonError {
             offset: self.pos,
@@ -172,7 +241,10 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    fn value(&mut self, depth: usize) -> Result<(), JsonError> {
+    /// One value at nesting `depth`; `role` says what of it goes into the payload index
+    /// being gathered (a role for an object applies only to an object, one for blocks only
+    /// to an array).
+    fn value(&mut self, depth: usize, role: Role) -> Result<(), JsonError> {
         if depth > MAX_DEPTH {
             return Err(JsonError {
                 offset: self.pos,
@@ -180,8 +252,8 @@ impl<'a> Scanner<'a> {
             });
         }
         match self.peek() {
-            Some(b'{') => self.object(depth),
-            Some(b'[') => self.array(depth),
+            Some(b'{') => self.object(depth, role),
+            Some(b'[') => self.array(depth, role),
             Some(b'"') => self.string().map(|_| ()),
             Some(b't') => self.literal("true"),
             Some(b'f') => self.literal("false"),
@@ -301,15 +373,33 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    fn array(&mut self, depth: usize) -> Result<(), JsonError> {
+    fn array(&mut self, depth: usize, role: Role) -> Result<(), JsonError> {
         self.pos += 1;
         self.ws();
         if self.peek() == Some(b']') {
             self.pos += 1;
             return Ok(());
         }
+        // The blocks of an indexed `content`: each element's marker (an empty key span and
+        // the element's span) comes before its members.
+        let blocks = match role {
+            Role::Blocks(depth) if self.members.is_some() => Some(depth),
+            _ => None,
+        };
         loop {
-            self.value(depth + 1)?;
+            match blocks {
+                Some(block_depth) => {
+                    let marker = self.members.as_ref().map_or(0, |m| m.len());
+                    let start = self.pos;
+                    self.record(block_depth, false, (0, 0), (0, 0));
+                    self.value(depth + 1, Role::Members(block_depth))?;
+                    let span = (start as u32, self.pos as u32);
+                    if let Some(m) = self.members.as_mut().and_then(|m| m.get_mut(marker)) {
+                        m.value = span;
+                    }
+                }
+                None => self.value(depth + 1, Role::Plain)?,
+            }
             self.ws();
             match self.peek() {
                 Some(b',') => {
@@ -325,13 +415,22 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    fn object(&mut self, depth: usize) -> Result<(), JsonError> {
+    fn object(&mut self, depth: usize, role: Role) -> Result<(), JsonError> {
         self.pos += 1;
         self.ws();
         if self.peek() == Some(b'}') {
             self.pos += 1;
             return Ok(());
         }
+        // The members of an indexed object, and (as the index walk does) the first
+        // `message` object below the payload and the first `content` array below the
+        // payload or its message.
+        let indexed = match role {
+            Role::Members(depth) if self.members.is_some() => Some(depth),
+            _ => None,
+        };
+        let mut message_seen = indexed.is_none_or(|d| d > 0);
+        let mut content_seen = indexed.is_none_or(|d| d > 1);
         // Small objects are the norm: a linear scan of the shared key stack beats hashing
         // until an object grows large.
         let first_key = self.keys.len();
@@ -362,6 +461,20 @@ impl<'a> Scanner<'a> {
             if duplicate {
                 self.note(ks, JsonErrorKind::DuplicateKey(key.to_string()));
             }
+            let mut child = Role::Plain;
+            if let Some(index_depth) = indexed {
+                if !(message_seen && content_seen) {
+                    let message = !message_seen && key == "message";
+                    let content = !content_seen && !message && key == "content";
+                    message_seen |= message;
+                    content_seen |= content;
+                    if message {
+                        child = Role::Members(1);
+                    } else if content {
+                        child = Role::Blocks(index::block_depth(index_depth));
+                    }
+                }
+            }
             if let Some(set) = key_set.as_mut() {
                 set.insert(key);
             } else {
@@ -370,8 +483,12 @@ impl<'a> Scanner<'a> {
                     key_set = Some(self.keys.drain(first_key..).collect());
                 }
             }
-            if let Err(e) = self.member_value(depth) {
-                break Err(e);
+            let value = match self.member_value(depth, child) {
+                Ok(value) => value,
+                Err(e) => break Err(e),
+            };
+            if let Some(index_depth) = indexed {
+                self.record(index_depth, escaped, (ks, ke), value);
             }
             match self.peek() {
                 Some(b',') => {
@@ -389,17 +506,19 @@ impl<'a> Scanner<'a> {
         result
     }
 
-    /// `: value` after a key, with the whitespace around it.
-    fn member_value(&mut self, depth: usize) -> Result<(), JsonError> {
+    /// `: value` after a key, with the whitespace around it; returns where the value lies.
+    fn member_value(&mut self, depth: usize, role: Role) -> Result<(usize, usize), JsonError> {
         self.ws();
         if self.peek() != Some(b':') {
             return Err(self.syntax("':'"));
         }
         self.pos += 1;
         self.ws();
-        self.value(depth + 1)?;
+        let start = self.pos;
+        self.value(depth + 1, role)?;
+        let end = self.pos;
         self.ws();
-        Ok(())
+        Ok((start, end))
     }
 }
 
