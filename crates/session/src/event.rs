@@ -784,12 +784,13 @@ impl EventInput {
         thread_local!(static PARTS: std::cell::RefCell<(String, String)> = const {
             std::cell::RefCell::new((String::new(), String::new()))
         });
-        let (out, data_start) = PARTS.with(|parts| {
+        let (out, type_end, data_start) = PARTS.with(|parts| {
             let (head, tail) = &mut *parts.borrow_mut();
             head.clear();
             tail.clear();
             head.push_str("{\"type\":");
             write_js_string(head, &self.event_type);
+            let type_end = head.len();
             head.push_str(",\"seq\":");
             json::push_u64(head, seq);
             head.push_str(",\"time\":");
@@ -818,7 +819,7 @@ impl EventInput {
             out.push_str(head);
             out.push_str(&self.data);
             out.push_str(tail);
-            (out, head.len())
+            (out, type_end, head.len())
         });
         // Everything but the data is written here and is lossless JSON by construction, so a
         // lossless scan of the data alone (at its depth in the envelope) stands for one of
@@ -827,6 +828,9 @@ impl EventInput {
         // that fails takes the full parse, whose error says where in the envelope it failed.
         let data_end = data_start + self.data.len();
         let event = match json::validate_and_index_data(&out, data_start, data_end) {
+            Ok(known) if self.is_built_as_written(seq) => {
+                self.written_event(out, seq, format, type_end, known)
+            }
             Ok(known) => Event::parse_checked_known(out, seq, false, Some(known))?,
             Err(_) => Event::parse(&out, seq)?,
         };
@@ -842,6 +846,69 @@ impl EventInput {
         Ok(event)
     }
 }
+
+impl EventInput {
+    /// Whether the envelope [`EventInput::into_event_for`] writes for this input at `seq`
+    /// passes every envelope rule by construction, so that its event is made from the
+    /// input's own fields ([`EventInput::written_event`]) instead of parsed: the seq, the
+    /// time and a replacement's bounds are safe integers, and no sources are cited (their
+    /// list has rules of its own, which the parse applies).
+    fn is_built_as_written(&self, seq: u64) -> bool {
+        let safe = |n: u64| n <= MAX_SAFE_SEQ;
+        safe(seq)
+            && safe(self.time.unsigned_abs())
+            && self.source_event_seqs.is_none()
+            && match self.surface_op {
+                None | Some(SurfaceOp::Append) => true,
+                Some(SurfaceOp::Replace { start, end }) => safe(start.get()) && safe(end.get()),
+            }
+    }
+
+    /// The event the envelope `out` parses to, which [`EventInput::into_event_for`] wrote
+    /// for this input at `seq` in `format`, with its type literal ending at `type_end` and
+    /// its data as `known` found it: the fields are the input's, which the parse would only
+    /// read back. For an input [`EventInput::is_built_as_written`] accepts.
+    fn written_event(
+        &self,
+        out: String,
+        seq: u64,
+        format: DshFormat,
+        type_end: usize,
+        known: json::IndexedData,
+    ) -> Event {
+        // The type literal follows `{"type":`; spelled without escapes, the event keeps
+        // where its text lies, as a parse would.
+        let literal = TYPE_LITERAL_START..type_end;
+        let type_name = match out.get(literal.clone()) {
+            Some(text) if !text.contains('\\') => {
+                TypeName::Span(literal.start + 1..literal.end - 1)
+            }
+            _ => TypeName::Decoded(self.event_type.as_str().into()),
+        };
+        let replace_spells_seq = matches!(self.surface_op, Some(SurfaceOp::Replace { .. }))
+            && format.replace_spells_seq();
+        Event {
+            type_name,
+            seq: Seq(seq),
+            time: self.time,
+            data: known.value,
+            surface_op: self.surface_op,
+            replace_spells_seq,
+            source_event_seqs: None,
+            ignorable: self.ignorable,
+            raw: out.into(),
+            payload: known.index,
+            upgrade: None,
+        }
+    }
+}
+
+/// Where the type literal of an envelope written by [`EventInput::into_event_for`] starts:
+/// after `{"type":`.
+const TYPE_LITERAL_START: usize = 8;
+
+/// The largest safe integer (`Number.MAX_SAFE_INTEGER`), the largest seq.
+const MAX_SAFE_SEQ: u64 = (1 << 53) - 1;
 
 /// Whether `value` is a JSON number (used by typed views and validation).
 pub(crate) fn is_number(value: Option<JsonRef<'_>>) -> bool {

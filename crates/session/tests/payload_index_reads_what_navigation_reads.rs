@@ -7,7 +7,7 @@
 
 use proptest::prelude::*;
 use sessionlog_session::json::{write_js_string, JsonRef};
-use sessionlog_session::{Event, EventInput};
+use sessionlog_session::{DshFormat, Event, EventInput, Seq, SurfaceOp};
 
 /// Keys the rules look up, and spellings that reach them through escapes.
 const KEYS: [&str; 9] = [
@@ -133,6 +133,70 @@ proptest! {
         let raw = format!("{{\"type\":\"x/y\",\"seq\":7,\"time\":12,\"data\":{data}}}");
         match (built, Event::parse(&raw, 7)) {
             (Ok(built), Ok(parsed)) => prop_assert_eq!(built, parsed),
+            (Err(_), Err(_)) => {}
+            (built, parsed) => prop_assert!(false, "built {built:?}, parsed {parsed:?}"),
+        }
+    }
+
+    /// The same for every envelope field an input sets: types that need escapes, seqs,
+    /// times and replacement bounds at and past the safe integers, surface operations in
+    /// both spellings, cited sources (valid or not), `ignorable`. An event made from the
+    /// input's fields, or parsed where a field has rules of its own, is the event its
+    /// envelope parses to; an input that is refused has an envelope that is refused.
+    #[test]
+    fn an_event_built_from_any_input_is_the_event_its_envelope_parses_to(
+        data in payload(),
+        event_type in prop::sample::select(vec!["x/y", "tool/result", "a\"b", "t\u{1}", "é/ü", ""]),
+        seq in prop::sample::select(vec![0u64, 7, 9_007_199_254_740_991, 9_007_199_254_740_992]),
+        time in prop::sample::select(vec![
+            0i64, -3, 12, 9_007_199_254_740_991, -9_007_199_254_740_991,
+            9_007_199_254_740_992, i64::MIN,
+        ]),
+        op in prop::sample::select(vec![
+            None,
+            Some(SurfaceOp::Append),
+            Some(SurfaceOp::Replace { start: Seq(1), end: Seq(3) }),
+            Some(SurfaceOp::Replace { start: Seq(2), end: Seq(9_007_199_254_740_992) }),
+        ]),
+        sources in prop::sample::select(vec![None, Some(vec![1u64, 2]), Some(vec![3, 3]), Some(vec![8])]),
+        ignorable in any::<bool>(),
+        v3 in any::<bool>(),
+    ) {
+        let format = if v3 { DshFormat::V3 } else { DshFormat::V0 };
+        let mut input = EventInput::new(event_type, time, data.clone());
+        input.surface_op = op;
+        input.source_event_seqs = sources.clone().map(|s| s.into_iter().map(Seq).collect());
+        input.ignorable = ignorable;
+        let built = input.into_event_for(seq, format);
+        // The envelope as DSH's writer spells it, written here on its own.
+        let mut raw = String::from("{\"type\":");
+        write_js_string(&mut raw, event_type);
+        raw.push_str(&format!(",\"seq\":{seq},\"time\":{time},\"data\":{data}"));
+        if let Some(sources) = &sources {
+            let list: Vec<String> = sources.iter().map(u64::to_string).collect();
+            raw.push_str(&format!(",\"sourceEventSeqs\":[{}]", list.join(",")));
+        }
+        match op {
+            None => {}
+            Some(SurfaceOp::Append) => raw.push_str(",\"surfaceOp\":\"append\""),
+            Some(SurfaceOp::Replace { start, end }) => {
+                let (s, e) = if v3 { ("startSeq", "endSeq") } else { ("start", "end") };
+                raw.push_str(&format!(
+                    ",\"surfaceOp\":{{\"op\":\"replace\",\"{s}\":{},\"{e}\":{}}}",
+                    start.get(),
+                    end.get()
+                ));
+            }
+        }
+        if ignorable {
+            raw.push_str(",\"ignorable\":true");
+        }
+        raw.push('}');
+        match (built, Event::parse(&raw, seq)) {
+            (Ok(built), Ok(parsed)) => {
+                prop_assert_eq!(built.raw(), raw.as_str());
+                prop_assert_eq!(built, parsed);
+            }
             (Err(_), Err(_)) => {}
             (built, parsed) => prop_assert!(false, "built {built:?}, parsed {parsed:?}"),
         }
