@@ -122,6 +122,20 @@ fn encode_with_fields(segment: u64, batches: &[SyncedBatch]) -> Encoded {
     }
 }
 
+/// Block ends: the block starts `picks` chooses among `starts` (past the segment header),
+/// and the end of the data at `len`, in order.
+fn cuts(picks: &[prop::sample::Index], starts: &[usize], len: usize) -> Vec<usize> {
+    let mut cuts: Vec<usize> = picks
+        .iter()
+        .map(|i| *i.get(starts))
+        .filter(|&c| c > SEGMENT_HEADER_LEN)
+        .collect();
+    cuts.push(len);
+    cuts.sort_unstable();
+    cuts.dedup();
+    cuts
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
@@ -132,14 +146,7 @@ proptest! {
         picks in proptest::collection::vec(any::<prop::sample::Index>(), 0..10),
     ) {
         let (image, starts) = encode(segment, &batches);
-        let mut cuts: Vec<usize> = picks
-            .iter()
-            .map(|i| *i.get(&starts))
-            .filter(|&c| c > SEGMENT_HEADER_LEN)
-            .collect();
-        cuts.push(image.len());
-        cuts.sort_unstable();
-        cuts.dedup();
+        let cuts = cuts(&picks, &starts, image.len());
         for masking in MASKINGS {
             let masked =
                 mask_blocks(&image[SEGMENT_HEADER_LEN..], &cuts, masking).expect("masks");
@@ -163,14 +170,7 @@ proptest! {
     ) {
         let e = encode_with_fields(segment, &batches);
         let image = &e.image;
-        let mut cuts: Vec<usize> = picks
-            .iter()
-            .map(|i| *i.get(&e.starts))
-            .filter(|&c| c > SEGMENT_HEADER_LEN)
-            .collect();
-        cuts.push(image.len());
-        cuts.sort_unstable();
-        cuts.dedup();
+        let cuts = cuts(&picks, &e.starts, image.len());
         for masking in MASKINGS {
             let masked =
                 mask_blocks(&image[SEGMENT_HEADER_LEN..], &cuts, masking).expect("masks");

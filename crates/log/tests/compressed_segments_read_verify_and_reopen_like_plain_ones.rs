@@ -168,16 +168,23 @@ fn a_rewrite_of_a_compressed_segment_keeps_it_compressed() {
     verify_intact(dir.path());
 }
 
-#[test]
-fn a_damaged_compressed_block_is_reported_and_refused() {
+/// A filled store whose sealed segments reclaim compressed, closed; and the path and bytes
+/// of its compressed segment 2.
+fn compressed_store() -> (tempfile::TempDir, std::path::PathBuf, Vec<u8>) {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = Log::open(dir.path(), options().with_compression(Compression::ZSTD)).expect("open");
     fill(&log);
     log.reclaim().expect("compress");
     log.close().expect("close");
-    // Flip one byte inside the first block of segment 2 (blocks start at offset 64).
     let path = dir.path().join(format!("{:020}.seg", 2));
-    let mut file = std::fs::read(&path).expect("read");
+    let file = std::fs::read(&path).expect("read");
+    (dir, path, file)
+}
+
+#[test]
+fn a_damaged_compressed_block_is_reported_and_refused() {
+    let (dir, path, mut file) = compressed_store();
+    // Flip one byte inside the first block of segment 2 (blocks start at offset 64).
     file[100] ^= 0x40;
     std::fs::write(&path, &file).expect("write");
 
@@ -211,13 +218,7 @@ fn a_block_whose_content_checksum_fails_is_refused_though_its_stored_checksum_ma
         block_crc, segment_crc, CompressedLayout, BLOCK_DIRECTORY_TAIL_LEN, BLOCK_ENTRY_LEN,
         FOOTER_TRAILER_LEN,
     };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let log = Log::open(dir.path(), options().with_compression(Compression::ZSTD)).expect("open");
-    fill(&log);
-    log.reclaim().expect("compress");
-    log.close().expect("close");
-    let path = dir.path().join(format!("{:020}.seg", 2));
-    let mut file = std::fs::read(&path).expect("read");
+    let (dir, path, mut file) = compressed_store();
     let layout = CompressedLayout::decode(&file, 2).expect("a compressed segment");
     let entry = layout.blocks[0];
     // The frame ends with its 4-byte content checksum: flip a bit of it, then make the
