@@ -9,9 +9,10 @@
 //! its cold `view`).
 //!
 //! Read-ahead changes where a block is decompressed, not what is read: every block is still
-//! checked against its checksum and decompressed to its stated length, every record is still
-//! verified, and a damaged block the reader reaches is reported as corruption just as a read
-//! on the reader's thread reports it.
+//! checked against its checksum and its frame's content checksum and decompressed to its
+//! stated length, every record is still read as on the reader's thread, and a damaged block
+//! the reader reaches is reported as corruption just as a read on the reader's thread
+//! reports it.
 
 use std::collections::VecDeque;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};

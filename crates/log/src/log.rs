@@ -464,7 +464,8 @@ impl Log {
         self.inner.flush()
     }
 
-    /// The record `seq` of `stream`, verified against its checksum.
+    /// The record `seq` of `stream`, verified against its checksum (in a compressed segment,
+    /// with its block: spec: segment.md#reading-a-compressed-block).
     pub fn read(&self, stream: StreamId, seq: Seq) -> Result<Record> {
         self.inner.read(stream, seq)
     }

@@ -1,7 +1,9 @@
 //! The read path: a record by `(stream, seq)` and iteration over a seq range.
 //!
 //! Sealed segments are read from their mapping (payloads are slices of it); the active
-//! segment through positional reads. Every record returned has had its checksum verified.
+//! segment through positional reads. Every record returned has been verified: against its
+//! own checksum, or, in a block of a compressed segment, with its block (the block's stored
+//! checksum and its frame's content checksum; spec: segment.md#reading-a-compressed-block).
 
 use std::sync::Arc;
 

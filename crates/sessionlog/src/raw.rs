@@ -82,7 +82,8 @@ impl LogReader<'_> {
         self.store.log().stream_id(name)
     }
 
-    /// The record `seq` of `stream`, verified against its checksum.
+    /// The record `seq` of `stream`, verified against its checksum (in a compressed segment,
+    /// with its block: spec: segment.md#reading-a-compressed-block).
     pub fn read(&self, stream: StreamId, seq: LogSeq) -> Result<Record> {
         Ok(self.store.log().read(stream, seq)?)
     }
