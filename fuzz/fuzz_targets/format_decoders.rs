@@ -15,8 +15,8 @@ use arbitrary::{Arbitrary, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use sessionlog_format::{
     decode_batch_header, decode_footer_trailer, decode_record_header, encode_footer, mask_blocks,
-    read_record_of_checked_block, unmask_block, unmask_block_fields, verify_batch, verify_record,
-    BatchEncoder, CatalogEntry, CatalogOp, FooterView, IndexEntry, Masking, RecordHeader,
+    read_record_of_checked_block, unmask_block, verify_batch, verify_record, BatchEncoder,
+    CatalogEntry, CatalogOp, Checksums, FooterView, IndexEntry, Masking, RecordHeader,
     SegmentHeader, StreamSummary, SEGMENT_HEADER_LEN,
 };
 use sessionlog_fuzz::{fix_batch_checksums, fix_footer_checksum};
@@ -67,10 +67,18 @@ fn mask_round_trip(bytes: &[u8], segment_id: u64, masking: Masking) {
     let mut block = mask_blocks(data, &[SEGMENT_HEADER_LEN + data.len()], masking)
         .expect("a verified batch masks");
     let mut fields = block.clone();
-    unmask_block(segment_id, first, &mut block, masking).expect("its mask unmasks");
+    unmask_block(segment_id, first, &mut block, masking, Checksums::Restore)
+        .expect("its mask unmasks");
     assert_eq!(block, data, "unmasking gives the batch back");
     // Unmasked for reading, every record reads as it verifies in the batch itself.
-    unmask_block_fields(segment_id, first, &mut fields, masking).expect("its mask unmasks");
+    unmask_block(
+        segment_id,
+        first,
+        &mut fields,
+        masking,
+        Checksums::LeaveZero,
+    )
+    .expect("its mask unmasks");
     for record in batch.records() {
         let at = (record.offset - first) as usize;
         let (header, payload) = read_record_of_checked_block(&fields[at..], record.offset)
@@ -82,8 +90,20 @@ fn mask_round_trip(bytes: &[u8], segment_id: u64, masking: Masking) {
 
 fn decode_everything(bytes: &[u8], segment_id: u64, offset: u64) {
     for masking in [Masking::Records, Masking::RecordsAndFrames] {
-        let _ = unmask_block(segment_id, offset, &mut bytes.to_vec(), masking);
-        let _ = unmask_block_fields(segment_id, offset, &mut bytes.to_vec(), masking);
+        let _ = unmask_block(
+            segment_id,
+            offset,
+            &mut bytes.to_vec(),
+            masking,
+            Checksums::Restore,
+        );
+        let _ = unmask_block(
+            segment_id,
+            offset,
+            &mut bytes.to_vec(),
+            masking,
+            Checksums::LeaveZero,
+        );
     }
     if let Ok((header, payload)) = read_record_of_checked_block(bytes, offset) {
         assert_eq!(payload.len(), header.payload_len as usize);

@@ -613,25 +613,21 @@ pub fn verify_record_in<'a>(
     segment: &SegmentCrc,
     record_offset: u64,
 ) -> Result<(RecordHeader, &'a [u8]), FormatError> {
-    const S: Structure = Structure::Record;
-    let header = decode_record_header(buf)?;
-    let record = slice_at(buf, 0, RECORD_HEADER_LEN + header.payload_len as usize, S)?;
-    let stored = u32_at(buf, R_CRC_AT, S)?;
-    let computed = record_crc_from(at_offset(segment, record_offset), record);
-    if stored != computed {
-        return Err(FormatError::ChecksumMismatch {
-            structure: S,
-            stored,
-            computed,
-        });
-    }
-    check_prev_offset(&header, record_offset)?;
-    let payload = &record[RECORD_HEADER_LEN..];
-    Ok((header, payload))
+    read_record(buf, record_offset, |stored, record| {
+        let computed = record_crc_from(at_offset(segment, record_offset), record);
+        if stored != computed {
+            return Err(FormatError::ChecksumMismatch {
+                structure: Structure::Record,
+                stored,
+                computed,
+            });
+        }
+        Ok(())
+    })
 }
 
 /// The record at `buf[0]`, which lives at `record_offset` in its segment, in a block
-/// unmasked by [`crate::unmask_block_fields`] after its stored bytes and its decompressed
+/// unmasked with [`crate::Checksums::LeaveZero`] after its stored bytes and its decompressed
 /// content verified as a whole: the structure is checked as [`verify_record_in`] checks
 /// it, and the checksum field must hold the zero that masking left there (a block with its
 /// checksums restored is read with [`verify_record_in`]). spec:
@@ -640,32 +636,38 @@ pub fn read_record_of_checked_block(
     buf: &[u8],
     record_offset: u64,
 ) -> Result<(RecordHeader, &[u8]), FormatError> {
+    read_record(buf, record_offset, |stored, _| match stored {
+        0 => Ok(()),
+        _ => Err(FormatError::invalid(
+            Structure::Record,
+            "crc",
+            "a record of a checked block keeps the zero masking left",
+        )),
+    })
+}
+
+/// The record at `buf[0]` (at `record_offset` in its segment): its header decoded, the
+/// record whole in `buf`, `check_crc` content with its stored checksum and its bytes, and
+/// its `prev_offset`, when it has one, pointing at an earlier record.
+fn read_record(
+    buf: &[u8],
+    record_offset: u64,
+    check_crc: impl FnOnce(u32, &[u8]) -> Result<(), FormatError>,
+) -> Result<(RecordHeader, &[u8]), FormatError> {
     const S: Structure = Structure::Record;
     let header = decode_record_header(buf)?;
     let record = slice_at(buf, 0, RECORD_HEADER_LEN + header.payload_len as usize, S)?;
-    if u32_at(buf, R_CRC_AT, S)? != 0 {
-        return Err(FormatError::invalid(
-            S,
-            "crc",
-            "a record of a checked block keeps the zero masking left",
-        ));
-    }
-    check_prev_offset(&header, record_offset)?;
-    Ok((header, &record[RECORD_HEADER_LEN..]))
-}
-
-/// A record's `prev_offset`, when it has one, points at an earlier record.
-fn check_prev_offset(header: &RecordHeader, record_offset: u64) -> Result<(), FormatError> {
+    check_crc(u32_at(buf, R_CRC_AT, S)?, record)?;
     if header.prev_offset != 0
         && u64::from(header.prev_offset) + RECORD_HEADER_LEN as u64 > record_offset
     {
         return Err(FormatError::invalid(
-            Structure::Record,
+            S,
             "prev_offset",
             "must point at an earlier record",
         ));
     }
-    Ok(())
+    Ok((header, &record[RECORD_HEADER_LEN..]))
 }
 
 #[cfg(test)]

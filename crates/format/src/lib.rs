@@ -46,7 +46,7 @@ pub use header::{
     parse_segment_file_name, segment_file_name, segment_format_version, SegmentHeader,
     FORMAT_VERSION, SEGMENT_HEADER_LEN, SEGMENT_MAGIC,
 };
-pub use masked::{mask_blocks, unmask_block, unmask_block_fields, Masking};
+pub use masked::{mask_blocks, unmask_block, Checksums, Masking};
 
 /// Stream id reserved for the log's own catalog records (stream names and tombstones).
 /// spec: segment.md#streams-and-the-catalog

@@ -189,54 +189,26 @@ struct OpenBatch {
     length_masked: bool,
 }
 
-/// Restores, in place, block `block` of segment `segment_id` from its masked form; the
-/// block starts at `logical_offset` in the segment. Fails when the bytes are not a masked
-/// block: a structure that runs past the block's end, a checksum field that should be zero
-/// and is not, or (codec 3) a header stored without its length whose trailer is not in the
-/// block.
-pub fn unmask_block(
-    segment_id: u64,
-    logical_offset: u64,
-    block: &mut [u8],
-    masking: Masking,
-) -> Result<(), FormatError> {
-    unmask(
-        segment_id,
-        logical_offset,
-        block,
-        masking,
-        Checksums::Restore,
-    )
-}
-
-/// [`unmask_block`] for a reader of the records of a block whose stored bytes and
-/// decompressed content were checked as a whole: every field but the checksums is
-/// restored; the record, batch header and batch checksums, which unmasking would only
-/// derive from these very bytes, stay zero. Such a block's records are read with
-/// [`crate::read_record_of_checked_block`]. spec: segment.md#reading-a-compressed-block
-pub fn unmask_block_fields(
-    segment_id: u64,
-    logical_offset: u64,
-    block: &mut [u8],
-    masking: Masking,
-) -> Result<(), FormatError> {
-    unmask(
-        segment_id,
-        logical_offset,
-        block,
-        masking,
-        Checksums::LeaveZero,
-    )
-}
-
-/// Whether unmasking computes the checksums masking zeroed.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Checksums {
+/// What unmasking does with the checksums masking stored as zeros.
+/// spec: segment.md#reading-a-compressed-block
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Checksums {
+    /// Computes them from the bytes they cover: the block's logical bytes exactly, for
+    /// `verify`, `dump` and rewrites.
     Restore,
+    /// Leaves them zero, for a reader of the records of a block whose stored bytes and
+    /// decompressed content were checked as a whole: those checksums would only be derived
+    /// from these very bytes. Its records are read with
+    /// [`crate::read_record_of_checked_block`].
     LeaveZero,
 }
 
-fn unmask(
+/// Restores, in place, block `block` of segment `segment_id` from its masked form, its
+/// checksums as `checksums` says; the block starts at `logical_offset` in the segment. Fails
+/// when the bytes are not a masked block: a structure that runs past the block's end, a
+/// checksum field that should be zero and is not, or (codec 3) a header stored without its
+/// length whose trailer is not in the block.
+pub fn unmask_block(
     segment_id: u64,
     logical_offset: u64,
     block: &mut [u8],

@@ -18,8 +18,8 @@ use sessionlog_format::{
     decode_batch_header, decode_footer_trailer, encode_footer, masked_crc, padded_len, segment_crc,
     segment_file_name, segment_format_version, unmask_block, verify_batch, verify_record,
     BatchEncoder, BatchHeader, CatalogCheckpoint, CatalogEntry, CatalogOp, CheckpointStream,
-    CompressedLayout, FooterView, IndexEntry, Masking, RecordHeader, SegmentHeader, StreamSummary,
-    BATCH_HEADER_LEN, CATALOG_STREAM, CODEC_ZSTD_MASKED, CODEC_ZSTD_MASKED_FRAMES,
+    Checksums, CompressedLayout, FooterView, IndexEntry, Masking, RecordHeader, SegmentHeader,
+    StreamSummary, BATCH_HEADER_LEN, CATALOG_STREAM, CODEC_ZSTD_MASKED, CODEC_ZSTD_MASKED_FRAMES,
     FOOTER_TRAILER_LEN, KIND_CATALOG_CHECKPOINT, KIND_CATALOG_CREATE, KIND_CATALOG_RENAME,
     SEGMENT_HEADER_LEN,
 };
@@ -1050,7 +1050,14 @@ fn check_masked_vector(file: &str, codec: u8) -> usize {
             .windows(12)
             .filter(|w| w[..4] == *b"SLB1" && w[4..12] == [0; 8])
             .count();
-        unmask_block(1, u64::from(b.logical_offset), &mut block, masking).expect("unmasks");
+        unmask_block(
+            1,
+            u64::from(b.logical_offset),
+            &mut block,
+            masking,
+            Checksums::Restore,
+        )
+        .expect("unmasks");
         assert_eq!(image.len() as u64, u64::from(b.logical_offset));
         image.extend_from_slice(&block);
     }

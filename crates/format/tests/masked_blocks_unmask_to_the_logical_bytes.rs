@@ -6,8 +6,8 @@
 
 use proptest::prelude::*;
 use sessionlog_format::{
-    mask_blocks, read_record_of_checked_block, unmask_block, unmask_block_fields, verify_batch,
-    verify_record, BatchEncoder, Masking, RecordHeader, SEGMENT_HEADER_LEN,
+    mask_blocks, read_record_of_checked_block, unmask_block, verify_batch, verify_record,
+    BatchEncoder, Checksums, Masking, RecordHeader, SEGMENT_HEADER_LEN,
 };
 
 const MASKINGS: [Masking; 2] = [Masking::Records, Masking::RecordsAndFrames];
@@ -155,7 +155,7 @@ proptest! {
             for &cut in &cuts {
                 let mut block =
                     masked[from - SEGMENT_HEADER_LEN..cut - SEGMENT_HEADER_LEN].to_vec();
-                unmask_block(segment, from as u64, &mut block, masking).expect("unmasks");
+                unmask_block(segment, from as u64, &mut block, masking, Checksums::Restore).expect("unmasks");
                 prop_assert_eq!(&block[..], &image[from..cut], "{:?} block at {}", masking, from);
                 from = cut;
             }
@@ -178,7 +178,7 @@ proptest! {
             for &cut in &cuts {
                 let mut block =
                     masked[from - SEGMENT_HEADER_LEN..cut - SEGMENT_HEADER_LEN].to_vec();
-                unmask_block_fields(segment, from as u64, &mut block, masking)
+                unmask_block(segment, from as u64, &mut block, masking, Checksums::LeaveZero)
                     .expect("unmasks");
                 let mut want = image[from..cut].to_vec();
                 for &(c, _) in e.checksums.iter().filter(|&&(c, whole)| {
@@ -206,8 +206,8 @@ proptest! {
         bytes in proptest::collection::vec(any::<u8>(), 0..400),
     ) {
         for masking in MASKINGS {
-            let _ = unmask_block(segment, at * 8, &mut bytes.clone(), masking);
-            let _ = unmask_block_fields(segment, at * 8, &mut bytes.clone(), masking);
+            let _ = unmask_block(segment, at * 8, &mut bytes.clone(), masking, Checksums::Restore);
+            let _ = unmask_block(segment, at * 8, &mut bytes.clone(), masking, Checksums::LeaveZero);
         }
         let _ = read_record_of_checked_block(&bytes, at * 8);
     }
@@ -234,7 +234,14 @@ fn a_checksum_field_masking_zeroed_must_stay_zero() {
         let mut bad = masked.clone();
         bad[at] ^= 1;
         assert!(
-            unmask_block(9, SEGMENT_HEADER_LEN as u64, &mut bad, Masking::Records).is_err(),
+            unmask_block(
+                9,
+                SEGMENT_HEADER_LEN as u64,
+                &mut bad,
+                Masking::Records,
+                Checksums::Restore
+            )
+            .is_err(),
             "a set bit at {at} is refused"
         );
     }
@@ -265,7 +272,7 @@ fn codec_3_masks_the_frame_fields_a_block_can_count_again() {
     );
     for (block, from) in [(b1, SEGMENT_HEADER_LEN), (b2, second_at)] {
         let mut again = block.to_vec();
-        unmask_block(9, from as u64, &mut again, frames).expect("unmasks");
+        unmask_block(9, from as u64, &mut again, frames, Checksums::Restore).expect("unmasks");
         assert_eq!(&again[..], &image[from..from + block.len()]);
     }
 
@@ -281,18 +288,39 @@ fn codec_3_masks_the_frame_fields_a_block_can_count_again() {
         2
     );
     let mut block = masked[..cut - SEGMENT_HEADER_LEN].to_vec();
-    unmask_block(9, SEGMENT_HEADER_LEN as u64, &mut block, frames).expect("unmasks");
+    unmask_block(
+        9,
+        SEGMENT_HEADER_LEN as u64,
+        &mut block,
+        frames,
+        Checksums::Restore,
+    )
+    .expect("unmasks");
     assert_eq!(&block[..], &image[SEGMENT_HEADER_LEN..cut]);
     // The same header with its length zeroed has no trailer in this block to count to.
     let mut no_trailer = masked[..cut - SEGMENT_HEADER_LEN].to_vec();
     no_trailer[8..16].fill(0);
-    assert!(unmask_block(9, SEGMENT_HEADER_LEN as u64, &mut no_trailer, frames).is_err());
+    assert!(unmask_block(
+        9,
+        SEGMENT_HEADER_LEN as u64,
+        &mut no_trailer,
+        frames,
+        Checksums::Restore
+    )
+    .is_err());
 
     // A count stored without its length is not a masked header.
     let whole = mask_blocks(data, &[image.len()], frames).expect("masks");
     let mut bad = whole.clone();
     bad[12] = 1;
-    assert!(unmask_block(9, SEGMENT_HEADER_LEN as u64, &mut bad, frames).is_err());
+    assert!(unmask_block(
+        9,
+        SEGMENT_HEADER_LEN as u64,
+        &mut bad,
+        frames,
+        Checksums::Restore
+    )
+    .is_err());
     // Codec 2 leaves the frame fields as they are.
     let records = mask_blocks(data, &[image.len()], Masking::Records).expect("masks");
     assert_eq!(
@@ -314,11 +342,24 @@ fn a_record_with_its_checksum_is_refused_as_one_of_a_checked_block() {
     let record = e.records[0];
     let at = record - SEGMENT_HEADER_LEN;
     let mut whole = masked.clone();
-    unmask_block(9, SEGMENT_HEADER_LEN as u64, &mut whole, Masking::Records).expect("unmasks");
+    unmask_block(
+        9,
+        SEGMENT_HEADER_LEN as u64,
+        &mut whole,
+        Masking::Records,
+        Checksums::Restore,
+    )
+    .expect("unmasks");
     assert!(read_record_of_checked_block(&whole[at..], record as u64).is_err());
     let mut fields = masked;
-    unmask_block_fields(9, SEGMENT_HEADER_LEN as u64, &mut fields, Masking::Records)
-        .expect("unmasks");
+    unmask_block(
+        9,
+        SEGMENT_HEADER_LEN as u64,
+        &mut fields,
+        Masking::Records,
+        Checksums::LeaveZero,
+    )
+    .expect("unmasks");
     let (header, payload) =
         read_record_of_checked_block(&fields[at..], record as u64).expect("reads");
     assert_eq!(

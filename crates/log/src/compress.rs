@@ -13,8 +13,8 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use sessionlog_format::{
     block_crc, encode_block_directory, mask_blocks, padded_len, segment_format_version,
-    unmask_block, unmask_block_fields, BlockEntry, CompressedLayout, FooterView, Masking,
-    SegmentHeader, FOOTER_TRAILER_LEN, FORMAT_VERSION_COMPRESSED, SEGMENT_HEADER_LEN,
+    unmask_block, BlockEntry, Checksums, CompressedLayout, FooterView, Masking, SegmentHeader,
+    FOOTER_TRAILER_LEN, FORMAT_VERSION_COMPRESSED, SEGMENT_HEADER_LEN,
 };
 use zstd::zstd_safe::{self, CParameter, CompressionLevel};
 
@@ -196,7 +196,13 @@ pub(crate) fn compress_image(
         let mut again = decompress_block(&stored, logical.len(), codec.ddict.as_ref()).map_err(
             io_err("checking the compression of", format!("segment {id}")),
         )?;
-        let unmasked = unmask_block(id.0, range.start as u64, &mut again, WRITTEN_MASKING);
+        let unmasked = unmask_block(
+            id.0,
+            range.start as u64,
+            &mut again,
+            WRITTEN_MASKING,
+            Checksums::Restore,
+        );
         if unmasked.is_err() || again != logical {
             return Err(corrupted(
                 id,
@@ -335,7 +341,7 @@ impl Blocks {
         if let Some(bytes) = self.recent_block(i) {
             return Ok(bytes);
         }
-        let bytes = Bytes::from(self.decompress(file, id, i, Unmask::ForReading)?);
+        let bytes = Bytes::from(self.decompress(file, id, i, Checksums::LeaveZero)?);
         self.keep(i, bytes.clone());
         Ok(bytes)
     }
@@ -347,7 +353,7 @@ impl Blocks {
         match self.recent_block(i) {
             Some(bytes) => Ok(bytes),
             None => self
-                .decompress(file, id, i, Unmask::ForReading)
+                .decompress(file, id, i, Checksums::LeaveZero)
                 .map(Bytes::from),
         }
     }
@@ -417,9 +423,17 @@ impl Blocks {
         Masking::of_codec(self.layout.codec).is_some()
     }
 
-    /// Block `i` decompressed, after its stored bytes verified, and unmasked as `unmask`
-    /// says.
-    fn decompress(&self, file: &[u8], id: SegmentId, i: usize, unmask: Unmask) -> Result<Vec<u8>> {
+    /// Block `i` decompressed, after its stored bytes verified, and unmasked with its
+    /// checksums as `checksums` says: left zero for reading records (the block's stored
+    /// checksum and its frame's content checksum have covered those bytes), restored for
+    /// `verify`, `dump` and rewrites.
+    fn decompress(
+        &self,
+        file: &[u8],
+        id: SegmentId,
+        i: usize,
+        checksums: Checksums,
+    ) -> Result<Vec<u8>> {
         let entry = *self
             .layout
             .blocks
@@ -436,11 +450,7 @@ impl Blocks {
             Ok(mut out) if out.len() == want => {
                 if let Some(masking) = Masking::of_codec(self.layout.codec) {
                     let logical = u64::from(entry.logical_offset);
-                    match unmask {
-                        Unmask::Whole => unmask_block(id.0, logical, &mut out, masking),
-                        Unmask::ForReading => unmask_block_fields(id.0, logical, &mut out, masking),
-                    }
-                    .map_err(|e| {
+                    unmask_block(id.0, logical, &mut out, masking, checksums).map_err(|e| {
                         corrupted(id, at, "a compressed block does not unmask", Some(e))
                     })?;
                 }
@@ -474,23 +484,11 @@ impl Blocks {
         let mut out = Vec::with_capacity(data_end.saturating_add(tail_len));
         out.extend_from_slice(&header.encode());
         for i in 0..self.layout.blocks.len() {
-            out.extend_from_slice(&self.decompress(file, id, i, Unmask::Whole)?);
+            out.extend_from_slice(&self.decompress(file, id, i, Checksums::Restore)?);
         }
         out.extend_from_slice(&file[file.len().saturating_sub(tail_len)..]);
         Ok(out)
     }
-}
-
-/// How much of a masked block [`Blocks::decompress`] restores.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Unmask {
-    /// The logical bytes exactly, checksums included: for `verify`, `dump` and rewriting.
-    Whole,
-    /// Every field but the checksums, which stay zero: for reading records. The block's
-    /// stored bytes verified against its checksum and its decompressed content against
-    /// the frame's, so the checksums inside it would only be derived from those bytes
-    /// (spec: segment.md#reading-a-compressed-block).
-    ForReading,
 }
 
 impl Drop for Blocks {
