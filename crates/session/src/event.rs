@@ -784,13 +784,14 @@ impl EventInput {
         thread_local!(static PARTS: std::cell::RefCell<(String, String)> = const {
             std::cell::RefCell::new((String::new(), String::new()))
         });
-        let (out, type_end, data_start) = PARTS.with(|parts| {
+        let (out, type_literal, data_start) = PARTS.with(|parts| {
             let (head, tail) = &mut *parts.borrow_mut();
             head.clear();
             tail.clear();
             head.push_str("{\"type\":");
+            let type_start = head.len();
             write_js_string(head, &self.event_type);
-            let type_end = head.len();
+            let type_literal = type_start..head.len();
             head.push_str(",\"seq\":");
             json::push_u64(head, seq);
             head.push_str(",\"time\":");
@@ -819,7 +820,7 @@ impl EventInput {
             out.push_str(head);
             out.push_str(&self.data);
             out.push_str(tail);
-            (out, type_end, head.len())
+            (out, type_literal, head.len())
         });
         // Everything but the data is written here and is lossless JSON by construction, so a
         // lossless scan of the data alone (at its depth in the envelope) stands for one of
@@ -829,7 +830,7 @@ impl EventInput {
         let data_end = data_start + self.data.len();
         let event = match json::validate_and_index_data(&out, data_start, data_end) {
             Ok(known) if self.is_built_as_written(seq) => {
-                self.written_event(out, seq, format, type_end, known)
+                self.written_event(out, seq, format, type_literal, known)
             }
             Ok(known) => Event::parse_checked_known(out, seq, false, Some(known))?,
             Err(_) => Event::parse(&out, seq)?,
@@ -854,7 +855,7 @@ impl EventInput {
     /// time and a replacement's bounds are safe integers, and no sources are cited (their
     /// list has rules of its own, which the parse applies).
     fn is_built_as_written(&self, seq: u64) -> bool {
-        let safe = |n: u64| n <= MAX_SAFE_SEQ;
+        let safe = |n: u64| n as f64 <= json::MAX_SAFE_INTEGER;
         safe(seq)
             && safe(self.time.unsigned_abs())
             && self.source_event_seqs.is_none()
@@ -865,23 +866,22 @@ impl EventInput {
     }
 
     /// The event the envelope `out` parses to, which [`EventInput::into_event_for`] wrote
-    /// for this input at `seq` in `format`, with its type literal ending at `type_end` and
-    /// its data as `known` found it: the fields are the input's, which the parse would only
-    /// read back. For an input [`EventInput::is_built_as_written`] accepts.
+    /// for this input at `seq` in `format`, with its type literal at `type_literal` and its
+    /// data as `known` found it: the fields are the input's, which the parse would only read
+    /// back. For an input [`EventInput::is_built_as_written`] accepts.
     fn written_event(
         &self,
         out: String,
         seq: u64,
         format: DshFormat,
-        type_end: usize,
+        type_literal: Range<usize>,
         known: json::IndexedData,
     ) -> Event {
-        // The type literal follows `{"type":`; spelled without escapes, the event keeps
-        // where its text lies, as a parse would.
-        let literal = TYPE_LITERAL_START..type_end;
-        let type_name = match out.get(literal.clone()) {
+        // Spelled without escapes, the type's text between the literal's quotes is where the
+        // event keeps it, as a parse would.
+        let type_name = match out.get(type_literal.clone()) {
             Some(text) if !text.contains('\\') => {
-                TypeName::Span(literal.start + 1..literal.end - 1)
+                TypeName::Span(type_literal.start + 1..type_literal.end - 1)
             }
             _ => TypeName::Decoded(self.event_type.as_str().into()),
         };
@@ -902,13 +902,6 @@ impl EventInput {
         }
     }
 }
-
-/// Where the type literal of an envelope written by [`EventInput::into_event_for`] starts:
-/// after `{"type":`.
-const TYPE_LITERAL_START: usize = 8;
-
-/// The largest safe integer (`Number.MAX_SAFE_INTEGER`), the largest seq.
-const MAX_SAFE_SEQ: u64 = (1 << 53) - 1;
 
 /// Whether `value` is a JSON number (used by typed views and validation).
 pub(crate) fn is_number(value: Option<JsonRef<'_>>) -> bool {

@@ -383,7 +383,7 @@ impl<'a> Scanner<'a> {
         // The blocks of an indexed `content`: each element's marker (an empty key span and
         // the element's span) comes before its members.
         let blocks = match role {
-            Role::Blocks(depth) if self.members.is_some() => Some(depth),
+            Role::Blocks(block_depth) if self.members.is_some() => Some(block_depth),
             _ => None,
         };
         loop {
@@ -426,7 +426,7 @@ impl<'a> Scanner<'a> {
         // `message` object below the payload and the first `content` array below the
         // payload or its message.
         let indexed = match role {
-            Role::Members(depth) if self.members.is_some() => Some(depth),
+            Role::Members(index_depth) if self.members.is_some() => Some(index_depth),
             _ => None,
         };
         let mut message_seen = indexed.is_none_or(|d| d > 0);
