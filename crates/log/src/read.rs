@@ -154,11 +154,15 @@ impl ActiveReader {
             return decode_record_header(b)
                 .map_err(|e| corrupted(self.segment, offset, "bad record header", Some(e)));
         }
-        if !self.read_for_window && self.span_holding(offset, RECORD_HEADER_LEN).is_none() {
-            self.read_around(offset)?;
-        }
+        // A header the spans read so far do not hold: the window's span around its anchor
+        // when none was read yet, then a hop read when that does not hold it either.
         if self.span_holding(offset, RECORD_HEADER_LEN).is_none() {
-            self.read_hop(offset)?;
+            if !self.read_for_window {
+                self.read_around(offset)?;
+            }
+            if self.span_holding(offset, RECORD_HEADER_LEN).is_none() {
+                self.read_hop(offset)?;
+            }
         }
         match self.span_holding(offset, RECORD_HEADER_LEN) {
             Some((bytes, at)) => decode_record_header(bytes.get(at..).unwrap_or(&[]))
