@@ -160,8 +160,7 @@ impl Acked {
     /// [`advance`](Self::advance) reads back from the store.
     fn appended(&mut self, e: &sessionlog::session::Event) {
         if e.seq().get() == self.hashed {
-            self.staged.update(e.raw().as_bytes());
-            self.staged.update(b"\n");
+            hash_envelope(&mut self.staged, e);
             self.hashed += 1;
         }
     }
@@ -172,8 +171,7 @@ impl Acked {
         let next = h.next_seq().get();
         if self.hashed < next {
             for e in h.events_from(sessionlog::Seq(self.hashed))? {
-                self.staged.update(e.raw().as_bytes());
-                self.staged.update(b"\n");
+                hash_envelope(&mut self.staged, &e);
             }
             self.hashed = next;
         }
@@ -189,11 +187,16 @@ fn envelope_crc(store: &Store, name: &str, upto: u64) -> Result<(u64, u32), Fail
     let mut h = crc32fast::Hasher::new();
     let mut count = 0;
     for e in store.events(name, sessionlog::Seq(0))?.take(upto as usize) {
-        h.update(e?.raw().as_bytes());
-        h.update(b"\n");
+        hash_envelope(&mut h, &e?);
         count += 1;
     }
     Ok((count, h.finalize()))
+}
+
+/// Adds an envelope, as stored, and the newline after it to an acknowledgement checksum.
+fn hash_envelope(h: &mut crc32fast::Hasher, e: &sessionlog::session::Event) {
+    h.update(e.raw().as_bytes());
+    h.update(b"\n");
 }
 
 fn now_ms() -> i64 {
