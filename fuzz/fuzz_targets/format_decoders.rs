@@ -90,20 +90,9 @@ fn mask_round_trip(bytes: &[u8], segment_id: u64, masking: Masking) {
 
 fn decode_everything(bytes: &[u8], segment_id: u64, offset: u64) {
     for masking in [Masking::Records, Masking::RecordsAndFrames] {
-        let _ = unmask_block(
-            segment_id,
-            offset,
-            &mut bytes.to_vec(),
-            masking,
-            Checksums::Restore,
-        );
-        let _ = unmask_block(
-            segment_id,
-            offset,
-            &mut bytes.to_vec(),
-            masking,
-            Checksums::LeaveZero,
-        );
+        for checksums in [Checksums::Restore, Checksums::LeaveZero] {
+            let _ = unmask_block(segment_id, offset, &mut bytes.to_vec(), masking, checksums);
+        }
     }
     if let Ok((header, payload)) = read_record_of_checked_block(bytes, offset) {
         assert_eq!(payload.len(), header.payload_len as usize);
