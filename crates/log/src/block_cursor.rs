@@ -6,7 +6,9 @@
 //! holding the stream's later index entries decompressed ahead on a thread of its own, so
 //! that a long scan decompresses on another core while it folds or copies what it read
 //! (on two cores, decompressing a long session's blocks takes about as long as the rest of
-//! its cold `view`).
+//! its cold `view`). The reader never waits idle for that thread while blocks are left to
+//! decompress: a block it needs that the thread has not begun it decompresses itself, and
+//! while the thread finishes the one it needs, it decompresses a later one.
 //!
 //! Read-ahead changes where a block is decompressed, not what is read: every block is still
 //! checked against its checksum and its frame's content checksum and decompressed to its
@@ -15,8 +17,7 @@
 //! reports it.
 
 use std::collections::VecDeque;
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use bytes::Bytes;
@@ -31,14 +32,10 @@ use crate::Record;
 /// records are then read forward over the same blocks.
 const HELD_BLOCKS: usize = 4;
 
-/// Blocks the read-ahead thread decompresses before handing them over together: handing
-/// over block by block would wake the other thread once per block.
-const AHEAD_BATCH: usize = 8;
-
-/// Batches handed over and not yet taken. With the batch the thread is filling and the one
-/// the reader is taking blocks from, at most `(AHEAD_QUEUED + 2) * AHEAD_BATCH` blocks are
-/// decompressed ahead of the reader (about 290 KiB of 8 KiB blocks).
-const AHEAD_QUEUED: usize = 2;
+/// How far ahead of the reader blocks are decompressed: at most this many planned blocks
+/// past the one the reader takes (about 290 KiB of 8 KiB blocks). The thread, once this far
+/// ahead, waits until the reader has taken half of them, so it is woken once per half.
+const AHEAD_BLOCKS: usize = 32;
 
 /// Blocks that must lie after the one just read for read-ahead to be worth its thread.
 const AHEAD_MIN_BLOCKS: usize = 16;
@@ -160,7 +157,7 @@ impl BlockCursor {
                 blocks.keep(index, bytes.clone());
                 bytes
             }
-            Taken::NotAhead => blocks.block(&segment.bytes, id, index)?,
+            Taken::NotAhead | Taken::Claimed => blocks.block(&segment.bytes, id, index)?,
             Taken::Ended => {
                 self.ahead = None;
                 blocks.block(&segment.bytes, id, index)?
@@ -202,20 +199,121 @@ enum Taken {
     Block(Result<Bytes>),
     /// The read-ahead does not reach it; the reader fetches it itself.
     NotAhead,
+    /// The read-ahead has it planned and nobody has begun it: the reader decompresses it
+    /// itself, instead of waiting for the thread.
+    Claimed,
     /// The read-ahead is over (every block it was to read was handed over).
     Ended,
 }
 
-/// Blocks handed over at once: each block's index and its decompressed bytes.
-type Batch = Vec<(usize, Result<Bytes>)>;
+/// A block's place in the plan: free, or begun by one of the two threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Claim {
+    Free,
+    Begun,
+}
 
-/// A thread decompressing, in order, the blocks that hold a stream's index entries from
-/// a given block on, a bounded number ahead of the reader taking them.
+/// What the reader and the read-ahead thread share: which planned blocks are begun, the
+/// ones decompressed and not yet taken, where the reader is, and who waits for whom.
+#[derive(Debug)]
+struct AheadState {
+    claims: Vec<Claim>,
+    /// Every planned block before this one is begun (or lies behind the reader).
+    first_free: usize,
+    /// Decompressed blocks not yet taken, by plan position.
+    done: VecDeque<(usize, Result<Bytes>)>,
+    /// The plan position of the block the reader needs next.
+    reader_at: usize,
+    reader_waits: bool,
+    thread_waits: bool,
+    /// Set when the reader lets go (the thread ends at its next look).
+    stop: bool,
+    /// Set when the thread has ended, whatever ended it.
+    thread_ended: bool,
+}
+
+impl AheadState {
+    /// Claims the first free planned block from `from` on and before `until`. Every planned
+    /// block before `from` must be begun or lie behind the reader.
+    fn claim(&mut self, from: usize, until: usize) -> Option<usize> {
+        let start = self.first_free.max(from);
+        let until = until.min(self.claims.len());
+        let found = (start..until).find(|&p| self.claims[p] == Claim::Free)?;
+        self.claims[found] = Claim::Begun;
+        // Those before `start` were begun or lie behind the reader, those from it to
+        // `found` were begun.
+        self.first_free = found + 1;
+        Some(found)
+    }
+
+    /// Keeps a block decompressed at plan position `at`, unless the reader has passed it.
+    fn finish(&mut self, at: usize, block: Result<Bytes>) {
+        if at >= self.reader_at {
+            let before = self.done.iter().position(|&(p, _)| p > at);
+            self.done
+                .insert(before.unwrap_or(self.done.len()), (at, block));
+        }
+    }
+
+    fn take_done(&mut self, at: usize) -> Option<Result<Bytes>> {
+        let i = self.done.iter().position(|&(p, _)| p == at)?;
+        self.done.remove(i).map(|(_, block)| block)
+    }
+}
+
+/// The blocks a read-ahead plans to decompress, the reader's and its thread's shared state,
+/// and the two waits.
+#[derive(Debug)]
+struct AheadShared {
+    segment: Arc<SealedSegment>,
+    /// Block indexes, ascending.
+    plan: Vec<usize>,
+    state: Mutex<AheadState>,
+    /// The reader waits here for a block the thread has begun.
+    reader_wakes: Condvar,
+    /// The thread waits here while it is [`AHEAD_BLOCKS`] ahead of the reader.
+    thread_wakes: Condvar,
+}
+
+impl AheadShared {
+    fn lock(&self) -> MutexGuard<'_, AheadState> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Decompresses planned block `at` (outside the lock) and keeps it.
+    fn decompress(&self, at: usize) -> bool {
+        let block = match self.segment.blocks.as_ref() {
+            Some(blocks) => {
+                blocks.block_unkept(&self.segment.bytes, self.segment.id, self.plan[at])
+            }
+            None => Err(corrupted(
+                self.segment.id,
+                0,
+                "segment is not compressed",
+                None,
+            )),
+        };
+        let failed = block.is_err();
+        let mut state = self.lock();
+        state.finish(at, block);
+        if state.reader_waits {
+            state.reader_waits = false;
+            self.reader_wakes.notify_one();
+        }
+        !failed
+    }
+}
+
+/// Blocks of a segment decompressed on a thread of their own ahead of the reader, in
+/// order: the blocks that hold a stream's index entries from a given block on. When the
+/// reader needs a planned block nobody has begun, it decompresses it itself; when the
+/// thread has begun it, the reader decompresses a later planned block meanwhile; so on two
+/// cores neither waits for the other while blocks are left to decompress.
 #[derive(Debug)]
 struct ReadAhead {
-    receive: Option<Receiver<Batch>>,
-    /// Blocks handed over and not yet taken, in block order.
-    ready: VecDeque<(usize, Result<Bytes>)>,
+    shared: Arc<AheadShared>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -229,74 +327,116 @@ impl ReadAhead {
         last: u64,
         first: usize,
     ) -> Option<ReadAhead> {
-        let (send, receive) = sync_channel(AHEAD_QUEUED);
+        let plan = plan(&segment, summary, last, first);
+        if plan.is_empty() {
+            return None;
+        }
+        let shared = Arc::new(AheadShared {
+            state: Mutex::new(AheadState {
+                claims: vec![Claim::Free; plan.len()],
+                first_free: 0,
+                done: VecDeque::new(),
+                reader_at: 0,
+                reader_waits: false,
+                thread_waits: false,
+                stop: false,
+                thread_ended: false,
+            }),
+            segment,
+            plan,
+            reader_wakes: Condvar::new(),
+            thread_wakes: Condvar::new(),
+        });
+        let for_thread = shared.clone();
         let thread = std::thread::Builder::new()
             .name("sessionlog-read-ahead".into())
-            .spawn(move || read_ahead(&segment, summary, last, first, &send))
+            .spawn(move || read_ahead(&for_thread))
             .ok()?;
         Some(ReadAhead {
-            receive: Some(receive),
-            ready: VecDeque::new(),
+            shared,
             thread: Some(thread),
         })
     }
 
-    /// Block `index`, when it is the next one handed over. Blocks handed over before it
-    /// go to `passed`: a window's walk starts in its anchor's block and may go back into
-    /// them (one that failed is dropped, and fails again if the reader reads it). When the
-    /// next block handed over lies after `index`, `index` is not one the thread reads.
+    /// Block `index`, when it is the next planned block. Planned blocks before it that
+    /// are decompressed go to `passed`: a window's walk starts in its anchor's block and
+    /// may go back into them (one that failed is dropped, and fails again if the reader
+    /// reads it). When the next planned block lies after `index`, `index` is not one the
+    /// read-ahead reads.
     fn take(&mut self, index: usize, passed: &mut Vec<(usize, Bytes)>) -> Taken {
+        let shared = &*self.shared;
+        let mut state = shared.lock();
+        while shared
+            .plan
+            .get(state.reader_at)
+            .is_some_and(|&planned| planned < index)
+        {
+            let at = state.reader_at;
+            if let Some(Ok(bytes)) = state.take_done(at) {
+                passed.push((shared.plan[at], bytes));
+            }
+            state.reader_at += 1;
+        }
+        let at = state.reader_at;
+        match shared.plan.get(at) {
+            None => return Taken::Ended,
+            Some(&planned) if planned != index => return Taken::NotAhead,
+            Some(_) => {}
+        }
+        if state.thread_waits && state.first_free < at + 1 + AHEAD_BLOCKS / 2 {
+            state.thread_waits = false;
+            shared.thread_wakes.notify_one();
+        }
         loop {
-            if self.ready.is_empty() {
-                match self.receive.as_ref().map(Receiver::recv) {
-                    Some(Ok(batch)) => self.ready.extend(batch),
-                    _ => return Taken::Ended,
-                }
+            if let Some(block) = state.take_done(at) {
+                state.reader_at = at + 1;
+                return Taken::Block(block);
             }
-            match self.ready.front() {
-                Some(&(next, _)) if next < index => {
-                    if let Some((next, Ok(bytes))) = self.ready.pop_front() {
-                        passed.push((next, bytes));
-                    }
-                }
-                Some(&(next, _)) if next == index => {
-                    return match self.ready.pop_front() {
-                        Some((_, block)) => Taken::Block(block),
-                        None => Taken::Ended,
-                    };
-                }
-                Some(_) => return Taken::NotAhead,
-                None => {}
+            if state.claims[at] == Claim::Free || state.thread_ended {
+                state.claims[at] = Claim::Begun;
+                state.reader_at = at + 1;
+                return Taken::Claimed;
             }
+            // The thread is decompressing it: decompress a later planned block meanwhile.
+            if let Some(later) = state.claim(at + 1, at + 1 + AHEAD_BLOCKS) {
+                drop(state);
+                shared.decompress(later);
+                state = shared.lock();
+                continue;
+            }
+            state.reader_waits = true;
+            state = shared
+                .reader_wakes
+                .wait(state)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
         }
     }
 }
 
 impl Drop for ReadAhead {
     fn drop(&mut self) {
-        // Closing the hand-over ends the thread at its next hand-over (it never waits on
-        // anything else), so joining it waits for one batch at most.
-        drop(self.receive.take());
+        // The thread looks at `stop` before each block and whenever it wakes, so joining
+        // it waits for one block at most.
+        {
+            let mut state = self.shared.lock();
+            state.stop = true;
+            self.shared.thread_wakes.notify_one();
+        }
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
     }
 }
 
-/// The read-ahead thread's work; see [`ReadAhead::start`]. A block that fails to verify or
-/// decompress is handed over as its error, and nothing after it is read.
-fn read_ahead(
-    segment: &SealedSegment,
-    summary: StreamSummary,
-    last: u64,
-    first: usize,
-    send: &SyncSender<Batch>,
-) {
+/// The blocks of `segment` from `first` on that hold index entries of the stream `summary`
+/// describes, up to the first entry at or after seq `last`, in order.
+fn plan(segment: &SealedSegment, summary: StreamSummary, last: u64, first: usize) -> Vec<usize> {
+    let mut plan = Vec::new();
     let Some(blocks) = segment.blocks.as_ref() else {
-        return;
+        return plan;
     };
     let Some(first_offset) = blocks.logical_range(first).map(|r| r.start) else {
-        return;
+        return plan;
     };
     let entries = (0..summary.index_count)
         .filter_map(|i| {
@@ -308,20 +448,6 @@ fn read_ahead(
             summary.last_seq,
             u64::from(summary.last_offset),
         )));
-    let mut batch = Vec::with_capacity(AHEAD_BATCH);
-    // Hands `index` over with the batch; false once nothing more is to be read.
-    let mut read = |index: usize| -> bool {
-        let block = blocks.block_unkept(&segment.bytes, segment.id, index);
-        let failed = block.is_err();
-        batch.push((index, block));
-        if batch.len() == AHEAD_BATCH || failed {
-            let full = std::mem::replace(&mut batch, Vec::with_capacity(AHEAD_BATCH));
-            if send.send(full).is_err() {
-                return false;
-            }
-        }
-        !failed
-    };
     // The block before `first` was read by the reader; `first` is read when the first
     // entry lies in it or in the block after it.
     let mut previous = first.checked_sub(1);
@@ -336,10 +462,10 @@ fn read_ahead(
             // A block between two blocks holding entries one block apart holds records
             // of the stream between them (the entries are a few KiB of its data apart)
             // unless other streams' records fill it.
-            let between = previous.filter(|&p| p + 2 == index).map(|p| p + 1);
-            if between.is_some_and(|b| !read(b)) || !read(index) {
-                return;
+            if let Some(between) = previous.filter(|&p| p + 2 == index).map(|p| p + 1) {
+                plan.push(between);
             }
+            plan.push(index);
             previous = Some(index);
         }
         // The window that reads `last` anchors at the first entry at or after it.
@@ -347,7 +473,46 @@ fn read_ahead(
             break;
         }
     }
-    if !batch.is_empty() {
-        let _ = send.send(batch);
+    plan
+}
+
+/// The read-ahead thread's work; see [`ReadAhead`]. After a block that fails to verify or
+/// decompress, nothing more is read here.
+fn read_ahead(shared: &AheadShared) {
+    /// Marks the thread ended however it ends, so the reader never waits for it in vain.
+    struct Ended<'a>(&'a AheadShared);
+    impl Drop for Ended<'_> {
+        fn drop(&mut self) {
+            let mut state = self.0.lock();
+            state.thread_ended = true;
+            self.0.reader_wakes.notify_one();
+        }
+    }
+    let _ended = Ended(shared);
+    let mut state = shared.lock();
+    loop {
+        if state.stop {
+            return;
+        }
+        let reader_at = state.reader_at;
+        let Some(at) = state.claim(reader_at, usize::MAX) else {
+            return;
+        };
+        if at >= reader_at + AHEAD_BLOCKS {
+            // Too far ahead: give the claim back and wait for the reader.
+            state.claims[at] = Claim::Free;
+            state.first_free = state.first_free.min(at);
+            state.thread_waits = true;
+            state = shared
+                .thread_wakes
+                .wait(state)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            continue;
+        }
+        drop(state);
+        if !shared.decompress(at) {
+            return;
+        }
+        state = shared.lock();
     }
 }

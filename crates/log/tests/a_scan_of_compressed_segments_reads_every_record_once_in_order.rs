@@ -175,26 +175,29 @@ fn block_stored_range(file: &[u8], k: usize) -> (usize, usize, usize) {
     (u32_at(entry_at + 8), u32_at(entry_at + 12), count)
 }
 
-#[test]
-fn a_damaged_block_far_into_a_segment_ends_the_scan_with_corruption_after_every_record_before_it() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let log = Log::open(dir.path(), options().with_compression(Compression::ZSTD)).expect("open");
-    let (ids, lens) = fill(&log);
-    let plain = scan(&log, ids[DENSE], 0, u64::MAX).expect("scan");
-    log.reclaim().expect("compress");
-    log.close().expect("close");
-
-    // A byte flipped in a block two thirds into segment 2, well after the scan of that
-    // segment has started reading ahead.
-    let path = dir.path().join(format!("{:020}.seg", 2));
+/// Flips a byte in the stored bytes of block `k` of segment `segment` in `dir`; returns
+/// where those bytes start and how many blocks the segment has.
+fn damage_block(dir: &Path, segment: u64, k: impl Fn(usize) -> usize) -> (u64, usize) {
+    let path = dir.join(format!("{segment:020}.seg"));
     let mut file = std::fs::read(&path).expect("read");
     let (_, _, count) = block_stored_range(&file, 0);
-    assert!(count > 60, "a segment of many blocks: {count}");
-    let (stored_offset, stored_len, _) = block_stored_range(&file, count * 2 / 3);
+    let (stored_offset, stored_len, _) = block_stored_range(&file, k(count));
     file[stored_offset + stored_len / 2] ^= 0x10;
     std::fs::write(&path, &file).expect("write");
+    (stored_offset as u64, count)
+}
 
-    let log = Log::open(dir.path(), options()).expect("open");
+/// Scans the dense stream of the store in `dir`, which has a damaged block at
+/// `stored_offset` of `segment`, and checks the scan ends there with corruption after
+/// exactly the records of `plain` before it.
+fn check_scan_ends_at_damage(
+    dir: &Path,
+    ids: &[StreamId],
+    lens: &[u64],
+    plain: &[(u64, u8, Vec<u8>)],
+    (segment, stored_offset): (u64, u64),
+) {
+    let log = Log::open(dir, options()).expect("open");
     let mut read = Vec::new();
     let mut failure = None;
     let mut after_failure = 0;
@@ -208,8 +211,8 @@ fn a_damaged_block_far_into_a_segment_ends_the_scan_with_corruption_after_every_
     match failure {
         // The error names the damaged block: its segment and where its stored bytes start.
         Some(Error::Corrupted {
-            segment, offset, ..
-        }) => assert_eq!((segment.0, offset), (2, stored_offset as u64)),
+            segment: s, offset, ..
+        }) => assert_eq!((s.0, offset), (segment, stored_offset)),
         Some(e) => panic!("expected corruption, got {e}"),
         None => panic!("a scan over the damaged block must fail"),
     }
@@ -224,4 +227,124 @@ fn a_damaged_block_far_into_a_segment_ends_the_scan_with_corruption_after_every_
         "the records before the damage are the plain prefix"
     );
     log.close().expect("close");
+}
+
+#[test]
+fn a_damaged_block_far_into_a_segment_ends_the_scan_with_corruption_after_every_record_before_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(dir.path(), options().with_compression(Compression::ZSTD)).expect("open");
+    let (ids, lens) = fill(&log);
+    let plain = scan(&log, ids[DENSE], 0, u64::MAX).expect("scan");
+    log.reclaim().expect("compress");
+    log.close().expect("close");
+
+    // A byte flipped in a block two thirds into segment 2, well after the scan of that
+    // segment has started reading ahead.
+    let (stored_offset, count) = damage_block(dir.path(), 2, |count| count * 2 / 3);
+    assert!(count > 60, "a segment of many blocks: {count}");
+    check_scan_ends_at_damage(dir.path(), &ids, &lens, &plain, (2, stored_offset));
+}
+
+/// Wherever the damaged block lies, the scan ends there: whether the read-ahead thread
+/// decompresses it, or the reader, for itself or while it waits for the thread.
+#[test]
+fn a_damaged_block_anywhere_ends_the_scan_there() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(dir.path(), options().with_compression(Compression::ZSTD)).expect("open");
+    let (ids, lens) = fill(&log);
+    let plain = scan(&log, ids[DENSE], 0, u64::MAX).expect("scan");
+    log.reclaim().expect("compress");
+    log.close().expect("close");
+    let pristine = tempfile::tempdir().expect("tempdir");
+    copy_dir(dir.path(), pristine.path());
+
+    for (segment, at) in [(1, 3), (1, 17), (2, 40), (3, 50), (2, 64), (1, 99)] {
+        copy_dir(pristine.path(), dir.path());
+        let (stored_offset, count) = damage_block(dir.path(), segment, |count| count * at / 100);
+        assert!(count > 60, "a segment of many blocks: {count}");
+        check_scan_ends_at_damage(dir.path(), &ids, &lens, &plain, (segment, stored_offset));
+    }
+}
+
+/// Iterations on several threads at once, on a machine kept busier than its cores by
+/// threads that only spin, so that each iteration's reader and read-ahead thread take
+/// turns in many orders: each reads exactly what one iteration reads alone, and none
+/// waits forever for a block (a scan that has not ended after a minute fails the test).
+#[test]
+fn iterations_on_many_threads_at_once_read_what_one_reads_alone() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(dir.path(), options().with_compression(Compression::ZSTD)).expect("open");
+    let (ids, lens) = fill(&log);
+    let wanted: Vec<_> = [DENSE, SHORT]
+        .iter()
+        .map(|&s| scan(&log, ids[s], 0, u64::MAX).expect("plain scan"))
+        .collect();
+    log.reclaim().expect("compress");
+    let log = Arc::new(log);
+    let (ids, lens, wanted) = (Arc::new(ids), Arc::new(lens), Arc::new(wanted));
+    let stop = Arc::new(AtomicBool::new(false));
+    let spinners: Vec<_> = (0..2)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                }
+            })
+        })
+        .collect();
+    let (done, finished) = std::sync::mpsc::channel();
+    for t in 0..4 {
+        let (log, ids, lens, wanted, done) = (
+            log.clone(),
+            ids.clone(),
+            lens.clone(),
+            wanted.clone(),
+            done.clone(),
+        );
+        std::thread::spawn(move || {
+            let mut mismatches = Vec::new();
+            for round in 0..3 {
+                let which = (t + round) % 2;
+                let stream = [DENSE, SHORT][which];
+                let got = scan(&log, ids[stream], 0, lens[stream]);
+                if !got.as_ref().is_ok_and(|got| *got == wanted[which]) {
+                    mismatches.push(format!("thread {t} round {round} stream {stream}"));
+                }
+            }
+            // The log is let go of before the test is told this thread is done.
+            drop((log, ids, lens, wanted));
+            let _ = done.send(mismatches);
+        });
+    }
+    let mut mismatches = Vec::new();
+    for _ in 0..4 {
+        match finished.recv_timeout(std::time::Duration::from_secs(60)) {
+            Ok(m) => mismatches.extend(m),
+            Err(e) => panic!("a scan did not end within a minute: {e}"),
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for s in spinners {
+        s.join().expect("spinner");
+    }
+    assert!(mismatches.is_empty(), "scans differ: {mismatches:?}");
+    Arc::try_unwrap(log)
+        .map_err(|_| "the log is still shared")
+        .expect("every scan ended")
+        .close()
+        .expect("close");
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).expect("dir") {
+        let entry = entry.expect("entry");
+        if entry.file_type().expect("type").is_file() {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).expect("copy");
+        }
+    }
 }
