@@ -167,7 +167,8 @@ fn run(log: &Log, interval: Duration, work_share: f64, shared: &Shared) {
             }
             step_started = Instant::now();
         };
-        match log.reclaim_with_progress(&mut pace) {
+        // One thread stages rewrites: the pacing leaves the other cores to commits.
+        match log.inner.reclaim(&mut pace, 1) {
             Ok(r) => shared.report.lock().add(&r),
             Err(Error::Closed) => return,
             Err(e) => {

@@ -38,7 +38,7 @@ pub use log::{Append, Log, Receipt, Record, RecoveryReport, Stats, StreamInfo};
 pub use open::{classify_dir, StoreDir, LOCK_FILE};
 pub use options::{Access, Compression, Durability, LogOptions, RecoveryMode};
 pub use read::RecordIter;
-pub use reclaim::ReclaimReport;
+pub use reclaim::{ReclaimReport, RECLAIM_STAGING_THREADS};
 pub use segment::TailCut;
 pub use sessionlog_format::{encoded_batch_len, ErrorClass};
 pub use storage::{DirLock, OpenMode, RealStorage, Storage, StorageFile};

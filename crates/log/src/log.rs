@@ -411,9 +411,13 @@ impl Log {
     /// [`LogOptions::rewrite_below_live_percent`] without the records of deleted streams
     /// (spec: segment.md#rewriting-a-segment). Every record of a live stream stays, with its
     /// seq. Commits go on meanwhile; records already read from a removed or rewritten
-    /// segment stay readable (the mapping outlives the file's name). Syncs first.
+    /// segment stay readable (the mapping outlives the file's name). Syncs first. The new
+    /// files of a group of rewrites are built and written on as many threads as the machine
+    /// has cores, at most [`RECLAIM_STAGING_THREADS`](crate::RECLAIM_STAGING_THREADS) (a
+    /// background reclaim, which paces itself to leave the CPU to commits, uses one).
     pub fn reclaim(&self) -> Result<crate::ReclaimReport> {
-        self.inner.reclaim(&mut |_| {})
+        self.inner
+            .reclaim(&mut |_| {}, foreground_staging_threads())
     }
 
     /// [`reclaim`](Self::reclaim), calling `progress` after each segment removed or rewritten.
@@ -421,7 +425,7 @@ impl Log {
         &self,
         progress: &mut dyn FnMut(&crate::ReclaimReport),
     ) -> Result<crate::ReclaimReport> {
-        self.inner.reclaim(progress)
+        self.inner.reclaim(progress, foreground_staging_threads())
     }
 
     /// Runs [`reclaim`](Self::reclaim) on a thread of its own: once now, then every
@@ -559,4 +563,12 @@ pub(crate) fn is_catalog(stream: StreamId) -> bool {
 
 pub(crate) fn unknown(stream: StreamId) -> Error {
     Error::UnknownStream(stream.to_string())
+}
+
+/// Threads a reclaim called by the application builds and writes rewrites on: one per core,
+/// at most [`RECLAIM_STAGING_THREADS`](crate::RECLAIM_STAGING_THREADS).
+fn foreground_staging_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(crate::RECLAIM_STAGING_THREADS)
 }

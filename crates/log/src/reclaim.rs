@@ -26,6 +26,11 @@ use crate::state::State;
 /// are synced together. spec: recovery.md#ordering
 const REWRITE_GROUP_SEGMENTS: usize = 16;
 
+/// Threads at most that a reclaim called by the application builds and writes a group's
+/// rewrites on (one per core up to this; a background reclaim uses one). Each holds an image
+/// buffer of up to a segment.
+pub const RECLAIM_STAGING_THREADS: usize = 4;
+
 /// What [`crate::Log::reclaim`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -47,9 +52,12 @@ pub struct ReclaimReport {
 }
 
 impl Inner {
+    /// See [`Log::reclaim`](crate::Log::reclaim); rewrites are built and written on up to
+    /// `staging_threads` threads.
     pub(crate) fn reclaim(
         &self,
         progress: &mut dyn FnMut(&ReclaimReport),
+        staging_threads: usize,
     ) -> Result<ReclaimReport> {
         self.check_writable()?;
         // One reclaim at a time: two could otherwise unlink segments out of order.
@@ -66,7 +74,7 @@ impl Inner {
             let (retire, retired) = std::sync::mpsc::channel::<Vec<Arc<SealedSegment>>>();
             scope.spawn(move || retired.into_iter().for_each(drop));
             self.remove_pass(&mut report, progress, &retire)?;
-            self.rewrite_pass(&mut report, progress, &retire)
+            self.rewrite_pass(&mut report, progress, &retire, staging_threads)
         })?;
         Ok(report)
     }
@@ -124,6 +132,7 @@ impl Inner {
         report: &mut ReclaimReport,
         progress: &mut dyn FnMut(&ReclaimReport),
         retire: &Retire,
+        staging_threads: usize,
     ) -> Result<()> {
         if self.options.rewrite_below_live_percent == 0
             && self.options.compression == crate::Compression::None
@@ -133,7 +142,7 @@ impl Inner {
         let ids: Vec<SegmentId> = self.state.lock().sealed.keys().copied().collect();
         for group in ids.chunks(REWRITE_GROUP_SEGMENTS) {
             let mut replaced = Vec::new();
-            let done = self.rewrite_group(group, &mut replaced);
+            let done = self.rewrite_group(group, &mut replaced, staging_threads);
             // Dropped here instead if the thread has gone.
             let _ = retire.send(replaced);
             for done in done? {

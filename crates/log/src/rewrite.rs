@@ -13,7 +13,10 @@
 //! keeps until the mapping is dropped.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use sessionlog_format::{
     frame_batch_in, BatchEncoder, RecordHeader, RecordView, SegmentCrc, StreamSummary,
@@ -85,13 +88,14 @@ impl Inner {
     /// real disk at once, so their writes and flushes overlap),
     /// then each is renamed over its segment, then the directory is synced once.
     /// Each rename is atomic on its own, so a crash leaves each segment old or new, whole.
-    /// The caller holds the reclaim lock. The segments a rewrite replaced are handed to the
-    /// caller in `replaced`, to be let go of where their release does not hold up the next
+    /// The new files are built and written on up to `threads` threads. The caller holds the
+    /// reclaim lock. The segments a rewrite replaced are handed to the caller in `replaced`, to be let go of where their release does not hold up the next
     /// group.
     pub(crate) fn rewrite_group(
         &self,
         ids: &[SegmentId],
         replaced: &mut Vec<Arc<SealedSegment>>,
+        threads: usize,
     ) -> Result<Vec<Rewritten>> {
         let plans: Vec<Plan> = {
             let st = self.state.lock();
@@ -105,7 +109,7 @@ impl Inner {
         // records is: otherwise a crash could revive a stream whose records are gone.
         self.flush()?;
         let mut staged: Vec<Staged> = Vec::with_capacity(plans.len());
-        let written = self.stage_all(plans, &mut staged).and_then(|()| {
+        let written = self.stage_all(plans, &mut staged, threads).and_then(|()| {
             let files: Vec<Arc<dyn StorageFile>> = staged.iter().map(|s| s.file.clone()).collect();
             self.storage
                 .sync_all_files(&files)
@@ -139,35 +143,76 @@ impl Inner {
         }
     }
 
-    /// Builds and writes each planned rewrite under its temporary name, unsynced.
-    fn stage_all(&self, plans: Vec<Plan>, staged: &mut Vec<Staged>) -> Result<()> {
-        // One buffer for the group's images: a fresh one per segment would be new pages to
-        // fault in and zero each time.
-        let mut image = Vec::new();
-        for plan in plans {
-            let seg = &plan.segment;
-            let (live_bytes, cuts) = rewritten_image(
-                seg,
-                &plan.dropped,
-                self.options.index_interval_bytes,
-                &mut image,
-            )?;
-            let compressed = match self.options.compression.level_for(seg.blocks.is_some()) {
-                Some(level) => Some(crate::compress::compress_image(
-                    &image, seg.id, level, &cuts,
-                )?),
-                None => None,
-            };
-            let temp = rewrite_path(&self.dir, seg.id);
-            let file = self.write_rewrite(&temp, compressed.as_deref().unwrap_or(&image))?;
-            staged.push(Staged {
-                plan,
-                temp,
-                file,
-                live_bytes,
-            });
+    /// Builds and writes each planned rewrite under its temporary name, unsynced, on up to
+    /// `threads` threads (each with its own image buffer), and hands them over in plan order.
+    /// After a failure no further plan is begun; the rewrites staged are handed over all the
+    /// same, for the caller to remove, and the first failure in plan order is returned.
+    fn stage_all(&self, plans: Vec<Plan>, staged: &mut Vec<Staged>, threads: usize) -> Result<()> {
+        let threads = threads.clamp(1, plans.len().max(1));
+        if threads == 1 {
+            // One buffer for the group's images: a fresh one per segment would be new pages
+            // to fault in and zero each time.
+            let mut image = Vec::new();
+            for plan in plans {
+                staged.push(self.stage(plan, &mut image)?);
+            }
+            return Ok(());
         }
-        Ok(())
+        let plans: Vec<Mutex<Option<Plan>>> =
+            plans.into_iter().map(|p| Mutex::new(Some(p))).collect();
+        let results: Vec<Mutex<Option<Result<Staged>>>> =
+            plans.iter().map(|_| Mutex::new(None)).collect();
+        let next = AtomicUsize::new(0);
+        let failed = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| {
+                    let mut image = Vec::new();
+                    while !failed.load(Ordering::Acquire) {
+                        let i = next.fetch_add(1, Ordering::AcqRel);
+                        let Some(plan) = plans.get(i).and_then(|p| p.lock().take()) else {
+                            return;
+                        };
+                        let result = self.stage(plan, &mut image);
+                        if result.is_err() {
+                            failed.store(true, Ordering::Release);
+                        }
+                        *results[i].lock() = Some(result);
+                    }
+                });
+            }
+        });
+        let mut first_failure = None;
+        for result in results.into_iter().filter_map(Mutex::into_inner) {
+            match result {
+                Ok(s) => staged.push(s),
+                Err(e) => {
+                    first_failure.get_or_insert(e);
+                }
+            }
+        }
+        first_failure.map_or(Ok(()), Err)
+    }
+
+    /// Builds and writes one planned rewrite under its temporary name, unsynced, in `image`.
+    fn stage(&self, plan: Plan, image: &mut Vec<u8>) -> Result<Staged> {
+        let seg = &plan.segment;
+        let (live_bytes, cuts) =
+            rewritten_image(seg, &plan.dropped, self.options.index_interval_bytes, image)?;
+        let compressed = match self.options.compression.level_for(seg.blocks.is_some()) {
+            Some(level) => Some(crate::compress::compress_image(
+                image, seg.id, level, &cuts,
+            )?),
+            None => None,
+        };
+        let temp = rewrite_path(&self.dir, seg.id);
+        let file = self.write_rewrite(&temp, compressed.as_deref().unwrap_or(image))?;
+        Ok(Staged {
+            plan,
+            temp,
+            file,
+            live_bytes,
+        })
     }
 
     /// Best effort: rewrites that will not be renamed in go (an open removes any left).
