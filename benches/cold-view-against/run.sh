@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Cold `view` of one long generated agent session, compressed by this tree, against the same
-# session uncompressed in an earlier build (by default cb04037, the build the storage lifecycle's targets
-# were set against), and against this tree uncompressed, in one run.
+# session uncompressed in an earlier build (by default cb04037, the build the storage
+# lifecycle's targets were set against), and against this tree uncompressed, in one run.
 #
 #   bash benches/cold-view-against/run.sh [BASELINE_COMMIT] [EVENTS] [ROUNDS] [LEVEL]
 #
