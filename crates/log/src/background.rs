@@ -167,8 +167,10 @@ fn run(log: &Log, interval: Duration, work_share: f64, shared: &Shared) {
             }
             step_started = Instant::now();
         };
-        // One thread stages rewrites: the pacing leaves the other cores to commits.
-        match log.inner.reclaim(&mut pace, 1) {
+        match log
+            .inner
+            .reclaim(&mut pace, crate::reclaim::Runner::Background)
+        {
             Ok(r) => shared.report.lock().add(&r),
             Err(Error::Closed) => return,
             Err(e) => {

@@ -414,10 +414,11 @@ impl Log {
     /// segment stay readable (the mapping outlives the file's name). Syncs first. The new
     /// files of a group of rewrites are built and written on as many threads as the machine
     /// has cores, at most [`RECLAIM_STAGING_THREADS`](crate::RECLAIM_STAGING_THREADS) (a
-    /// background reclaim, which paces itself to leave the CPU to commits, uses one).
+    /// background reclaim, which paces itself to leave the CPU to commits, uses one, and
+    /// smaller groups).
     pub fn reclaim(&self) -> Result<crate::ReclaimReport> {
         self.inner
-            .reclaim(&mut |_| {}, foreground_staging_threads())
+            .reclaim(&mut |_| {}, crate::reclaim::Runner::Application)
     }
 
     /// [`reclaim`](Self::reclaim), calling `progress` after each segment removed or rewritten.
@@ -425,7 +426,8 @@ impl Log {
         &self,
         progress: &mut dyn FnMut(&crate::ReclaimReport),
     ) -> Result<crate::ReclaimReport> {
-        self.inner.reclaim(progress, foreground_staging_threads())
+        self.inner
+            .reclaim(progress, crate::reclaim::Runner::Application)
     }
 
     /// Runs [`reclaim`](Self::reclaim) on a thread of its own: once now, then every
@@ -563,12 +565,4 @@ pub(crate) fn is_catalog(stream: StreamId) -> bool {
 
 pub(crate) fn unknown(stream: StreamId) -> Error {
     Error::UnknownStream(stream.to_string())
-}
-
-/// Threads a reclaim called by the application builds and writes rewrites on: one per core,
-/// at most [`RECLAIM_STAGING_THREADS`](crate::RECLAIM_STAGING_THREADS).
-fn foreground_staging_threads() -> usize {
-    std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .min(crate::RECLAIM_STAGING_THREADS)
 }

@@ -26,10 +26,43 @@ use crate::state::State;
 /// are synced together. spec: recovery.md#ordering
 const REWRITE_GROUP_SEGMENTS: usize = 16;
 
+/// Segments a rewrite group of a background reclaim looks at: fewer, so that the writeback
+/// of a group's files, which commits' syncs wait behind, is a short stall.
+const BACKGROUND_GROUP_SEGMENTS: usize = 4;
+
 /// Threads at most that a reclaim called by the application builds and writes a group's
 /// rewrites on (one per core up to this; a background reclaim uses one). Each holds an image
 /// buffer of up to a segment.
 pub const RECLAIM_STAGING_THREADS: usize = 4;
+
+/// Who runs a reclaim, which sets how it spends the machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Runner {
+    /// The application, waiting for it: a group's rewrites are staged on one thread per
+    /// core (at most [`RECLAIM_STAGING_THREADS`]), in groups of [`REWRITE_GROUP_SEGMENTS`].
+    Application,
+    /// The background thread, which paces itself to leave the CPU and the disk to commits:
+    /// one staging thread, groups of [`BACKGROUND_GROUP_SEGMENTS`].
+    Background,
+}
+
+impl Runner {
+    fn staging_threads(self) -> usize {
+        match self {
+            Runner::Application => std::thread::available_parallelism()
+                .map_or(1, usize::from)
+                .min(RECLAIM_STAGING_THREADS),
+            Runner::Background => 1,
+        }
+    }
+
+    fn group_segments(self) -> usize {
+        match self {
+            Runner::Application => REWRITE_GROUP_SEGMENTS,
+            Runner::Background => BACKGROUND_GROUP_SEGMENTS,
+        }
+    }
+}
 
 /// What [`crate::Log::reclaim`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -52,12 +85,12 @@ pub struct ReclaimReport {
 }
 
 impl Inner {
-    /// See [`Log::reclaim`](crate::Log::reclaim); rewrites are built and written on up to
-    /// `staging_threads` threads.
+    /// See [`Log::reclaim`](crate::Log::reclaim); `runner` sets how many threads stage
+    /// rewrites and how many segments a group holds.
     pub(crate) fn reclaim(
         &self,
         progress: &mut dyn FnMut(&ReclaimReport),
-        staging_threads: usize,
+        runner: Runner,
     ) -> Result<ReclaimReport> {
         self.check_writable()?;
         // One reclaim at a time: two could otherwise unlink segments out of order.
@@ -74,7 +107,7 @@ impl Inner {
             let (retire, retired) = std::sync::mpsc::channel::<Vec<Arc<SealedSegment>>>();
             scope.spawn(move || retired.into_iter().for_each(drop));
             self.remove_pass(&mut report, progress, &retire)?;
-            self.rewrite_pass(&mut report, progress, &retire, staging_threads)
+            self.rewrite_pass(&mut report, progress, &retire, runner)
         })?;
         Ok(report)
     }
@@ -132,7 +165,7 @@ impl Inner {
         report: &mut ReclaimReport,
         progress: &mut dyn FnMut(&ReclaimReport),
         retire: &Retire,
-        staging_threads: usize,
+        runner: Runner,
     ) -> Result<()> {
         if self.options.rewrite_below_live_percent == 0
             && self.options.compression == crate::Compression::None
@@ -140,9 +173,9 @@ impl Inner {
             return Ok(());
         }
         let ids: Vec<SegmentId> = self.state.lock().sealed.keys().copied().collect();
-        for group in ids.chunks(REWRITE_GROUP_SEGMENTS) {
+        for group in ids.chunks(runner.group_segments()) {
             let mut replaced = Vec::new();
-            let done = self.rewrite_group(group, &mut replaced, staging_threads);
+            let done = self.rewrite_group(group, &mut replaced, runner.staging_threads());
             // Dropped here instead if the thread has gone.
             let _ = retire.send(replaced);
             for done in done? {
