@@ -89,8 +89,8 @@ impl Inner {
     /// then each is renamed over its segment, then the directory is synced once.
     /// Each rename is atomic on its own, so a crash leaves each segment old or new, whole.
     /// The new files are built and written on up to `threads` threads. The caller holds the
-    /// reclaim lock. The segments a rewrite replaced are handed to the caller in `replaced`, to be let go of where their release does not hold up the next
-    /// group.
+    /// reclaim lock. The segments a rewrite replaced are handed to the caller in `replaced`,
+    /// to be let go of where their release does not hold up the next group.
     pub(crate) fn rewrite_group(
         &self,
         ids: &[SegmentId],
