@@ -105,9 +105,17 @@ impl Inner {
         // group is staged and synced; reclaim returns when it is done.
         std::thread::scope(|scope| {
             let (retire, retired) = std::sync::mpsc::channel::<Vec<Arc<SealedSegment>>>();
-            scope.spawn(move || retired.into_iter().for_each(drop));
-            self.remove_pass(&mut report, progress, &retire)?;
-            self.rewrite_pass(&mut report, progress, &retire, runner)
+            let dropper = scope.spawn(move || retired.into_iter().for_each(drop));
+            let done = self
+                .remove_pass(&mut report, progress, &retire)
+                .and_then(|()| self.rewrite_pass(&mut report, progress, &retire, runner));
+            drop(retire);
+            // Joined here: the scope's own wait ends when the thread's work does, before the
+            // thread has exited.
+            if let Err(panic) = dropper.join() {
+                std::panic::resume_unwind(panic);
+            }
+            done
         })?;
         Ok(report)
     }

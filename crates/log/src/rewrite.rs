@@ -165,21 +165,31 @@ impl Inner {
         let next = AtomicUsize::new(0);
         let failed = AtomicBool::new(false);
         std::thread::scope(|scope| {
-            for _ in 0..threads {
-                scope.spawn(|| {
-                    let mut image = Vec::new();
-                    while !failed.load(Ordering::Acquire) {
-                        let i = next.fetch_add(1, Ordering::AcqRel);
-                        let Some(plan) = plans.get(i).and_then(|p| p.lock().take()) else {
-                            return;
-                        };
-                        let result = self.stage(plan, &mut image);
-                        if result.is_err() {
-                            failed.store(true, Ordering::Release);
+            let stagers: Vec<_> = (0..threads)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut image = Vec::new();
+                        while !failed.load(Ordering::Acquire) {
+                            let i = next.fetch_add(1, Ordering::AcqRel);
+                            let Some(plan) = plans.get(i).and_then(|p| p.lock().take()) else {
+                                return;
+                            };
+                            let result = self.stage(plan, &mut image);
+                            if result.is_err() {
+                                failed.store(true, Ordering::Release);
+                            }
+                            *results[i].lock() = Some(result);
                         }
-                        *results[i].lock() = Some(result);
-                    }
-                });
+                    })
+                })
+                .collect();
+            // Joined one by one: the scope's own wait ends when a thread's work does, before
+            // the thread has exited and run its thread-locals' destructors (a decompression
+            // context, when it compressed).
+            for stager in stagers {
+                if let Err(panic) = stager.join() {
+                    std::panic::resume_unwind(panic);
+                }
             }
         });
         let mut first_failure = None;
