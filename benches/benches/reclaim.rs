@@ -120,14 +120,35 @@ fn scenario(
     let after = segment_file_bytes(&dir);
     log.close().expect("close");
     let _ = std::fs::remove_dir_all(&dir);
-    let target = 0.15 * before as f64 + SEGMENT_BYTES as f64;
-    let reached = (after as f64) <= target;
+    verdict(
+        &format!("reclaim {name}: {sessions} sessions, segment files"),
+        (before, after),
+        SEGMENT_BYTES,
+        &report,
+        secs,
+        json!({ "scenario": name, "sessions": sessions }),
+    )
+}
+
+/// Prints what a reclaim did against the targets (bytes left <= 15% of `before` plus one
+/// segment of `segment_bytes`; >= 100 MB/s of live data copied) after `what`, and returns it
+/// as JSON: `fields` with the figures added.
+fn verdict(
+    what: &str,
+    (before, after): (u64, u64),
+    segment_bytes: u64,
+    report: &sessionlog_log::ReclaimReport,
+    secs: f64,
+    mut fields: serde_json::Value,
+) -> serde_json::Value {
+    let limit = 0.15 * before as f64 + segment_bytes as f64;
+    let reached = (after as f64) <= limit;
     let copy_mb_per_s = report.live_bytes_copied as f64 / 1e6 / secs.max(1e-9);
+    let verdict = |ok: bool| if ok { "reached" } else { "not reached" };
     println!(
-        "reclaim {name}: {} sessions, {:.1} MiB of segments before, {:.1} MiB after ({:.1}% of \
-         before); {} segments removed, {} rewritten ({:.1} MiB of live records copied) in \
-         {:.1} ms: {:.0} MB/s of live data copied; target <= 15% + one segment ({:.1} MiB): {}",
-        sessions,
+        "{what}: {:.1} MiB before, {:.1} MiB after ({:.1}% of before); {} segments removed, {} \
+         rewritten ({:.1} MiB of live records copied) in {:.1} ms: {:.0} MB/s of live data \
+         copied; target <= 15% + one segment ({:.1} MiB): {}; target >= 100 MB/s: {}",
         before as f64 / 1048576.0,
         after as f64 / 1048576.0,
         100.0 * after as f64 / before as f64,
@@ -136,12 +157,11 @@ fn scenario(
         report.live_bytes_copied as f64 / 1048576.0,
         secs * 1e3,
         copy_mb_per_s,
-        target / 1048576.0,
-        if reached { "reached" } else { "not reached" },
+        limit / 1048576.0,
+        verdict(reached),
+        verdict(copy_mb_per_s >= 100.0),
     );
-    json!({
-        "scenario": name,
-        "sessions": sessions,
+    let figures = json!({
         "bytes_before": before,
         "bytes_after": after,
         "ratio_after_to_before": after as f64 / before as f64,
@@ -150,9 +170,13 @@ fn scenario(
         "live_bytes_copied": report.live_bytes_copied,
         "copy_mb_per_s": copy_mb_per_s,
         "reclaim_seconds": secs,
-        "target_bytes": target,
+        "target_bytes": limit,
         "reached": reached,
-    })
+    });
+    if let (Some(fields), Some(figures)) = (fields.as_object_mut(), figures.as_object()) {
+        fields.extend(figures.clone());
+    }
+    fields
 }
 
 fn agent_mib() -> u64 {
@@ -251,51 +275,26 @@ fn agent_sessions(mib: u64) -> serde_json::Value {
     }
     store.close().expect("close");
     let _ = std::fs::remove_dir_all(&dir);
-    let target = 0.15 * before as f64 + segment_bytes as f64;
-    let reached = (after as f64) <= target;
-    let copy_mb_per_s = report.live_bytes_copied as f64 / 1e6 / secs.max(1e-9);
-    println!(
-        "reclaim of generated agent sessions (Store, {} MiB segments): {} sessions of {} events \
-         ({events} events, filled in {fill_secs:.1} s), {} deleted; {:.1} MiB allocated before, \
-         {:.1} MiB after ({:.1}% of before); {} segments removed, {} rewritten ({:.1} MiB of live \
-         records copied) in {:.1} ms: {:.0} MB/s of live data copied; target <= 15% + one \
-         segment ({:.1} MiB): {}; target >= 100 MB/s: {}",
-        segment_bytes >> 20,
-        names.len(),
-        AGENT_SESSION_EVENTS,
-        deleted.len(),
-        before as f64 / 1048576.0,
-        after as f64 / 1048576.0,
-        100.0 * after as f64 / before as f64,
-        report.segments_removed.len(),
-        report.segments_rewritten.len(),
-        report.live_bytes_copied as f64 / 1048576.0,
-        secs * 1e3,
-        copy_mb_per_s,
-        target / 1048576.0,
-        if reached { "reached" } else { "not reached" },
-        if copy_mb_per_s >= 100.0 {
-            "reached"
-        } else {
-            "not reached"
-        },
-    );
-    json!({
-        "scenario": "agent_sessions_random_90_percent",
-        "sessions": names.len(),
-        "events": events,
-        "segment_bytes": segment_bytes,
-        "allocated_bytes_before": before,
-        "allocated_bytes_after": after,
-        "ratio_after_to_before": after as f64 / before as f64,
-        "segments_removed": report.segments_removed.len(),
-        "segments_rewritten": report.segments_rewritten.len(),
-        "live_bytes_copied": report.live_bytes_copied,
-        "copy_mb_per_s": copy_mb_per_s,
-        "reclaim_seconds": secs,
-        "target_bytes": target,
-        "reached": reached,
-    })
+    verdict(
+        &format!(
+            "reclaim of generated agent sessions (Store, {} MiB segments): {} sessions of {} \
+             events ({events} events, filled in {fill_secs:.1} s), {} deleted; allocated bytes",
+            segment_bytes >> 20,
+            names.len(),
+            AGENT_SESSION_EVENTS,
+            deleted.len(),
+        ),
+        (before, after),
+        segment_bytes,
+        &report,
+        secs,
+        json!({
+            "scenario": "agent_sessions_random_90_percent",
+            "sessions": names.len(),
+            "events": events,
+            "segment_bytes": segment_bytes,
+        }),
+    )
 }
 
 fn main() {

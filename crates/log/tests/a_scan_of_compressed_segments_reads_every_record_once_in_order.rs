@@ -229,14 +229,23 @@ fn check_scan_ends_at_damage(
     log.close().expect("close");
 }
 
-#[test]
-fn a_damaged_block_far_into_a_segment_ends_the_scan_with_corruption_after_every_record_before_it() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let log = Log::open(dir.path(), options().with_compression(Compression::ZSTD)).expect("open");
+/// A filled store, compressed and closed: its streams, their lengths and the dense stream's
+/// records as read before compression.
+type Compressed = (Vec<StreamId>, Vec<u64>, Vec<(u64, u8, Vec<u8>)>);
+
+fn compressed_store(dir: &Path) -> Compressed {
+    let log = Log::open(dir, options().with_compression(Compression::ZSTD)).expect("open");
     let (ids, lens) = fill(&log);
     let plain = scan(&log, ids[DENSE], 0, u64::MAX).expect("scan");
     log.reclaim().expect("compress");
     log.close().expect("close");
+    (ids, lens, plain)
+}
+
+#[test]
+fn a_damaged_block_far_into_a_segment_ends_the_scan_with_corruption_after_every_record_before_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ids, lens, plain) = compressed_store(dir.path());
 
     // A byte flipped in a block two thirds into segment 2, well after the scan of that
     // segment has started reading ahead.
@@ -250,11 +259,7 @@ fn a_damaged_block_far_into_a_segment_ends_the_scan_with_corruption_after_every_
 #[test]
 fn a_damaged_block_anywhere_ends_the_scan_there() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let log = Log::open(dir.path(), options().with_compression(Compression::ZSTD)).expect("open");
-    let (ids, lens) = fill(&log);
-    let plain = scan(&log, ids[DENSE], 0, u64::MAX).expect("scan");
-    log.reclaim().expect("compress");
-    log.close().expect("close");
+    let (ids, lens, plain) = compressed_store(dir.path());
     let pristine = tempfile::tempdir().expect("tempdir");
     copy_dir(dir.path(), pristine.path());
 
