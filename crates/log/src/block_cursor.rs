@@ -255,6 +255,7 @@ impl AheadState {
         }
     }
 
+    /// The block decompressed at plan position `at`, taken out, when it is there.
     fn take_done(&mut self, at: usize) -> Option<Result<Bytes>> {
         let i = self.done.iter().position(|&(p, _)| p == at)?;
         self.done.remove(i).map(|(_, block)| block)
