@@ -74,7 +74,7 @@ where
     std::thread::scope(|scope| {
         let (send, receive) = sync_channel::<Result<Handed<R, T>>>(IN_FLIGHT);
         let (give_back, given_back) = sync_channel::<Vec<T>>(GIVEN_BACK);
-        scope.spawn(move || {
+        let reader = scope.spawn(move || {
             let mut batch = Vec::with_capacity(BATCH);
             // Hands `batch` over, as read when the folding thread has nothing waiting (it
             // would otherwise sit idle), else prepared here; false when the folding thread
@@ -128,16 +128,23 @@ where
             }
             hand_over(batch);
         });
-        drain(
+        let folded = drain(
             &receive,
             &give_back,
             waiting,
             &mut prepare,
             &mut fold,
             &mut count,
-        )
-        // Returning drops `receive`, so a reader still sending sees the hand-over closed
-        // and stops; the scope then joins it.
+        );
+        // Dropping `receive` lets a reader still sending see the hand-over closed and stop.
+        // It is joined here: the scope's own wait ends when the thread's work does, before
+        // the thread has exited and run its thread-locals' destructors (a decompression
+        // context, when it read a compressed segment).
+        drop(receive);
+        if let Err(panic) = reader.join() {
+            std::panic::resume_unwind(panic);
+        }
+        folded
     })?;
     Ok(count)
 }
