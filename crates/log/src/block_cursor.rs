@@ -206,21 +206,16 @@ enum Taken {
     Ended,
 }
 
-/// A block's place in the plan: free, or begun by one of the two threads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Claim {
-    Free,
-    Begun,
-}
-
 /// What the reader and the read-ahead thread share: which planned blocks are begun, the
 /// ones decompressed and not yet taken, where the reader is, and who waits for whom.
 #[derive(Debug)]
 struct AheadState {
-    claims: Vec<Claim>,
-    /// Every planned block before this one is begun (or lies behind the reader).
+    /// Blocks are begun in plan order: every planned block from the reader's on and before
+    /// this one is begun, and none from this one on.
     first_free: usize,
-    /// Decompressed blocks not yet taken, by plan position.
+    /// Planned blocks.
+    planned: usize,
+    /// Decompressed blocks not yet taken, with their plan positions.
     done: VecDeque<(usize, Result<Bytes>)>,
     /// The plan position of the block the reader needs next.
     reader_at: usize,
@@ -233,25 +228,20 @@ struct AheadState {
 }
 
 impl AheadState {
-    /// Claims the first free planned block from `from` on and before `until`. Every planned
-    /// block before `from` must be begun or lie behind the reader.
-    fn claim(&mut self, from: usize, until: usize) -> Option<usize> {
-        let start = self.first_free.max(from);
-        let until = until.min(self.claims.len());
-        let found = (start..until).find(|&p| self.claims[p] == Claim::Free)?;
-        self.claims[found] = Claim::Begun;
-        // Those before `start` were begun or lie behind the reader, those from it to
-        // `found` were begun.
-        self.first_free = found + 1;
-        Some(found)
+    /// Begins the first planned block nobody has begun from the reader's on, when it lies
+    /// before `until`.
+    fn claim(&mut self, until: usize) -> Option<usize> {
+        let next = self.first_free.max(self.reader_at);
+        (next < until.min(self.planned)).then(|| {
+            self.first_free = next + 1;
+            next
+        })
     }
 
     /// Keeps a block decompressed at plan position `at`, unless the reader has passed it.
     fn finish(&mut self, at: usize, block: Result<Bytes>) {
         if at >= self.reader_at {
-            let before = self.done.iter().position(|&(p, _)| p > at);
-            self.done
-                .insert(before.unwrap_or(self.done.len()), (at, block));
+            self.done.push_back((at, block));
         }
     }
 
@@ -334,8 +324,8 @@ impl ReadAhead {
         }
         let shared = Arc::new(AheadShared {
             state: Mutex::new(AheadState {
-                claims: vec![Claim::Free; plan.len()],
                 first_free: 0,
+                planned: plan.len(),
                 done: VecDeque::new(),
                 reader_at: 0,
                 reader_waits: false,
@@ -393,13 +383,13 @@ impl ReadAhead {
                 state.reader_at = at + 1;
                 return Taken::Block(block);
             }
-            if state.claims[at] == Claim::Free || state.thread_ended {
-                state.claims[at] = Claim::Begun;
+            if at >= state.first_free || state.thread_ended {
+                state.first_free = state.first_free.max(at + 1);
                 state.reader_at = at + 1;
                 return Taken::Claimed;
             }
             // The thread is decompressing it: decompress a later planned block meanwhile.
-            if let Some(later) = state.claim(at + 1, at + 1 + AHEAD_BLOCKS) {
+            if let Some(later) = state.claim(at + 1 + AHEAD_BLOCKS) {
                 drop(state);
                 shared.decompress(later);
                 state = shared.lock();
@@ -495,21 +485,19 @@ fn read_ahead(shared: &AheadShared) {
         if state.stop {
             return;
         }
-        let reader_at = state.reader_at;
-        let Some(at) = state.claim(reader_at, usize::MAX) else {
+        if state.first_free.max(state.reader_at) >= state.planned {
             return;
-        };
-        if at >= reader_at + AHEAD_BLOCKS {
-            // Too far ahead: give the claim back and wait for the reader.
-            state.claims[at] = Claim::Free;
-            state.first_free = state.first_free.min(at);
+        }
+        let until = state.reader_at + AHEAD_BLOCKS;
+        let Some(at) = state.claim(until) else {
+            // Too far ahead: wait for the reader.
             state.thread_waits = true;
             state = shared
                 .thread_wakes
                 .wait(state)
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
             continue;
-        }
+        };
         drop(state);
         if !shared.decompress(at) {
             return;
