@@ -181,9 +181,10 @@ impl Inner {
             return Ok(());
         }
         let ids: Vec<SegmentId> = self.state.lock().sealed.keys().copied().collect();
+        let threads = runner.staging_threads();
         for group in ids.chunks(runner.group_segments()) {
             let mut replaced = Vec::new();
-            let done = self.rewrite_group(group, &mut replaced, runner.staging_threads());
+            let done = self.rewrite_group(group, &mut replaced, threads);
             // Dropped here instead if the thread has gone.
             let _ = retire.send(replaced);
             for done in done? {

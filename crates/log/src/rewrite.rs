@@ -13,7 +13,7 @@
 //! keeps until the mapping is dropped.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -149,51 +149,43 @@ impl Inner {
     /// same, for the caller to remove, and the first failure in plan order is returned.
     fn stage_all(&self, plans: Vec<Plan>, staged: &mut Vec<Staged>, threads: usize) -> Result<()> {
         let threads = threads.clamp(1, plans.len().max(1));
-        if threads == 1 {
-            // One buffer for the group's images: a fresh one per segment would be new pages
-            // to fault in and zero each time.
-            let mut image = Vec::new();
-            for plan in plans {
-                staged.push(self.stage(plan, &mut image)?);
-            }
-            return Ok(());
-        }
-        let plans: Vec<Mutex<Option<Plan>>> =
-            plans.into_iter().map(|p| Mutex::new(Some(p))).collect();
-        let results: Vec<Mutex<Option<Result<Staged>>>> =
-            plans.iter().map(|_| Mutex::new(None)).collect();
-        let next = AtomicUsize::new(0);
+        let work = Mutex::new(plans.into_iter().enumerate());
+        let results = Mutex::new(Vec::new());
         let failed = AtomicBool::new(false);
-        std::thread::scope(|scope| {
-            let stagers: Vec<_> = (0..threads)
-                .map(|_| {
-                    scope.spawn(|| {
-                        let mut image = Vec::new();
-                        while !failed.load(Ordering::Acquire) {
-                            let i = next.fetch_add(1, Ordering::AcqRel);
-                            let Some(plan) = plans.get(i).and_then(|p| p.lock().take()) else {
-                                return;
-                            };
-                            let result = self.stage(plan, &mut image);
-                            if result.is_err() {
-                                failed.store(true, Ordering::Release);
-                            }
-                            *results[i].lock() = Some(result);
-                        }
-                    })
-                })
-                .collect();
-            // Joined one by one: the scope's own wait ends when a thread's work does, before
-            // the thread has exited and run its thread-locals' destructors (a decompression
-            // context, when it compressed).
-            for stager in stagers {
-                if let Err(panic) = stager.join() {
-                    std::panic::resume_unwind(panic);
+        let stage_some = || {
+            // One buffer per thread for its images: a fresh one per segment would be new
+            // pages to fault in and zero each time.
+            let mut image = Vec::new();
+            while !failed.load(Ordering::Acquire) {
+                let Some((i, plan)) = work.lock().next() else {
+                    return;
+                };
+                let result = self.stage(plan, &mut image);
+                if result.is_err() {
+                    failed.store(true, Ordering::Release);
                 }
+                results.lock().push((i, result));
             }
-        });
+        };
+        if threads == 1 {
+            stage_some();
+        } else {
+            std::thread::scope(|scope| {
+                let stagers: Vec<_> = (0..threads).map(|_| scope.spawn(stage_some)).collect();
+                // Joined one by one: the scope's own wait ends when a thread's work does,
+                // before the thread has exited and run its thread-locals' destructors (a
+                // decompression context, when it compressed).
+                for stager in stagers {
+                    if let Err(panic) = stager.join() {
+                        std::panic::resume_unwind(panic);
+                    }
+                }
+            });
+        }
+        let mut results = results.into_inner();
+        results.sort_unstable_by_key(|&(i, _)| i);
         let mut first_failure = None;
-        for result in results.into_iter().filter_map(Mutex::into_inner) {
+        for (_, result) in results {
             match result {
                 Ok(s) => staged.push(s),
                 Err(e) => {
