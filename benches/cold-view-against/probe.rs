@@ -14,7 +14,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// CPU time of every thread of this process so far (user + sys, 10 ms ticks).
+/// CPU time of every thread of this process so far (user + sys, 10 ms ticks). Written out
+/// here, as `sessionlog_benches::process_cpu_ns` is, because the probe also builds against
+/// trees it cannot take the benches crate from.
 fn process_cpu() -> Duration {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     // The command name (field 2) may hold spaces; the fields after it follow its `)`.
