@@ -410,6 +410,7 @@ pub(crate) fn open(
         written: durable,
         synced: durable,
         writing: false,
+        in_flight: None,
         syncs_in_flight: 0,
         sync_started: durable,
         notified_epoch: 0,

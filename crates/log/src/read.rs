@@ -18,6 +18,7 @@ use crate::ids::{SegmentId, Seq, StreamId};
 use crate::index::{walk_back, Anchor};
 use crate::log::{unknown, Inner, Record};
 use crate::segment::SealedSegment;
+use crate::state::State;
 use crate::storage::StorageFile;
 
 /// Where a seq of a stream lives, resolved under the lock and read outside it.
@@ -226,7 +227,7 @@ impl Inner {
         anchor_seq: u64,
         iterating: bool,
     ) -> Result<Location> {
-        let mut st = self.state.lock();
+        let st = self.state.lock();
         Self::check_usable(&st)?;
         let s = st
             .catalog
@@ -238,63 +239,48 @@ impl Inner {
             return Err(Error::NoSuchRecord { stream, seq });
         }
         // Records of the active segment are read from the file once written, and from a copy
-        // of the buffer before that; a write in flight (bytes taken from the buffer but not
-        // yet in the file) is waited for, never started. The state is looked at afresh after
-        // each wait: a roll may seal the segment meanwhile.
-        loop {
-            let s = st
-                .catalog
-                .streams
-                .get(&stream.0)
-                .filter(|s| !s.deleted)
-                .ok_or_else(|| unknown(stream))?;
-            let Some(a) = s.active.as_ref().filter(|a| seq.0 >= a.first_seq) else {
-                break;
-            };
+        // of the bytes in flight and the buffer before that: a read never waits for a write
+        // or a sync, and never starts one.
+        if let Some(a) = s.active.as_ref().filter(|a| seq.0 >= a.first_seq) {
             let written = st.written.segment() == st.active.id
                 && st.written.offset() > u64::from(a.last_offset);
-            if written || !st.writing {
-                let anchor = a.anchor(anchor_seq.min(a.last_seq));
-                // The walk back never goes below the index entry at or before `seq`.
-                let walk_bytes = u64::from(anchor.offset.saturating_sub(a.floor(seq.0)));
-                let hop_read =
-                    (a.mean_record_bytes() * 3 / 2).clamp(*HOP_READ.start(), *HOP_READ.end());
-                let read_ahead = match iterating && anchor.seq != a.last_seq {
-                    true => ITERATION_READ_AHEAD,
-                    false => hop_read,
-                };
-                let pending = (!written && !st.buf.is_empty())
-                    .then(|| (st.buf_offset, Bytes::copy_from_slice(&st.buf)));
-                // What the file holds: everything the writer has written, and everything
-                // before the buffer when no write is running.
-                let mut written_end = if st.written.segment() == st.active.id {
-                    st.written.offset()
-                } else {
-                    0
-                };
-                if !st.writing {
-                    written_end = written_end.max(st.buf_offset);
-                }
-                return Ok(Location::Active {
-                    reader: ActiveReader {
-                        file: st.active.file.clone(),
-                        segment: st.active.id,
-                        pending,
-                        around_anchor: None,
-                        // One span holds the walk, or the walk reads at each record it
-                        // reaches.
-                        read_for_window: walk_bytes > MAX_WALK_SPAN,
-                        written_end,
-                        read_before: walk_bytes,
-                        read_ahead,
-                        hops: Vec::new(),
-                        hop_read,
-                    },
-                    anchor,
-                });
+            let anchor = a.anchor(anchor_seq.min(a.last_seq));
+            // The walk back never goes below the index entry at or before `seq`.
+            let walk_bytes = u64::from(anchor.offset.saturating_sub(a.floor(seq.0)));
+            let hop_read =
+                (a.mean_record_bytes() * 3 / 2).clamp(*HOP_READ.start(), *HOP_READ.end());
+            let read_ahead = match iterating && anchor.seq != a.last_seq {
+                true => ITERATION_READ_AHEAD,
+                false => hop_read,
+            };
+            let pending = if written { None } else { unwritten_bytes(&st) };
+            // What the file holds: everything the writer has written, and everything
+            // before the buffer when no write is running.
+            let mut written_end = if st.written.segment() == st.active.id {
+                st.written.offset()
+            } else {
+                0
+            };
+            if !st.writing {
+                written_end = written_end.max(st.buf_offset);
             }
-            self.wait_write_idle(&mut st);
-            Self::check_usable(&st)?;
+            return Ok(Location::Active {
+                reader: ActiveReader {
+                    file: st.active.file.clone(),
+                    segment: st.active.id,
+                    pending,
+                    around_anchor: None,
+                    // One span holds the walk, or the walk reads at each record it
+                    // reaches.
+                    read_for_window: walk_bytes > MAX_WALK_SPAN,
+                    written_end,
+                    read_before: walk_bytes,
+                    read_ahead,
+                    hops: Vec::new(),
+                    hop_read,
+                },
+                anchor,
+            });
         }
         let s = st
             .catalog
@@ -518,4 +504,20 @@ impl Iterator for RecordIter {
             }
         }
     }
+}
+
+/// A copy of the active segment's bytes that the file may not hold yet, from the first of
+/// them on: those of a write in flight, then the buffer. `None` when there are none.
+fn unwritten_bytes(st: &State) -> Option<(u64, Bytes)> {
+    let (at, in_flight) = match &st.in_flight {
+        Some((at, bytes)) => (*at, &bytes[..]),
+        None => (st.buf_offset, &[][..]),
+    };
+    if in_flight.is_empty() && st.buf.is_empty() {
+        return None;
+    }
+    let mut copy = Vec::with_capacity(in_flight.len() + st.buf.len());
+    copy.extend_from_slice(in_flight);
+    copy.extend_from_slice(&st.buf);
+    Some((at, Bytes::from(copy)))
 }

@@ -294,6 +294,10 @@ pub(crate) struct State {
     pub synced: Lsn,
     /// A write of the buffer is running unlocked (writes are serialised).
     pub writing: bool,
+    /// While a write runs: the segment offset and bytes it writes, which the file may not
+    /// hold yet; a read of a record among them copies it from here instead of waiting for
+    /// the write (and, when the sync follows the write unlocked, for the sync too).
+    pub in_flight: Option<(u64, Arc<Vec<u8>>)>,
     /// Syncs running unlocked.
     pub syncs_in_flight: u32,
     /// End of the data the latest started sync covers.

@@ -3,9 +3,14 @@
 //! Committers encode their batch into the shared buffer under the mutex. A committer that
 //! needs durability then takes part in the I/O itself: whoever finds no write in flight takes
 //! the whole buffer and writes it; whoever finds written-but-unsynced data and no sync in flight
-//! runs one `fdatasync` for all of it. A write may proceed while a sync is in flight, so the
-//! next group forms and is written while the previous one is being made durable. Any failed
-//! write or sync poisons the log: nothing after it is trusted until the store is reopened.
+//! runs one `fdatasync` for all of it. With one sync at a time (the default) the leader runs
+//! its write and its sync back to back, taking the lock again only once both are done: on a
+//! busy log every committer queues for that lock, and the disk would idle while the leader
+//! waited for it between the two. With more syncs allowed, a write may proceed while a sync
+//! is in flight, so the next group is written while the previous one is being made durable.
+//! Meanwhile new commits form the next group in the buffer, and a reader copies the bytes in
+//! flight instead of waiting for them. Any failed write or sync poisons the log: nothing after
+//! it is trusted until the store is reopened.
 
 use std::sync::Arc;
 
@@ -397,7 +402,7 @@ impl Inner {
             st.forming += 1;
             st.syncs_in_flight += 1;
         }
-        let data = std::mem::take(&mut st.buf);
+        let data = Arc::new(std::mem::take(&mut st.buf));
         let at = st.buf_offset;
         st.buf_offset += data.len() as u64;
         let file = st.active.file.clone();
@@ -426,9 +431,22 @@ impl Inner {
         if let Some((_, to)) = zeros {
             st.active.zeroed = to;
         }
+        // With one sync at a time no other cycle can start while this one syncs, so the
+        // sync follows the write without taking the lock between them: on a busy log that
+        // lock is queued for by every committer, and the disk would idle meanwhile.
+        let back_to_back = sync && self.options.max_concurrent_syncs <= 1;
+        if back_to_back {
+            st.sync_started = st.sync_started.max(end);
+        }
+        st.in_flight = Some((at, Arc::clone(&data)));
         let written = MutexGuard::unlocked(st, || {
             if data.is_empty() {
-                return Ok(());
+                return if back_to_back {
+                    file.sync_data()
+                        .map_err(|e| format!("syncing segment {seg}: {e}"))
+                } else {
+                    Ok(())
+                };
             }
             if let Some(len) = grow {
                 file.allocate(len)
@@ -438,13 +456,19 @@ impl Inner {
                 .map_err(|e| format!("writing segment {seg} at offset {at}: {e}"))?;
             // After the data, so the zeros only ever cover bytes past it; the same sync makes
             // both durable. spec: recovery.md#ordering
-            match zeros {
-                Some((from, to)) => write_zeros(&*file, from, to)
-                    .map_err(|e| format!("writing zeros into segment {seg} at offset {from}: {e}")),
-                None => Ok(()),
+            if let Some((from, to)) = zeros {
+                write_zeros(&*file, from, to).map_err(|e| {
+                    format!("writing zeros into segment {seg} at offset {from}: {e}")
+                })?;
             }
+            if back_to_back {
+                file.sync_data()
+                    .map_err(|e| format!("syncing segment {seg}: {e}"))?;
+            }
+            Ok(())
         });
         st.writing = false;
+        st.in_flight = None;
         st.counters.writes += u64::from(!data.is_empty());
         if let Err(what) = written {
             st.syncs_in_flight -= u32::from(sync);
@@ -452,13 +476,18 @@ impl Inner {
         }
         st.written = st.written.max(end);
         if st.buf.is_empty() {
-            // Keep the allocation for the next group.
-            let mut data = data;
-            data.clear();
-            st.buf = data;
+            // Keep the allocation for the next group (a reader copies the bytes in flight
+            // under the lock and keeps no reference to them).
+            if let Ok(mut data) = Arc::try_unwrap(data) {
+                data.clear();
+                st.buf = data;
+            }
         }
-        self.idle.notify_all();
-        if sync {
+        if back_to_back {
+            st.syncs_in_flight -= 1;
+            st.counters.syncs += 1;
+            self.made_durable(st, end, epoch);
+        } else if sync {
             st.sync_started = st.sync_started.max(end);
             // The next group may start its own write and sync while this one syncs.
             self.elect(st);
@@ -471,17 +500,21 @@ impl Inner {
             if let Err(what) = synced {
                 return Err(self.poison(st, what));
             }
-            st.synced = st.synced.max(end);
-            // Every group up to this one is durable now (an earlier sync may still be
-            // running, but this one covered its bytes too).
-            while st.notified_epoch <= epoch {
-                self.group[(st.notified_epoch % GROUPS) as usize].notify_all();
-                st.notified_epoch += 1;
-            }
+            self.made_durable(st, end, epoch);
         }
         self.elect(st);
         self.idle.notify_all();
         Ok(())
+    }
+
+    /// Records that everything up to `end` is durable and wakes every group up to `epoch`
+    /// (an earlier sync may still be running, but this one covered its bytes too).
+    fn made_durable(&self, st: &mut State, end: Lsn, epoch: u64) {
+        st.synced = st.synced.max(end);
+        while st.notified_epoch <= epoch {
+            self.group[(st.notified_epoch % GROUPS) as usize].notify_all();
+            st.notified_epoch += 1;
+        }
     }
 
     fn can_start_sync(&self, st: &State) -> bool {
@@ -521,13 +554,6 @@ impl Inner {
     /// Waits until no write and no sync is running (the mutex is held on return).
     pub(crate) fn wait_idle(&self, st: &mut MutexGuard<'_, State>) {
         while st.writing || st.syncs_in_flight > 0 {
-            self.idle.wait(st);
-        }
-    }
-
-    /// Waits until no write is running (syncs may be).
-    pub(crate) fn wait_write_idle(&self, st: &mut MutexGuard<'_, State>) {
-        while st.writing {
             self.idle.wait(st);
         }
     }
