@@ -123,8 +123,10 @@ pub struct LogOptions {
     /// off; otherwise 4 KiB to 64 MiB.
     pub zero_ahead_bytes: u64,
     /// Syncs of successive commit groups that may run at once (1 to 4). With 1, the next
-    /// group is written only after the previous sync returns; more lets its write and sync
-    /// start while earlier syncs run, which helps on devices that serve syncs in parallel.
+    /// group is written only after the previous sync returns, and each group's write and sync
+    /// run back to back; more lets its write and sync start while earlier syncs run, which
+    /// helps on devices that serve syncs in parallel (on a virtual disk measured here, two or
+    /// four made 64 committing sessions 0.6–0.7× as fast: see the README).
     pub max_concurrent_syncs: u32,
     /// Reclaim rewrites a sealed segment whose live records (those of streams not deleted,
     /// and catalog records) take less than this percentage of its record bytes: they are
