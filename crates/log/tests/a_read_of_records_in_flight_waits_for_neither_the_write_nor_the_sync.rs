@@ -3,16 +3,15 @@
 //! them whole without waiting for the write or the sync, whether the leader runs its write
 //! and sync back to back (one sync at a time) or apart (overlapping syncs).
 
+mod common;
+
 use std::io;
-use std::path::Path;
 use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
-use sessionlog_log::{
-    Append, DirLock, Durability, Log, LogOptions, OpenMode, RealStorage, Seq, Storage, StorageFile,
-};
+use common::{Hooked, Hooks};
+use sessionlog_log::{Append, Durability, Log, LogOptions, Seq};
 
 /// Which storage call the gate holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,71 +69,15 @@ impl Gate {
     }
 }
 
-#[derive(Debug)]
-struct GatedStorage {
-    gate: Arc<Gate>,
-}
-
-#[derive(Debug)]
-struct GatedFile {
-    inner: Arc<dyn StorageFile>,
-    gate: Arc<Gate>,
-}
-
-impl StorageFile for GatedFile {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        self.inner.read_at(buf, offset)
-    }
-    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+impl Hooks for Gate {
+    fn write_all_at(&self, _offset: u64) -> io::Result<()> {
         // Held before the bytes reach the file: only the copy in flight holds them.
-        self.gate.pass(Hold::Write);
-        self.inner.write_all_at(buf, offset)
+        self.pass(Hold::Write);
+        Ok(())
     }
     fn sync_data(&self) -> io::Result<()> {
-        self.gate.pass(Hold::Sync);
-        self.inner.sync_data()
-    }
-    fn sync_all(&self) -> io::Result<()> {
-        self.inner.sync_all()
-    }
-    fn len(&self) -> io::Result<u64> {
-        self.inner.len()
-    }
-    fn set_len(&self, len: u64) -> io::Result<()> {
-        self.inner.set_len(len)
-    }
-    fn allocate(&self, len: u64) -> io::Result<()> {
-        self.inner.allocate(len)
-    }
-    fn map_readonly(&self) -> io::Result<Bytes> {
-        self.inner.map_readonly()
-    }
-}
-
-impl Storage for GatedStorage {
-    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        RealStorage.create_dir_all(dir)
-    }
-    fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
-        RealStorage.list_dir(dir)
-    }
-    fn open_file(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn StorageFile>> {
-        Ok(Arc::new(GatedFile {
-            inner: RealStorage.open_file(path, mode)?,
-            gate: self.gate.clone(),
-        }))
-    }
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        RealStorage.remove_file(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        RealStorage.rename(from, to)
-    }
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        RealStorage.sync_dir(dir)
-    }
-    fn try_lock(&self, path: &Path) -> io::Result<Option<Box<dyn DirLock>>> {
-        RealStorage.try_lock(path)
+        self.pass(Hold::Sync);
+        Ok(())
     }
 }
 
@@ -150,8 +93,8 @@ fn payload(i: u64) -> Vec<u8> {
 /// whole, before the gate opens.
 fn reads_while_held(hold: Hold, max_concurrent_syncs: u32) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let gate = Arc::new(Gate::default());
-    let storage = Arc::new(GatedStorage { gate: gate.clone() });
+    let storage = Hooked::new(Gate::default());
+    let gate = storage.hooks.clone();
     let options = LogOptions::default()
         .with_segment_size_bytes(4 << 20)
         .with_max_concurrent_syncs(max_concurrent_syncs);

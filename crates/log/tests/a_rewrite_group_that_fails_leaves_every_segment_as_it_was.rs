@@ -4,15 +4,14 @@
 //! removed (no `.rewrite` file is left), every segment file is byte for byte what it was,
 //! and every record reads back; the next reclaim, with the failure gone, rewrites them all.
 
+mod common;
+
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
-use sessionlog_log::{
-    Append, DirLock, Durability, Error, Log, LogOptions, OpenMode, RealStorage, Seq, Storage,
-    StorageFile, StreamId,
-};
+use common::{Hooked, Hooks};
+use sessionlog_log::{Append, Durability, Error, Log, LogOptions, OpenMode, Seq, StreamId};
 
 const SEGMENT_BYTES: u64 = 64 << 10;
 const STREAMS: usize = 20;
@@ -26,14 +25,8 @@ struct FirstRewriteFails {
     failing: AtomicBool,
 }
 
-impl Storage for FirstRewriteFails {
-    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        RealStorage.create_dir_all(dir)
-    }
-    fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
-        RealStorage.list_dir(dir)
-    }
-    fn open_file(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn StorageFile>> {
+impl Hooks for FirstRewriteFails {
+    fn open_file(&self, path: &Path, mode: OpenMode) -> io::Result<()> {
         let first_rewrite = path
             .file_name()
             .is_some_and(|n| n.to_string_lossy() == format!("{:020}.rewrite", 1));
@@ -42,19 +35,7 @@ impl Storage for FirstRewriteFails {
             std::thread::sleep(std::time::Duration::from_millis(200));
             return Err(io::Error::other("injected: no room for the rewrite"));
         }
-        RealStorage.open_file(path, mode)
-    }
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        RealStorage.remove_file(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        RealStorage.rename(from, to)
-    }
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        RealStorage.sync_dir(dir)
-    }
-    fn try_lock(&self, path: &Path) -> io::Result<Option<Box<dyn DirLock>>> {
-        RealStorage.try_lock(path)
+        Ok(())
     }
 }
 
@@ -95,7 +76,7 @@ fn read_all(log: &Log, id: StreamId) -> Vec<Vec<u8>> {
 #[test]
 fn a_failed_rewrite_gives_up_its_group_and_removes_every_staged_file() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let storage = Arc::new(FirstRewriteFails {
+    let storage = Hooked::new(FirstRewriteFails {
         failing: AtomicBool::new(true),
     });
     let options = LogOptions::default().with_segment_size_bytes(SEGMENT_BYTES);
@@ -135,7 +116,7 @@ fn a_failed_rewrite_gives_up_its_group_and_removes_every_staged_file() {
         assert!(read_all(&log, ids[s]) == want, "stream {s} reads back");
     }
 
-    storage.failing.store(false, Ordering::SeqCst);
+    storage.hooks.failing.store(false, Ordering::SeqCst);
     let report = log.reclaim().expect("reclaim once the failure is gone");
     assert!(
         report.segments_rewritten.len() >= before.len() - 2,

@@ -1,92 +1,36 @@
 //! Reading a record that is still in the log's write buffer serves it from the buffer: the
 //! read runs no write of its own (a failed write there would poison the log for a read).
 
+mod common;
+
 use std::io;
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
-use bytes::Bytes;
-use sessionlog_log::{
-    Append, DirLock, Durability, Log, LogOptions, OpenMode, RealStorage, Seq, Storage, StorageFile,
-};
+use common::{Hooked, Hooks};
+use sessionlog_log::{Append, Durability, Log, LogOptions, Seq};
 
-/// The real file system, counting writes to files.
+/// Counts writes to files.
 #[derive(Debug, Default)]
-struct CountingStorage {
-    writes: Arc<AtomicU64>,
+struct CountWrites {
+    writes: AtomicU64,
 }
 
-#[derive(Debug)]
-struct CountingFile {
-    inner: Arc<dyn StorageFile>,
-    writes: Arc<AtomicU64>,
-}
-
-impl StorageFile for CountingFile {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        self.inner.read_at(buf, offset)
-    }
-    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+impl Hooks for CountWrites {
+    fn write_all_at(&self, _offset: u64) -> io::Result<()> {
         self.writes.fetch_add(1, Ordering::SeqCst);
-        self.inner.write_all_at(buf, offset)
-    }
-    fn sync_data(&self) -> io::Result<()> {
-        self.inner.sync_data()
-    }
-    fn sync_all(&self) -> io::Result<()> {
-        self.inner.sync_all()
-    }
-    fn len(&self) -> io::Result<u64> {
-        self.inner.len()
-    }
-    fn set_len(&self, len: u64) -> io::Result<()> {
-        self.inner.set_len(len)
-    }
-    fn allocate(&self, len: u64) -> io::Result<()> {
-        self.inner.allocate(len)
-    }
-    fn map_readonly(&self) -> io::Result<Bytes> {
-        self.inner.map_readonly()
-    }
-}
-
-impl Storage for CountingStorage {
-    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        RealStorage.create_dir_all(dir)
-    }
-    fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
-        RealStorage.list_dir(dir)
-    }
-    fn open_file(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn StorageFile>> {
-        Ok(Arc::new(CountingFile {
-            inner: RealStorage.open_file(path, mode)?,
-            writes: self.writes.clone(),
-        }))
-    }
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        RealStorage.remove_file(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        RealStorage.rename(from, to)
-    }
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        RealStorage.sync_dir(dir)
-    }
-    fn try_lock(&self, path: &Path) -> io::Result<Option<Box<dyn DirLock>>> {
-        RealStorage.try_lock(path)
+        Ok(())
     }
 }
 
 #[test]
 fn reading_records_still_in_the_buffer_writes_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let storage = Arc::new(CountingStorage::default());
-    let writes = storage.writes.clone();
+    let storage = Hooked::new(CountWrites::default());
+    let writes = &storage.hooks.writes;
     let options = LogOptions::default()
         .with_segment_size_bytes(1 << 20)
         .with_preallocate(false);
-    let log = Log::open_with(storage, dir.path(), options).expect("open");
+    let log = Log::open_with(storage.clone(), dir.path(), options).expect("open");
     let s = log.create_stream("s").expect("stream");
     log.commit(&[Append::new(s, 1, b"durable")], Durability::Sync)
         .expect("sync commit");
