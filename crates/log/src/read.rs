@@ -253,7 +253,10 @@ impl Inner {
                 true => ITERATION_READ_AHEAD,
                 false => hop_read,
             };
-            let pending = if written { None } else { unwritten_bytes(&st) };
+            // No read of this window goes below the index entry at or before `seq`.
+            let pending = (!written)
+                .then(|| unwritten_bytes(&st, u64::from(a.floor(seq.0))))
+                .flatten();
             // What the file holds: everything the writer has written, and everything
             // before the buffer when no write is running.
             let mut written_end = if st.written.segment() == st.active.id {
@@ -506,18 +509,28 @@ impl Iterator for RecordIter {
     }
 }
 
-/// A copy of the active segment's bytes that the file may not hold yet, from the first of
-/// them on: those of a write in flight, then the buffer. `None` when there are none.
-fn unwritten_bytes(st: &State) -> Option<(u64, Bytes)> {
+/// A copy of the active segment's bytes that the file may not hold yet (those of a write in
+/// flight, then the buffer) from segment offset `from` on, or from the first of them when
+/// that is later: the caller reads nothing before `from`. `None` when no such byte is left.
+fn unwritten_bytes(st: &State, from: u64) -> Option<(u64, Bytes)> {
     let (at, in_flight) = match &st.in_flight {
         Some((at, bytes)) => (*at, &bytes[..]),
         None => (st.buf_offset, &[][..]),
     };
-    if in_flight.is_empty() && st.buf.is_empty() {
+    let start = from.max(at);
+    let skip = usize::try_from(start - at).unwrap_or(usize::MAX);
+    let (in_flight, buf) = match in_flight.get(skip..) {
+        Some(rest) => (rest, &st.buf[..]),
+        None => (
+            &[][..],
+            st.buf.get(skip - in_flight.len()..).unwrap_or_default(),
+        ),
+    };
+    if in_flight.is_empty() && buf.is_empty() {
         return None;
     }
-    let mut copy = Vec::with_capacity(in_flight.len() + st.buf.len());
+    let mut copy = Vec::with_capacity(in_flight.len() + buf.len());
     copy.extend_from_slice(in_flight);
-    copy.extend_from_slice(&st.buf);
-    Some((at, Bytes::from(copy)))
+    copy.extend_from_slice(buf);
+    Some((start, Bytes::from(copy)))
 }
