@@ -522,7 +522,7 @@ impl Drop for Inner {
             }
             st.buf.clear();
         }
-        if st.active.file.sync_data().is_ok() && !st.writing && st.syncs_in_flight == 0 {
+        if st.active.file.sync_data().is_ok() && !st.writing() && st.syncs_in_flight == 0 {
             let _ = crate::clean::write(&*self.storage, &self.dir, st);
         }
     }

@@ -409,7 +409,6 @@ pub(crate) fn open(
         end,
         written: durable,
         synced: durable,
-        writing: false,
         in_flight: None,
         syncs_in_flight: 0,
         sync_started: durable,

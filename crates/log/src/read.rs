@@ -264,7 +264,7 @@ impl Inner {
             } else {
                 0
             };
-            if !st.writing {
+            if !st.writing() {
                 written_end = written_end.max(st.buf_offset);
             }
             return Ok(Location::Active {

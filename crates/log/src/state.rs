@@ -292,11 +292,10 @@ pub(crate) struct State {
     pub end: u64,
     pub written: Lsn,
     pub synced: Lsn,
-    /// A write of the buffer is running unlocked (writes are serialised).
-    pub writing: bool,
-    /// While a write runs: the segment offset and bytes it writes, which the file may not
-    /// hold yet; a read of a record among them copies it from here instead of waiting for
-    /// the write (and, when the sync follows the write unlocked, for the sync too).
+    /// While a write of the buffer runs unlocked (writes are serialised; with one sync at a
+    /// time, until its sync has returned too): the segment offset and bytes it writes, which
+    /// the file may not hold yet. A read of a record among them copies it from here instead
+    /// of waiting for the write.
     pub in_flight: Option<(u64, Arc<Vec<u8>>)>,
     /// Syncs running unlocked.
     pub syncs_in_flight: u32,
@@ -323,6 +322,11 @@ pub(crate) struct Counters {
 }
 
 impl State {
+    /// A write of the buffer is running unlocked.
+    pub fn writing(&self) -> bool {
+        self.in_flight.is_some()
+    }
+
     /// What is known durable in the active segment, as a segment offset.
     pub fn synced_offset_in_active(&self) -> u64 {
         if self.synced.segment() == self.active.id {

@@ -145,7 +145,7 @@ impl Inner {
                 self.wait_durable(st, end)
             }
             Durability::Buffered => {
-                if st.buf.len() >= self.options.write_buffer_bytes && !st.writing {
+                if st.buf.len() >= self.options.write_buffer_bytes && !st.writing() {
                     self.io_cycle(st, false)?;
                 }
                 Ok(())
@@ -395,8 +395,7 @@ impl Inner {
     /// next group. Wakes exactly the committers it made durable, and one committer of the
     /// next group to lead the next cycle.
     pub(crate) fn io_cycle(&self, st: &mut MutexGuard<'_, State>, sync: bool) -> Result<()> {
-        debug_assert!(!st.writing);
-        st.writing = true;
+        debug_assert!(!st.writing());
         let epoch = st.forming;
         if sync {
             st.forming += 1;
@@ -404,6 +403,7 @@ impl Inner {
         }
         let data = Arc::new(std::mem::take(&mut st.buf));
         let at = st.buf_offset;
+        st.in_flight = Some((at, Arc::clone(&data)));
         st.buf_offset += data.len() as u64;
         let file = st.active.file.clone();
         let seg = st.active.id;
@@ -467,7 +467,6 @@ impl Inner {
             }
             Ok(())
         });
-        st.writing = false;
         st.in_flight = None;
         st.counters.writes += u64::from(!data.is_empty());
         if let Err(what) = written {
@@ -518,7 +517,7 @@ impl Inner {
     }
 
     fn can_start_sync(&self, st: &State) -> bool {
-        !st.writing && st.syncs_in_flight < self.options.max_concurrent_syncs.max(1)
+        !st.writing() && st.syncs_in_flight < self.options.max_concurrent_syncs.max(1)
     }
 
     /// Wakes one committer of the forming group, if any waits and a cycle could start.
@@ -553,7 +552,7 @@ impl Inner {
 
     /// Waits until no write and no sync is running (the mutex is held on return).
     pub(crate) fn wait_idle(&self, st: &mut MutexGuard<'_, State>) {
-        while st.writing || st.syncs_in_flight > 0 {
+        while st.writing() || st.syncs_in_flight > 0 {
             self.idle.wait(st);
         }
     }
