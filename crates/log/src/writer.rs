@@ -438,28 +438,21 @@ impl Inner {
         if back_to_back {
             st.sync_started = st.sync_started.max(end);
         }
-        st.in_flight = Some((at, Arc::clone(&data)));
         let written = MutexGuard::unlocked(st, || {
-            if data.is_empty() {
-                return if back_to_back {
-                    file.sync_data()
-                        .map_err(|e| format!("syncing segment {seg}: {e}"))
-                } else {
-                    Ok(())
-                };
-            }
-            if let Some(len) = grow {
-                file.allocate(len)
-                    .map_err(|e| format!("preallocating segment {seg} to {len} bytes: {e}"))?;
-            }
-            file.write_all_at(&data, at)
-                .map_err(|e| format!("writing segment {seg} at offset {at}: {e}"))?;
-            // After the data, so the zeros only ever cover bytes past it; the same sync makes
-            // both durable. spec: recovery.md#ordering
-            if let Some((from, to)) = zeros {
-                write_zeros(&*file, from, to).map_err(|e| {
-                    format!("writing zeros into segment {seg} at offset {from}: {e}")
-                })?;
+            if !data.is_empty() {
+                if let Some(len) = grow {
+                    file.allocate(len)
+                        .map_err(|e| format!("preallocating segment {seg} to {len} bytes: {e}"))?;
+                }
+                file.write_all_at(&data, at)
+                    .map_err(|e| format!("writing segment {seg} at offset {at}: {e}"))?;
+                // After the data, so the zeros only ever cover bytes past it; the same sync
+                // makes both durable. spec: recovery.md#ordering
+                if let Some((from, to)) = zeros {
+                    write_zeros(&*file, from, to).map_err(|e| {
+                        format!("writing zeros into segment {seg} at offset {from}: {e}")
+                    })?;
+                }
             }
             if back_to_back {
                 file.sync_data()
