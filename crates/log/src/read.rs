@@ -245,17 +245,18 @@ impl Inner {
             let written = st.written.segment() == st.active.id
                 && st.written.offset() > u64::from(a.last_offset);
             let anchor = a.anchor(anchor_seq.min(a.last_seq));
-            // The walk back never goes below the index entry at or before `seq`.
-            let walk_bytes = u64::from(anchor.offset.saturating_sub(a.floor(seq.0)));
+            // No read of this window goes below the index entry at or before `seq`: the walk
+            // back stops there.
+            let floor = a.floor(seq.0);
+            let walk_bytes = u64::from(anchor.offset.saturating_sub(floor));
             let hop_read =
                 (a.mean_record_bytes() * 3 / 2).clamp(*HOP_READ.start(), *HOP_READ.end());
             let read_ahead = match iterating && anchor.seq != a.last_seq {
                 true => ITERATION_READ_AHEAD,
                 false => hop_read,
             };
-            // No read of this window goes below the index entry at or before `seq`.
             let pending = (!written)
-                .then(|| unwritten_bytes(&st, u64::from(a.floor(seq.0))))
+                .then(|| unwritten_bytes(&st, u64::from(floor)))
                 .flatten();
             // What the file holds: everything the writer has written, and everything
             // before the buffer when no write is running.
@@ -518,14 +519,11 @@ fn unwritten_bytes(st: &State, from: u64) -> Option<(u64, Bytes)> {
         None => (st.buf_offset, &[][..]),
     };
     let start = from.max(at);
+    // The buffer follows the bytes in flight: skip into the one, then the other.
     let skip = usize::try_from(start - at).unwrap_or(usize::MAX);
-    let (in_flight, buf) = match in_flight.get(skip..) {
-        Some(rest) => (rest, &st.buf[..]),
-        None => (
-            &[][..],
-            st.buf.get(skip - in_flight.len()..).unwrap_or_default(),
-        ),
-    };
+    let past_in_flight = skip.saturating_sub(in_flight.len());
+    let in_flight = in_flight.get(skip..).unwrap_or_default();
+    let buf = st.buf.get(past_in_flight..).unwrap_or_default();
     if in_flight.is_empty() && buf.is_empty() {
         return None;
     }
