@@ -110,11 +110,7 @@ impl Inner {
                 .remove_pass(&mut report, progress, &retire)
                 .and_then(|()| self.rewrite_pass(&mut report, progress, &retire, runner));
             drop(retire);
-            // Joined here: the scope's own wait ends when the thread's work does, before the
-            // thread has exited.
-            if let Err(panic) = dropper.join() {
-                std::panic::resume_unwind(panic);
-            }
+            join_exited(dropper);
             done
         })?;
         Ok(report)
@@ -268,4 +264,14 @@ pub(crate) fn drop_extents(st: &mut State, id: SegmentId, streams: &[u64]) {
             s.sealed.retain(|e| u64::from(e.segment) != id.0);
         }
     }
+}
+
+/// Waits for a scoped thread to exit, passing its panic on. A scope's own wait ends when its
+/// threads' work does, before they have exited and run their thread-locals' destructors (a
+/// zstd context, when one compressed or decompressed), so reclaim joins each of its threads
+/// itself.
+pub(crate) fn join_exited<T>(thread: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    thread
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }

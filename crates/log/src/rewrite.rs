@@ -172,14 +172,7 @@ impl Inner {
         } else {
             std::thread::scope(|scope| {
                 let stagers: Vec<_> = (0..threads).map(|_| scope.spawn(stage_some)).collect();
-                // Joined one by one: the scope's own wait ends when a thread's work does,
-                // before the thread has exited and run its thread-locals' destructors (a
-                // decompression context, when it compressed).
-                for stager in stagers {
-                    if let Err(panic) = stager.join() {
-                        std::panic::resume_unwind(panic);
-                    }
-                }
+                stagers.into_iter().for_each(crate::reclaim::join_exited);
             });
         }
         let mut results = results.into_inner();
