@@ -66,26 +66,26 @@ for line in open(f"{tmp}/trace.txt"):
 if not events:
     sys.exit("no pwrite64 or fdatasync recorded: is perf allowed to read syscall tracepoints?")
 
-syncs, after_sync, writes, before_sync = [], [], [], []
-began = {}
-last_sync_end = last_write_end = None
+# For each call: how long each took, and the gap from the other call's last end to its start
+# (a sync's end to the next write, a write's end to the next sync).
+OTHER = {"fdatasync": "pwrite64", "pwrite64": "fdatasync"}
+took = {call: [] for call in OTHER}
+gap_before = {call: [] for call in OTHER}
+began, last_end = {}, {}
 for tid, t, name in events:
-    if "enter_fdatasync" in name:
-        began[("sync", tid)] = t
-        if last_write_end is not None:
-            before_sync.append(t - last_write_end)
-            last_write_end = None
-    elif "exit_fdatasync" in name and ("sync", tid) in began:
-        syncs.append(t - began.pop(("sync", tid)))
-        last_sync_end = t
-    elif "enter_pwrite" in name:
-        began[("write", tid)] = t
-        if last_sync_end is not None:
-            after_sync.append(t - last_sync_end)
-            last_sync_end = None
-    elif "exit_pwrite" in name and ("write", tid) in began:
-        writes.append(t - began.pop(("write", tid)))
-        last_write_end = t
+    phase, _, call = name.rstrip(":").split("sys_", 1)[-1].partition("_")
+    if call not in OTHER:
+        continue
+    if phase == "enter":
+        began[(call, tid)] = t
+        end = last_end.pop(OTHER[call], None)
+        if end is not None:
+            gap_before[call].append(t - end)
+    elif (call, tid) in began:
+        took[call].append(t - began.pop((call, tid)))
+        last_end[call] = t
+syncs, writes = took["fdatasync"], took["pwrite64"]
+after_sync, before_sync = gap_before["pwrite64"], gap_before["fdatasync"]
 
 
 def summary(xs):
