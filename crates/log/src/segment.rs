@@ -1,16 +1,17 @@
 //! Segment files: naming, the sealed segment (mapped, with its footer), and the batch scan
 //! shared by recovery of the active segment, footer rebuilds and `verify`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use sessionlog_format::{
-    decode_record_header, encode_footer, read_record_of_checked_block, segment_file_name,
-    verify_batch_in, verify_record_in, CatalogEntry, CatalogOp, FooterView, IndexEntry,
-    RecordHeader, SegmentCrc, StreamSummary, CATALOG_STREAM, KIND_CATALOG_CHECKPOINT,
-    KIND_CATALOG_CREATE, KIND_CATALOG_DELETE, KIND_CATALOG_RENAME, RECORD_HEADER_LEN,
-    SEGMENT_HEADER_LEN,
+    decode_batch_header_in, decode_record_header, encode_footer, read_record_of_checked_block,
+    reframe_verified_batch_in, segment_file_name, verify_batch_in, verify_record_in, CatalogEntry,
+    CatalogOp, FooterView, IndexEntry, RecordHeader, SegmentCrc, StreamSummary, BATCH_MAGIC,
+    CATALOG_STREAM, KIND_CATALOG_CHECKPOINT, KIND_CATALOG_CREATE, KIND_CATALOG_DELETE,
+    KIND_CATALOG_RENAME, RECORD_ALIGN, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
 
 use crate::compress::Blocks;
@@ -18,7 +19,9 @@ use crate::error::{corrupted, Result};
 use crate::ids::SegmentId;
 use crate::index::{anchor_for, ActiveStreamIndex, Anchor};
 use crate::options::RecoveryMode;
-use crate::recovery::{after_fact, decide_tail, here_fact, HereFact, RoleFact, TailDecision};
+use crate::recovery::{
+    after_fact, decide_tail, here_fact, is_zero, AfterFact, HereFact, RoleFact, TailDecision,
+};
 use crate::Record;
 
 pub(crate) fn segment_path(dir: &Path, id: SegmentId) -> PathBuf {
@@ -238,56 +241,294 @@ pub(crate) fn scan_segment(
     book: &mut dyn StreamBook,
     interval: u32,
 ) -> Result<ScanOutcome> {
-    let mut out = ScanOutcome::default();
-    let mut at = SEGMENT_HEADER_LEN;
+    scan_segment_with(seg, id, role, mode, book, interval, scan_workers(seg.len()))
+}
+
+/// Below this many bytes a segment is scanned on the calling thread alone.
+const PARALLEL_SCAN_MIN_BYTES: usize = 4 << 20;
+/// At most this many threads check a segment's batches.
+const MAX_SCAN_WORKERS: usize = 4;
+
+/// Threads to check a segment of `len` bytes on: one for a small segment, otherwise one per
+/// CPU up to [`MAX_SCAN_WORKERS`].
+fn scan_workers(len: usize) -> usize {
+    if len < PARALLEL_SCAN_MIN_BYTES {
+        return 1;
+    }
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_SCAN_WORKERS))
+}
+
+/// [`scan_segment`] with the batches' checksums computed on `workers` threads ahead of the
+/// scan ([`verify_ahead`]). The outcome is the same for any number of workers: the scan still
+/// takes the batches one by one, in order, and decides at the first that fails exactly as a
+/// scan on one thread does.
+pub(crate) fn scan_segment_with(
+    seg: &[u8],
+    id: SegmentId,
+    role: RoleFact,
+    mode: RecoveryMode,
+    book: &mut dyn StreamBook,
+    interval: u32,
+    workers: usize,
+) -> Result<ScanOutcome> {
     // Every checksum of the segment starts from its id: hashed once here, copied per batch
     // and per record.
     let seeded = SegmentCrc::new(id.0);
-    // The running seqs of the batch being checked, kept between batches so that checking
-    // one does not allocate.
-    let mut pending = Vec::new();
-    loop {
-        let rest = seg.get(at..).unwrap_or(&[]);
-        let (here, batch_error) = match verify_batch_in(rest, &seeded, at as u64) {
-            Ok(batch) => match check_sequence(&batch, book, &mut pending) {
-                Ok(()) => {
-                    for r in batch.records() {
-                        let payload = batch.payload(&r);
-                        book.apply(&r.header, payload)
-                            .map_err(|e| corrupted(id, r.offset, e, None))?;
-                        note_record(&mut out, &r.header, r.offset, payload, interval);
+    std::thread::scope(|s| {
+        let mut ahead = Ahead::start(s, seg, &seeded, workers);
+        let mut out = ScanOutcome::default();
+        let mut at = SEGMENT_HEADER_LEN;
+        // The running seqs of the batch being checked, kept between batches so that checking
+        // one does not allocate.
+        let mut pending = Vec::new();
+        loop {
+            let rest = seg.get(at..).unwrap_or(&[]);
+            let checked = if ahead.verified(at) {
+                reframe_verified_batch_in(rest, &seeded, at as u64)
+            } else {
+                verify_batch_in(rest, &seeded, at as u64)
+            };
+            let (here, batch_error) = match checked {
+                Ok(batch) => match check_sequence(&batch, book, &mut pending) {
+                    Ok(()) => {
+                        for r in batch.records() {
+                            let payload = batch.payload(&r);
+                            book.apply(&r.header, payload)
+                                .map_err(|e| corrupted(id, r.offset, e, None))?;
+                            note_record(&mut out, &r.header, r.offset, payload, interval);
+                        }
+                        at = batch.end_offset() as usize;
+                        continue;
                     }
-                    at = batch.end_offset() as usize;
-                    continue;
+                    Err(why) => (HereFact::OutOfSequence, Some(why)),
+                },
+                Err(e) => (here_fact(seg, at), Some(e.to_string())),
+            };
+            let after = if ahead.only_zeros_after(at) {
+                AfterFact::OnlyZeros
+            } else {
+                after_fact(seg, id.0, at)
+            };
+            let row = decide_tail(here, after, role, mode);
+            out.data_end = at as u64;
+            match row.decision {
+                TailDecision::EndOfData => return Ok(out),
+                TailDecision::Corrupt => {
+                    let detail = format!(
+                        "{} ({here:?}, {after:?}): {}",
+                        row.why,
+                        batch_error.unwrap_or_default()
+                    );
+                    return Err(corrupted(id, at as u64, detail, None));
                 }
-                Err(why) => (HereFact::OutOfSequence, Some(why)),
-            },
-            Err(e) => (here_fact(seg, at), Some(e.to_string())),
-        };
-        let after = after_fact(seg, id.0, at);
-        let row = decide_tail(here, after, role, mode);
-        out.data_end = at as u64;
-        match row.decision {
-            TailDecision::EndOfData => return Ok(out),
-            TailDecision::Corrupt => {
-                let detail = format!(
-                    "{} ({here:?}, {after:?}): {}",
-                    row.why,
-                    batch_error.unwrap_or_default()
-                );
-                return Err(corrupted(id, at as u64, detail, None));
+                TailDecision::CutTornTail => {
+                    out.cut = Some(TailCut {
+                        segment: id,
+                        offset: at as u64,
+                        bytes: (seg.len() - at) as u64,
+                        nonzero_bytes: seg[at..].iter().filter(|&&b| b != 0).count() as u64,
+                        records_dropped: count_valid_records_after(seg, id.0, at),
+                        reason: row.why,
+                    });
+                    return Ok(out);
+                }
             }
-            TailDecision::CutTornTail => {
-                out.cut = Some(TailCut {
-                    segment: id,
-                    offset: at as u64,
-                    bytes: (seg.len() - at) as u64,
-                    nonzero_bytes: seg[at..].iter().filter(|&&b| b != 0).count() as u64,
-                    records_dropped: count_valid_records_after(seg, id.0, at),
-                    reason: row.why,
+        }
+    })
+}
+
+/// How far a thread of [`verify_ahead`] looks for the first batch header of its part before
+/// it leaves the part to the scan.
+const PART_SEARCH_BYTES: usize = 1 << 20;
+
+/// What one thread of [`verify_ahead`] found in its part of the segment.
+#[derive(Debug, Clone, Copy)]
+struct PartFact {
+    /// Where the part's chain of batches starts: the first offset in the part holding a
+    /// batch header that decodes (the segment header's end for the first part); `None` when
+    /// the part holds none.
+    start: Option<usize>,
+    /// Where the chain ends: at the first batch that starts past the part, or at the first
+    /// that does not verify.
+    end: usize,
+    /// Whether a batch at `end` failed to verify (the chain ends inside the part).
+    failed: bool,
+    /// Whether the part's bytes after the chain (from one alignment unit past its end, or all
+    /// of them without a chain) are zeros.
+    zeros: bool,
+}
+
+/// Verifies the chain of batches of `part` (starting at `first`, or at the first batch
+/// header found in the part) and whether the bytes after it are zeros.
+fn check_part(
+    seg: &[u8],
+    seeded: &SegmentCrc,
+    part: Range<usize>,
+    first: Option<usize>,
+) -> PartFact {
+    let none = |zeros| PartFact {
+        start: None,
+        end: part.start,
+        failed: false,
+        zeros,
+    };
+    let start = match first {
+        Some(at) => at,
+        None if is_zero(&seg[part.clone()]) => return none(true),
+        None => {
+            let looked = part.end.min(part.start + PART_SEARCH_BYTES);
+            let found = (part.start.next_multiple_of(RECORD_ALIGN)..looked)
+                .step_by(RECORD_ALIGN)
+                .find(|&q| {
+                    seg[q..].starts_with(&BATCH_MAGIC.to_le_bytes())
+                        && decode_batch_header_in(&seg[q..], seeded, q as u64).is_ok()
                 });
-                return Ok(out);
+            match found {
+                Some(at) => at,
+                None => return none(false),
             }
+        }
+    };
+    let mut at = start;
+    while at < part.end {
+        match verify_batch_in(&seg[at..], seeded, at as u64) {
+            Ok(batch) => at = batch.end_offset() as usize,
+            Err(_) => {
+                let after = (at + RECORD_ALIGN).min(part.end);
+                return PartFact {
+                    start: Some(start),
+                    end: at,
+                    failed: true,
+                    zeros: is_zero(&seg[after..part.end]),
+                };
+            }
+        }
+    }
+    PartFact {
+        start: Some(start),
+        end: at,
+        failed: false,
+        zeros: true,
+    }
+}
+
+/// The batches' checksums, and whether the segment's rest is zeros, computed on `workers`
+/// threads ahead of the scan, each over one part of the segment. The calling thread checks
+/// the first part, a smaller one, and then scans while the others still check theirs. The
+/// first part's chain of batches starts after the segment header; every other thread starts
+/// at the first batch header in its part, so none waits for another to find its start. Each
+/// verifies its chain in order up to the first batch past its part, stopping at one that
+/// fails. The chains count only where each ends exactly where the next starts: a part that
+/// found a header the chain does not reach (a payload's bytes that happen to decode as one),
+/// or none within [`PART_SEARCH_BYTES`], ends what is verified ahead, and the scan checks the
+/// rest itself. No thread keeps more than its part's bounds.
+struct Ahead<'scope> {
+    /// The parts not yet taken, in order.
+    parts: VecDeque<Part<'scope>>,
+    /// Every batch starting below this offset passed [`verify_batch_in`].
+    verified_to: usize,
+    /// Whether a later part may still extend the chain.
+    open: bool,
+    /// Set to `verified_to` when every byte from one alignment unit past it to the end of the
+    /// segment is zero: the tail table's `OnlyZeros` there.
+    zeros_after: Option<usize>,
+}
+
+/// A part of [`Ahead`]: checked on its thread, or here when no thread could start.
+enum Part<'scope> {
+    Running(std::thread::ScopedJoinHandle<'scope, PartFact>),
+    Checked(PartFact),
+}
+
+impl<'scope> Ahead<'scope> {
+    /// Starts the threads of the parts after the first, then checks the first here. With
+    /// fewer than two workers nothing is checked ahead.
+    fn start<'env>(
+        s: &'scope std::thread::Scope<'scope, 'env>,
+        seg: &'env [u8],
+        seeded: &'env SegmentCrc,
+        workers: usize,
+    ) -> Self {
+        let mut ahead = Ahead {
+            parts: VecDeque::new(),
+            verified_to: SEGMENT_HEADER_LEN,
+            open: false,
+            zeros_after: None,
+        };
+        if workers < 2 || seg.len() <= SEGMENT_HEADER_LEN {
+            return ahead;
+        }
+        // The first part weighs half the others: its thread also scans everything after.
+        let unit = (seg.len() - SEGMENT_HEADER_LEN).div_ceil(2 * workers - 1);
+        let bounds: Vec<usize> = std::iter::once(SEGMENT_HEADER_LEN)
+            .chain((0..workers).map(|k| (SEGMENT_HEADER_LEN + unit * (2 * k + 1)).min(seg.len())))
+            .collect();
+        for w in bounds.windows(2).skip(1).filter(|w| w[0] < w[1]) {
+            let part = w[0]..w[1];
+            let job = part.clone();
+            let running = std::thread::Builder::new()
+                .name("sessionlog-scan".into())
+                .spawn_scoped(s, move || check_part(seg, seeded, job, None));
+            ahead.parts.push_back(match running {
+                Ok(handle) => Part::Running(handle),
+                Err(_) => Part::Checked(check_part(seg, seeded, part, None)),
+            });
+        }
+        let first = check_part(seg, seeded, bounds[0]..bounds[1], Some(SEGMENT_HEADER_LEN));
+        ahead.parts.push_front(Part::Checked(first));
+        ahead.open = true;
+        ahead
+    }
+
+    /// Whether the batch at `at` (on the chain) was verified ahead; waits for the part that
+    /// holds it when the chain reaches that far.
+    fn verified(&mut self, at: usize) -> bool {
+        while self.open && at >= self.verified_to {
+            let Some(fact) = self.parts.pop_front().map(Part::fact) else {
+                self.open = false;
+                break;
+            };
+            match fact.start {
+                Some(start) if start == self.verified_to => {
+                    self.verified_to = fact.end;
+                    if fact.failed {
+                        self.settle(fact.zeros);
+                    }
+                }
+                // The chain ended where this part starts.
+                None if fact.end == self.verified_to => self.settle(fact.zeros),
+                _ => self.settle(false),
+            }
+        }
+        at < self.verified_to
+    }
+
+    /// The chain ends at `verified_to`: takes the remaining parts and notes whether nothing
+    /// but zeros follows (`zeros`: the bytes after it in its own part are).
+    fn settle(&mut self, zeros: bool) {
+        self.open = false;
+        let mut zeros = zeros;
+        for part in self.parts.drain(..) {
+            let fact = part.fact();
+            zeros &= fact.start.is_none() && fact.zeros;
+        }
+        self.zeros_after = zeros.then_some(self.verified_to);
+    }
+
+    /// Whether the tail table may take `OnlyZeros` after a batch that fails at `at`.
+    fn only_zeros_after(&mut self, at: usize) -> bool {
+        self.verified(at);
+        self.zeros_after == Some(at)
+    }
+}
+
+impl Part<'_> {
+    fn fact(self) -> PartFact {
+        match self {
+            Part::Running(handle) => handle
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            Part::Checked(fact) => fact,
         }
     }
 }
@@ -397,4 +638,335 @@ fn count_valid_records_after(seg: &[u8], id: u64, from: usize) -> u64 {
     crate::recovery::valid_batches_from(seg, id, from + sessionlog_format::RECORD_ALIGN)
         .map(|b| u64::from(b.header.record_count))
         .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::OnceLock;
+
+    use proptest::prelude::*;
+    use sessionlog_format::{BatchEncoder, BATCH_HEADER_LEN, BATCH_TRAILER_LEN};
+
+    use super::*;
+    use crate::state::Catalog;
+    use crate::{Append, Durability, Log, LogOptions};
+
+    /// The first segment of a log the writer filled, cut a little past its last non-zero byte:
+    /// `big` mixes records larger than the parts a scan of it is cut into.
+    fn write_image(big: bool) -> Vec<u8> {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let options = LogOptions {
+            segment_size_bytes: 16 << 20,
+            ..LogOptions::default()
+        };
+        let log = Log::open(dir.path(), options).expect("open");
+        let mut streams: Vec<_> = (0..5)
+            .map(|i| log.create_stream(&format!("s{i}")).expect("create"))
+            .collect();
+        let mut x = 7u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for i in 0..600u64 {
+            let records = 1 + (next() % 4) as usize;
+            let payloads: Vec<Vec<u8>> = (0..records)
+                .map(|k| {
+                    let len = if big && next() % 9 == 0 {
+                        20_000 + (next() % 30_000) as usize
+                    } else {
+                        (next() % 600) as usize
+                    };
+                    vec![b'a' + (k as u8 % 26); len]
+                })
+                .collect();
+            let appends: Vec<Append<'_>> = payloads
+                .iter()
+                .map(|p| Append::new(streams[(next() % 5) as usize], 1, p))
+                .collect();
+            let durability = if i % 17 == 0 {
+                Durability::Sync
+            } else {
+                Durability::Buffered
+            };
+            log.commit(&appends, durability).expect("commit");
+            match i {
+                200 => log
+                    .rename_stream(streams[1], "renamed", Durability::Buffered)
+                    .expect("rename"),
+                300 => {
+                    log.delete_stream(streams[2], Durability::Buffered)
+                        .expect("delete");
+                    streams[2] = log.create_stream("s2-again").expect("create");
+                }
+                _ => {}
+            }
+        }
+        log.close().expect("close");
+        let bytes = std::fs::read(segment_path(dir.path(), SegmentId(1))).expect("read");
+        let end = bytes.iter().rposition(|&b| b != 0).unwrap_or(0) + 1;
+        bytes[..(end + (16 << 10)).min(bytes.len())].to_vec()
+    }
+
+    fn images() -> &'static [Vec<u8>; 2] {
+        static IMAGES: OnceLock<[Vec<u8>; 2]> = OnceLock::new();
+        IMAGES.get_or_init(|| [write_image(false), write_image(true)])
+    }
+
+    /// The scan's outcome (or error) and the catalog it left, as text.
+    fn scan_with(seg: &[u8], workers: usize) -> String {
+        let mut catalog = Catalog::new();
+        let out = scan_segment_with(
+            seg,
+            SegmentId(1),
+            RoleFact::Active,
+            RecoveryMode::TolerateTornTail,
+            &mut catalog,
+            LogOptions::default().index_interval_bytes,
+            workers,
+        );
+        format!("{out:?}\n{catalog:?}")
+    }
+
+    /// Where the chain of batches ends in `seg`, and the offsets of its batches.
+    fn chain(seg: &[u8]) -> Vec<usize> {
+        let seeded = SegmentCrc::new(1);
+        let mut at = SEGMENT_HEADER_LEN;
+        let mut starts = Vec::new();
+        while let Ok(b) = verify_batch_in(&seg[at..], &seeded, at as u64) {
+            starts.push(at);
+            at = b.end_offset() as usize;
+        }
+        starts.push(at);
+        starts
+    }
+
+    /// A batch framed for offset `at` of segment 1, as a writer would have framed it there,
+    /// of one record of stream 1 at `seq`.
+    fn batch_for(at: usize, payload_len: usize, synced_through: u64, seq: u64) -> Vec<u8> {
+        let mut buf = Vec::new();
+        let mut enc = BatchEncoder::begin(&mut buf, 1, at as u64, synced_through);
+        enc.push(
+            RecordHeader {
+                stream_id: 1,
+                seq,
+                kind: 1,
+                flags: 0,
+                prev_offset: 0,
+                payload_len: payload_len as u32,
+            },
+            &vec![b'z'; payload_len],
+        );
+        enc.finish();
+        buf
+    }
+
+    #[test]
+    fn the_chain_is_verified_ahead_across_every_part() {
+        for seg in images() {
+            let starts = chain(seg);
+            let last = starts[starts.len() - 2];
+            for workers in 2..=4 {
+                let seeded = SegmentCrc::new(1);
+                std::thread::scope(|s| {
+                    let mut ahead = Ahead::start(s, seg, &seeded, workers);
+                    assert_eq!(ahead.parts.len(), workers, "one part per worker");
+                    assert!(ahead.verified(last), "the last batch was verified ahead");
+                    assert_eq!(ahead.verified_to, *starts.last().expect("end"));
+                    assert!(!ahead.verified(ahead.verified_to));
+                    assert_eq!(ahead.zeros_after, Some(ahead.verified_to));
+                });
+            }
+            assert_eq!(scan_with(seg, 1), scan_with(seg, 3));
+        }
+    }
+
+    #[test]
+    fn a_batch_header_the_chain_does_not_reach_ends_what_is_verified_ahead() {
+        let seg = &images()[0];
+        let starts = chain(seg);
+        // A valid batch framed inside another's payload, right after where the second part
+        // starts: that part's thread starts its chain there.
+        let part = (seg.len() - SEGMENT_HEADER_LEN).div_ceil(3);
+        let from = SEGMENT_HEADER_LEN + part;
+        let inside = starts
+            .windows(2)
+            .find(|w| w[0] < from && w[1] > from + 256)
+            .map(|w| w[0])
+            .expect("a batch spans the part's start");
+        let q = from.next_multiple_of(RECORD_ALIGN) + 8;
+        let mut damaged = seg.clone();
+        let fake = batch_for(q, 8, 0, 0);
+        damaged[q..q + fake.len()].copy_from_slice(&fake);
+        let seeded = SegmentCrc::new(1);
+        std::thread::scope(|s| {
+            let mut ahead = Ahead::start(s, &damaged, &seeded, 2);
+            assert!(
+                !ahead.verified(inside),
+                "the damaged batch was not verified"
+            );
+            assert!(ahead.verified_to <= inside);
+            assert_eq!(ahead.zeros_after, None);
+        });
+        assert_eq!(scan_with(&damaged, 1), scan_with(&damaged, 2));
+    }
+
+    #[test]
+    fn parts_count_only_while_each_starts_where_the_last_ended() {
+        let fact = |start, end, failed, zeros| {
+            Part::Checked(PartFact {
+                start,
+                end,
+                failed,
+                zeros,
+            })
+        };
+        let ahead = |parts: Vec<Part<'static>>| {
+            let mut ahead = Ahead {
+                parts: parts.into(),
+                verified_to: SEGMENT_HEADER_LEN,
+                open: true,
+                zeros_after: None,
+            };
+            ahead.verified(usize::MAX);
+            (ahead.verified_to, ahead.zeros_after)
+        };
+        // Each part starts where the last ended: the chain runs through all of them.
+        let joined = vec![
+            fact(Some(64), 1000, false, true),
+            fact(Some(1000), 2000, false, true),
+            fact(Some(2000), 2500, true, true),
+            fact(None, 3000, false, true),
+        ];
+        assert_eq!(ahead(joined), (2500, Some(2500)));
+        // A part that starts elsewhere (a header inside a payload) ends what is verified,
+        // whatever it verified itself.
+        let elsewhere = vec![
+            fact(Some(64), 1000, false, true),
+            fact(Some(1008), 2000, false, true),
+            fact(Some(2000), 2500, true, true),
+        ];
+        assert_eq!(ahead(elsewhere), (1000, None));
+        // Zeros count only if every later part holds nothing but zeros.
+        let later_data = vec![
+            fact(Some(64), 900, true, true),
+            fact(None, 1000, false, true),
+            fact(Some(2040), 2100, false, true),
+        ];
+        assert_eq!(ahead(later_data), (900, None));
+        let later_garbage = vec![
+            fact(Some(64), 900, true, true),
+            fact(None, 1000, false, false),
+        ];
+        assert_eq!(ahead(later_garbage), (900, None));
+        // The chain ends right where a part of zeros starts.
+        let at_a_bound = vec![
+            fact(Some(64), 1000, false, true),
+            fact(None, 1000, false, true),
+        ];
+        assert_eq!(ahead(at_a_bound), (1000, Some(1000)));
+        // A part that found no header in reach says nothing of zeros.
+        let out_of_reach = vec![
+            fact(Some(64), 1000, false, true),
+            fact(None, 1000, false, false),
+        ];
+        assert_eq!(ahead(out_of_reach), (1000, None));
+    }
+
+    #[derive(Debug, Clone)]
+    enum Damage {
+        /// Flip a bit at a point of the data.
+        Flip(u32, u8),
+        /// Zero a run of bytes.
+        Zero(u32, u16),
+        /// Write a batch framed for that (aligned) place: whole, or its header alone.
+        Batch(u32, u16, bool, bool),
+        /// Cut the image short.
+        Truncate(u32),
+        /// Replace a batch of the chain by a valid one of the same length whose record is
+        /// out of sequence.
+        Resequence(u32, bool),
+    }
+
+    fn damage() -> impl Strategy<Value = Damage> {
+        prop_oneof![
+            (any::<u32>(), 0u8..8).prop_map(|(p, b)| Damage::Flip(p, b)),
+            (any::<u32>(), 1u16..4096).prop_map(|(p, l)| Damage::Zero(p, l)),
+            (any::<u32>(), 0u16..2048, any::<bool>(), any::<bool>())
+                .prop_map(|(p, l, a, h)| Damage::Batch(p, l, a, h)),
+            any::<u32>().prop_map(Damage::Truncate),
+            (any::<u32>(), any::<bool>()).prop_map(|(k, a)| Damage::Resequence(k, a)),
+        ]
+    }
+
+    fn apply(seg: &mut Vec<u8>, damage: &Damage) {
+        // Points spread over the data and a little past it.
+        let at = |p: u32| (p as usize) % seg.len();
+        match *damage {
+            Damage::Flip(p, bit) => {
+                let i = at(p);
+                seg[i] ^= 1 << bit;
+            }
+            Damage::Zero(p, len) => {
+                let i = at(p);
+                let end = (i + len as usize).min(seg.len());
+                seg[i..end].fill(0);
+            }
+            Damage::Batch(p, len, attested, header_only) => {
+                let q = at(p) / RECORD_ALIGN * RECORD_ALIGN;
+                let synced = if attested { seg.len() as u64 } else { 0 };
+                let mut batch = batch_for(q, len as usize, synced, 0);
+                if header_only {
+                    batch.truncate(BATCH_HEADER_LEN);
+                }
+                let end = (q + batch.len()).min(seg.len());
+                seg[q..end].copy_from_slice(&batch[..end - q]);
+            }
+            Damage::Truncate(p) => {
+                let len = at(p).max(SEGMENT_HEADER_LEN);
+                seg.truncate(len);
+            }
+            Damage::Resequence(k, attested) => {
+                let starts = chain(seg);
+                if starts.len() < 2 {
+                    return;
+                }
+                let i = k as usize % (starts.len() - 1);
+                let (q, end) = (starts[i], starts[i + 1]);
+                let frame = BATCH_HEADER_LEN + RECORD_HEADER_LEN + BATCH_TRAILER_LEN;
+                let synced = if attested { end as u64 } else { 0 };
+                let batch = batch_for(q, (end - q).saturating_sub(frame), synced, 1 << 40);
+                if batch.len() == end - q {
+                    seg[q..end].copy_from_slice(&batch);
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(96))]
+
+        /// Whatever damage a segment holds, scanning it with batches verified ahead on any
+        /// number of threads decides exactly as a scan on one thread does.
+        #[test]
+        fn verifying_ahead_never_changes_what_the_scan_decides(
+            image in 0usize..2,
+            zeros in prop_oneof![Just(0usize), Just(1usize << 20)],
+            damages in prop::collection::vec(damage(), 0..4),
+        ) {
+            // With a long run of zeros after the data, as a copy of a preallocated segment has,
+            // later parts hold nothing but zeros, or what damage put there.
+            let mut seg = images()[image].clone();
+            seg.resize(seg.len() + zeros, 0);
+            for d in &damages {
+                apply(&mut seg, d);
+            }
+            let alone = scan_with(&seg, 1);
+            for workers in 2..=4 {
+                prop_assert_eq!(&alone, &scan_with(&seg, workers), "workers {}", workers);
+            }
+        }
+    }
 }
