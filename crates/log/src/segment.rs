@@ -1,11 +1,13 @@
 //! Segment files: naming, the sealed segment (mapped, with its footer), and the batch scan
 //! shared by recovery of the active segment, footer rebuilds and `verify`.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use bytes::Bytes;
+use parking_lot::{Condvar, Mutex};
 use sessionlog_format::{
     decode_batch_header_in, decode_record_header, encode_footer, read_record_of_checked_block,
     reframe_verified_batch_in, segment_file_name, verify_batch_in, verify_record_in, CatalogEntry,
@@ -259,7 +261,7 @@ fn scan_workers(len: usize) -> usize {
 }
 
 /// [`scan_segment`] with the batches' checksums computed on `workers` threads ahead of the
-/// scan ([`verify_ahead`]). The outcome is the same for any number of workers: the scan still
+/// scan ([`Parts`]). The outcome is the same for any number of workers: the scan still
 /// takes the batches one by one, in order, and decides at the first that fails exactly as a
 /// scan on one thread does.
 pub(crate) fn scan_segment_with(
@@ -274,8 +276,22 @@ pub(crate) fn scan_segment_with(
     // Every checksum of the segment starts from its id: hashed once here, copied per batch
     // and per record.
     let seeded = SegmentCrc::new(id.0);
+    let parts = (workers > 1).then(|| Parts::new(seg, &seeded, workers));
     std::thread::scope(|s| {
-        let mut ahead = Ahead::start(s, seg, &seeded, workers);
+        if let Some(parts) = &parts {
+            for _ in 1..workers.min(parts.count) {
+                let spawned = std::thread::Builder::new()
+                    .name("sessionlog-scan".into())
+                    .spawn_scoped(s, || while parts.check_next() {});
+                // A thread that could not start leaves its share to the others.
+                if spawned.is_err() {
+                    break;
+                }
+            }
+        }
+        // However the scan ends (an error included), the threads stop claiming parts.
+        let _stop = StopOnDrop(parts.as_ref());
+        let mut ahead = Ahead::new(parts.as_ref());
         let mut out = ScanOutcome::default();
         let mut at = SEGMENT_HEADER_LEN;
         // The running seqs of the batch being checked, kept between batches so that checking
@@ -337,25 +353,23 @@ pub(crate) fn scan_segment_with(
     })
 }
 
-/// How far a thread of [`verify_ahead`] looks for the first batch header of its part before
-/// it leaves the part to the scan.
-const PART_SEARCH_BYTES: usize = 1 << 20;
-
-/// What one thread of [`verify_ahead`] found in its part of the segment.
-#[derive(Debug, Clone, Copy)]
+/// What one part of [`Parts`] holds, as checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct PartFact {
     /// Where the part's chain of batches starts: the first offset in the part holding a
     /// batch header that decodes (the segment header's end for the first part); `None` when
     /// the part holds none.
     start: Option<usize>,
     /// Where the chain ends: at the first batch that starts past the part, or at the first
-    /// that does not verify.
+    /// that does not verify (the part's start without a chain).
     end: usize,
     /// Whether a batch at `end` failed to verify (the chain ends inside the part).
     failed: bool,
     /// Whether the part's bytes after the chain (from one alignment unit past its end, or all
     /// of them without a chain) are zeros.
     zeros: bool,
+    /// Where the part ends.
+    part_end: usize,
 }
 
 /// Verifies the chain of batches of `part` (starting at `first`, or at the first batch
@@ -366,18 +380,18 @@ fn check_part(
     part: Range<usize>,
     first: Option<usize>,
 ) -> PartFact {
-    let none = |zeros| PartFact {
-        start: None,
-        end: part.start,
-        failed: false,
+    let fact = |start, end, failed, zeros| PartFact {
+        start,
+        end,
+        failed,
         zeros,
+        part_end: part.end,
     };
     let start = match first {
         Some(at) => at,
-        None if is_zero(&seg[part.clone()]) => return none(true),
+        None if is_zero(&seg[part.clone()]) => return fact(None, part.start, false, true),
         None => {
-            let looked = part.end.min(part.start + PART_SEARCH_BYTES);
-            let found = (part.start.next_multiple_of(RECORD_ALIGN)..looked)
+            let found = (part.start.next_multiple_of(RECORD_ALIGN)..part.end)
                 .step_by(RECORD_ALIGN)
                 .find(|&q| {
                     seg[q..].starts_with(&BATCH_MAGIC.to_le_bytes())
@@ -385,7 +399,7 @@ fn check_part(
                 });
             match found {
                 Some(at) => at,
-                None => return none(false),
+                None => return fact(None, part.start, false, false),
             }
         }
     };
@@ -395,36 +409,120 @@ fn check_part(
             Ok(batch) => at = batch.end_offset() as usize,
             Err(_) => {
                 let after = (at + RECORD_ALIGN).min(part.end);
-                return PartFact {
-                    start: Some(start),
-                    end: at,
-                    failed: true,
-                    zeros: is_zero(&seg[after..part.end]),
-                };
+                let zeros = is_zero(&seg[after..part.end]);
+                return fact(Some(start), at, true, zeros);
             }
         }
     }
-    PartFact {
-        start: Some(start),
-        end: at,
-        failed: false,
-        zeros: true,
+    fact(Some(start), at, false, true)
+}
+
+/// Parts a segment is cut into so that several threads check its batches ahead of the scan.
+/// Every thread, the scanning one included, claims the next part nobody has claimed and
+/// checks it: the chain of batches in it (the first part's from the segment header on, every
+/// other part's from the first batch header in it, so none waits for another to find its
+/// start), each batch verified in order up to the first that starts past the part, stopping
+/// at one that fails; and whether the bytes after that chain are zeros. The scanning thread
+/// takes the facts in order ([`Ahead`]) and, while the part it needs next is still being
+/// checked, checks another instead of waiting. Memory stays at one fact per part.
+struct Parts<'a> {
+    seg: &'a [u8],
+    seeded: &'a SegmentCrc,
+    /// Bytes per part (the last may be shorter).
+    len: usize,
+    count: usize,
+    /// The next part nobody has claimed.
+    next: AtomicUsize,
+    /// Set once the scan needs no more parts: threads stop claiming them.
+    stop: AtomicBool,
+    facts: Mutex<Vec<Option<PartFact>>>,
+    checked: Condvar,
+}
+
+/// Parts are this long at most, and at least [`MIN_PART_BYTES`]: small enough that the
+/// scanning thread applies one part while other threads check the next ones.
+const MAX_PART_BYTES: usize = 1 << 20;
+/// See [`MAX_PART_BYTES`].
+const MIN_PART_BYTES: usize = 64 << 10;
+
+impl<'a> Parts<'a> {
+    /// The parts of `seg`, about eight per thread within the bounds on a part's length.
+    fn new(seg: &'a [u8], seeded: &'a SegmentCrc, workers: usize) -> Self {
+        let data = seg.len().saturating_sub(SEGMENT_HEADER_LEN);
+        let len = (data / (8 * workers.max(1)))
+            .clamp(MIN_PART_BYTES, MAX_PART_BYTES)
+            .next_multiple_of(RECORD_ALIGN);
+        let count = data.div_ceil(len);
+        Parts {
+            seg,
+            seeded,
+            len,
+            count,
+            next: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+            facts: Mutex::new(vec![None; count]),
+            checked: Condvar::new(),
+        }
+    }
+
+    /// Claims the next part nobody has claimed and checks it; `false` when none is left.
+    fn check_next(&self) -> bool {
+        if self.stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let k = self.next.fetch_add(1, Ordering::Relaxed);
+        if k >= self.count {
+            return false;
+        }
+        let from = SEGMENT_HEADER_LEN + k * self.len;
+        let part = from..(from + self.len).min(self.seg.len());
+        let first = (k == 0).then_some(SEGMENT_HEADER_LEN);
+        let fact = check_part(self.seg, self.seeded, part, first);
+        self.facts.lock()[k] = Some(fact);
+        self.checked.notify_all();
+        true
+    }
+
+    /// Part `k`'s fact: checks other parts while it is not ready, and waits for it once every
+    /// part is claimed. Only the scanning thread asks, and never after it set `stop`.
+    fn fact(&self, k: usize) -> PartFact {
+        loop {
+            if let Some(fact) = self.facts.lock()[k] {
+                return fact;
+            }
+            if !self.check_next() {
+                let mut facts = self.facts.lock();
+                loop {
+                    if let Some(fact) = facts[k] {
+                        return fact;
+                    }
+                    self.checked.wait(&mut facts);
+                }
+            }
+        }
     }
 }
 
-/// The batches' checksums, and whether the segment's rest is zeros, computed on `workers`
-/// threads ahead of the scan, each over one part of the segment. The calling thread checks
-/// the first part, a smaller one, and then scans while the others still check theirs. The
-/// first part's chain of batches starts after the segment header; every other thread starts
-/// at the first batch header in its part, so none waits for another to find its start. Each
-/// verifies its chain in order up to the first batch past its part, stopping at one that
-/// fails. The chains count only where each ends exactly where the next starts: a part that
-/// found a header the chain does not reach (a payload's bytes that happen to decode as one),
-/// or none within [`PART_SEARCH_BYTES`], ends what is verified ahead, and the scan checks the
-/// rest itself. No thread keeps more than its part's bounds.
-struct Ahead<'scope> {
-    /// The parts not yet taken, in order.
-    parts: VecDeque<Part<'scope>>,
+/// Stops the threads of [`Parts`] when dropped.
+struct StopOnDrop<'p, 'a>(Option<&'p Parts<'a>>);
+
+impl Drop for StopOnDrop<'_, '_> {
+    fn drop(&mut self) {
+        if let Some(parts) = self.0 {
+            parts.stop.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What the scan knows of the batches checked ahead of it ([`Parts`]), taken part by part as
+/// the scan reaches them. A part's chain counts only where it starts exactly where the chain
+/// so far ends: a part that found a header the chain does not reach (a payload's bytes that
+/// happen to decode as one), or none, ends what is verified ahead, and the scan checks the
+/// rest itself. So the scan decides the same for any number of threads.
+struct Ahead<'p, 'a> {
+    parts: Option<&'p Parts<'a>>,
+    /// The next part whose fact the chain takes.
+    next: usize,
     /// Every batch starting below this offset passed [`verify_batch_in`].
     verified_to: usize,
     /// Whether a later part may still extend the chain.
@@ -434,61 +532,30 @@ struct Ahead<'scope> {
     zeros_after: Option<usize>,
 }
 
-/// A part of [`Ahead`]: checked on its thread, or here when no thread could start.
-enum Part<'scope> {
-    Running(std::thread::ScopedJoinHandle<'scope, PartFact>),
-    Checked(PartFact),
-}
-
-impl<'scope> Ahead<'scope> {
-    /// Starts the threads of the parts after the first, then checks the first here. With
-    /// fewer than two workers nothing is checked ahead.
-    fn start<'env>(
-        s: &'scope std::thread::Scope<'scope, 'env>,
-        seg: &'env [u8],
-        seeded: &'env SegmentCrc,
-        workers: usize,
-    ) -> Self {
-        let mut ahead = Ahead {
-            parts: VecDeque::new(),
+impl<'p, 'a> Ahead<'p, 'a> {
+    fn new(parts: Option<&'p Parts<'a>>) -> Self {
+        Ahead {
+            parts,
+            next: 0,
             verified_to: SEGMENT_HEADER_LEN,
-            open: false,
+            open: parts.is_some(),
             zeros_after: None,
-        };
-        if workers < 2 || seg.len() <= SEGMENT_HEADER_LEN {
-            return ahead;
         }
-        // The first part weighs half the others: its thread also scans everything after.
-        let unit = (seg.len() - SEGMENT_HEADER_LEN).div_ceil(2 * workers - 1);
-        let bounds: Vec<usize> = std::iter::once(SEGMENT_HEADER_LEN)
-            .chain((0..workers).map(|k| (SEGMENT_HEADER_LEN + unit * (2 * k + 1)).min(seg.len())))
-            .collect();
-        for w in bounds.windows(2).skip(1).filter(|w| w[0] < w[1]) {
-            let part = w[0]..w[1];
-            let job = part.clone();
-            let running = std::thread::Builder::new()
-                .name("sessionlog-scan".into())
-                .spawn_scoped(s, move || check_part(seg, seeded, job, None));
-            ahead.parts.push_back(match running {
-                Ok(handle) => Part::Running(handle),
-                Err(_) => Part::Checked(check_part(seg, seeded, part, None)),
-            });
-        }
-        let first = check_part(seg, seeded, bounds[0]..bounds[1], Some(SEGMENT_HEADER_LEN));
-        ahead.parts.push_front(Part::Checked(first));
-        ahead.open = true;
-        ahead
     }
 
-    /// Whether the batch at `at` (on the chain) was verified ahead; waits for the part that
-    /// holds it when the chain reaches that far.
+    /// Whether the batch at `at` (on the chain) was verified ahead; takes the facts of the
+    /// parts up to the one holding it, as they are checked.
     fn verified(&mut self, at: usize) -> bool {
         while self.open && at >= self.verified_to {
-            let Some(fact) = self.parts.pop_front().map(Part::fact) else {
+            let Some(parts) = self.parts.filter(|p| self.next < p.count) else {
                 self.open = false;
                 break;
             };
+            let fact = parts.fact(self.next);
+            self.next += 1;
             match fact.start {
+                // A batch of the chain spans this part whole.
+                _ if fact.part_end <= self.verified_to => {}
                 Some(start) if start == self.verified_to => {
                     self.verified_to = fact.end;
                     if fact.failed {
@@ -503,14 +570,18 @@ impl<'scope> Ahead<'scope> {
         at < self.verified_to
     }
 
-    /// The chain ends at `verified_to`: takes the remaining parts and notes whether nothing
-    /// but zeros follows (`zeros`: the bytes after it in its own part are).
+    /// The chain ends at `verified_to`: notes whether nothing but zeros follows (`zeros`: the
+    /// bytes after it in its own part are), and stops the threads.
     fn settle(&mut self, zeros: bool) {
         self.open = false;
         let mut zeros = zeros;
-        for part in self.parts.drain(..) {
-            let fact = part.fact();
-            zeros &= fact.start.is_none() && fact.zeros;
+        if let Some(parts) = self.parts {
+            while zeros && self.next < parts.count {
+                let fact = parts.fact(self.next);
+                self.next += 1;
+                zeros = fact.start.is_none() && fact.zeros;
+            }
+            parts.stop.store(true, Ordering::Relaxed);
         }
         self.zeros_after = zeros.then_some(self.verified_to);
     }
@@ -519,17 +590,6 @@ impl<'scope> Ahead<'scope> {
     fn only_zeros_after(&mut self, at: usize) -> bool {
         self.verified(at);
         self.zeros_after == Some(at)
-    }
-}
-
-impl Part<'_> {
-    fn fact(self) -> PartFact {
-        match self {
-            Part::Running(handle) => handle
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-            Part::Checked(fact) => fact,
-        }
     }
 }
 
@@ -768,111 +828,116 @@ mod tests {
         for seg in images() {
             let starts = chain(seg);
             let last = starts[starts.len() - 2];
+            let seeded = SegmentCrc::new(1);
+            let parts = Parts::new(seg, &seeded, 2);
+            assert!(parts.count >= 8, "{} parts", parts.count);
+            let mut ahead = Ahead::new(Some(&parts));
+            assert!(ahead.verified(last), "the last batch was verified ahead");
+            assert_eq!(ahead.verified_to, *starts.last().expect("end"));
+            assert!(!ahead.verified(ahead.verified_to));
+            assert_eq!(ahead.zeros_after, Some(ahead.verified_to));
+            assert_eq!(ahead.next, parts.count, "every part was taken");
             for workers in 2..=4 {
-                let seeded = SegmentCrc::new(1);
-                std::thread::scope(|s| {
-                    let mut ahead = Ahead::start(s, seg, &seeded, workers);
-                    assert_eq!(ahead.parts.len(), workers, "one part per worker");
-                    assert!(ahead.verified(last), "the last batch was verified ahead");
-                    assert_eq!(ahead.verified_to, *starts.last().expect("end"));
-                    assert!(!ahead.verified(ahead.verified_to));
-                    assert_eq!(ahead.zeros_after, Some(ahead.verified_to));
-                });
+                assert_eq!(scan_with(seg, 1), scan_with(seg, workers));
             }
-            assert_eq!(scan_with(seg, 1), scan_with(seg, 3));
         }
     }
 
     #[test]
-    fn a_batch_header_the_chain_does_not_reach_ends_what_is_verified_ahead() {
+    fn a_damaged_batch_ends_what_is_verified_ahead() {
         let seg = &images()[0];
         let starts = chain(seg);
-        // A valid batch framed inside another's payload, right after where the second part
-        // starts: that part's thread starts its chain there.
-        let part = (seg.len() - SEGMENT_HEADER_LEN).div_ceil(3);
-        let from = SEGMENT_HEADER_LEN + part;
-        let inside = starts
-            .windows(2)
-            .find(|w| w[0] < from && w[1] > from + 256)
-            .map(|w| w[0])
-            .expect("a batch spans the part's start");
-        let q = from.next_multiple_of(RECORD_ALIGN) + 8;
+        // A batch framed inside another's payload, in the middle of the data.
+        let inside = starts[starts.len() / 2];
+        let q = inside + BATCH_HEADER_LEN + RECORD_HEADER_LEN;
         let mut damaged = seg.clone();
         let fake = batch_for(q, 8, 0, 0);
         damaged[q..q + fake.len()].copy_from_slice(&fake);
         let seeded = SegmentCrc::new(1);
-        std::thread::scope(|s| {
-            let mut ahead = Ahead::start(s, &damaged, &seeded, 2);
-            assert!(
-                !ahead.verified(inside),
-                "the damaged batch was not verified"
-            );
-            assert!(ahead.verified_to <= inside);
-            assert_eq!(ahead.zeros_after, None);
-        });
+        let parts = Parts::new(&damaged, &seeded, 2);
+        let mut ahead = Ahead::new(Some(&parts));
+        assert!(
+            !ahead.verified(inside),
+            "the damaged batch was not verified"
+        );
+        assert_eq!(ahead.verified_to, inside);
+        assert_eq!(ahead.zeros_after, None);
         assert_eq!(scan_with(&damaged, 1), scan_with(&damaged, 2));
     }
 
     #[test]
     fn parts_count_only_while_each_starts_where_the_last_ended() {
-        let fact = |start, end, failed, zeros| {
-            Part::Checked(PartFact {
-                start,
-                end,
-                failed,
-                zeros,
-            })
+        let fact = |start, end, failed, zeros, part_end| PartFact {
+            start,
+            end,
+            failed,
+            zeros,
+            part_end,
         };
-        let ahead = |parts: Vec<Part<'static>>| {
-            let mut ahead = Ahead {
-                parts: parts.into(),
-                verified_to: SEGMENT_HEADER_LEN,
-                open: true,
-                zeros_after: None,
-            };
+        let ahead = |facts: Vec<PartFact>| {
+            let seg = [0u8; 0];
+            let seeded = SegmentCrc::new(1);
+            let mut parts = Parts::new(&seg, &seeded, 2);
+            parts.count = facts.len();
+            parts.next = AtomicUsize::new(facts.len());
+            parts.facts = Mutex::new(facts.into_iter().map(Some).collect());
+            let mut ahead = Ahead::new(Some(&parts));
             ahead.verified(usize::MAX);
             (ahead.verified_to, ahead.zeros_after)
         };
         // Each part starts where the last ended: the chain runs through all of them.
         let joined = vec![
-            fact(Some(64), 1000, false, true),
-            fact(Some(1000), 2000, false, true),
-            fact(Some(2000), 2500, true, true),
-            fact(None, 3000, false, true),
+            fact(Some(64), 1000, false, true, 1000),
+            fact(Some(1000), 2008, false, true, 2000),
+            fact(Some(2008), 2500, true, true, 3000),
+            fact(None, 3000, false, true, 4000),
         ];
         assert_eq!(ahead(joined), (2500, Some(2500)));
         // A part that starts elsewhere (a header inside a payload) ends what is verified,
         // whatever it verified itself.
         let elsewhere = vec![
-            fact(Some(64), 1000, false, true),
-            fact(Some(1008), 2000, false, true),
-            fact(Some(2000), 2500, true, true),
+            fact(Some(64), 1000, false, true, 1000),
+            fact(Some(1008), 2000, false, true, 2000),
+            fact(Some(2000), 2500, true, true, 3000),
         ];
         assert_eq!(ahead(elsewhere), (1000, None));
+        // A part that a batch of the chain spans whole is passed over.
+        let spanned = vec![
+            fact(Some(64), 2200, false, true, 1000),
+            fact(None, 1000, false, false, 2000),
+            fact(Some(2200), 2500, true, true, 3000),
+        ];
+        assert_eq!(ahead(spanned), (2500, Some(2500)));
+        let spanned_to_its_end = vec![
+            fact(Some(64), 2000, false, true, 1000),
+            fact(Some(1504), 2000, false, true, 2000),
+            fact(Some(2000), 2500, true, true, 3000),
+        ];
+        assert_eq!(ahead(spanned_to_its_end), (2500, Some(2500)));
         // Zeros count only if every later part holds nothing but zeros.
         let later_data = vec![
-            fact(Some(64), 900, true, true),
-            fact(None, 1000, false, true),
-            fact(Some(2040), 2100, false, true),
+            fact(Some(64), 900, true, true, 1000),
+            fact(None, 1000, false, true, 2000),
+            fact(Some(2040), 2100, false, true, 3000),
         ];
         assert_eq!(ahead(later_data), (900, None));
         let later_garbage = vec![
-            fact(Some(64), 900, true, true),
-            fact(None, 1000, false, false),
+            fact(Some(64), 900, true, true, 1000),
+            fact(None, 1000, false, false, 2000),
         ];
         assert_eq!(ahead(later_garbage), (900, None));
         // The chain ends right where a part of zeros starts.
         let at_a_bound = vec![
-            fact(Some(64), 1000, false, true),
-            fact(None, 1000, false, true),
+            fact(Some(64), 1000, false, true, 1000),
+            fact(None, 1000, false, true, 2000),
         ];
         assert_eq!(ahead(at_a_bound), (1000, Some(1000)));
-        // A part that found no header in reach says nothing of zeros.
-        let out_of_reach = vec![
-            fact(Some(64), 1000, false, true),
-            fact(None, 1000, false, false),
+        // A part with no header but bytes other than zeros says nothing of zeros.
+        let no_header = vec![
+            fact(Some(64), 1000, false, true, 1000),
+            fact(None, 1000, false, false, 2000),
         ];
-        assert_eq!(ahead(out_of_reach), (1000, None));
+        assert_eq!(ahead(no_header), (1000, None));
     }
 
     #[derive(Debug, Clone)]
