@@ -470,26 +470,6 @@ pub fn verify_batch_in<'a>(
     })
 }
 
-/// The batch at `buf[0]` as a [`BatchView`] without verifying it again: only its header (with
-/// the header's own checksum) is decoded and its frame located by the trailer's magic; no
-/// record, padding or checksum of the frame is read. Only for bytes that [`verify_batch_in`]
-/// accepted at the same offset and that cannot have changed since: a scan that verified the
-/// batches of a segment on other threads ahead of it reads them back here, touching only
-/// the headers it applies rather than every byte again. A view of bytes that never verified
-/// may end its records early or hold a payload past its frame.
-pub fn reframe_verified_batch_in<'a>(
-    buf: &'a [u8],
-    segment: &SegmentCrc,
-    batch_offset: u64,
-) -> Result<BatchView<'a>, FormatError> {
-    let (header, frame) = batch_frame(buf, segment, batch_offset)?;
-    Ok(BatchView {
-        header,
-        frame,
-        batch_offset,
-    })
-}
-
 /// The verified header of the batch at `buf[0]` and its frame: all `batch_len` bytes, ending
 /// in the trailer magic. Neither the frame's checksum nor its records are checked here.
 fn batch_frame<'a>(
@@ -726,24 +706,6 @@ mod tests {
         let got: Vec<&[u8]> = view.records().map(|r| view.payload(&r)).collect();
         assert_eq!(got, payloads);
         assert_eq!(view.end_offset(), 64 + buf.len() as u64);
-    }
-
-    #[test]
-    fn a_verified_batch_reframed_reads_as_verified() {
-        let payloads: [&[u8]; 3] = [b"first", b"", b"the third payload"];
-        let buf = encode(5, 64, &payloads);
-        let seeded = SegmentCrc::new(5);
-        let verified = verify_batch_in(&buf, &seeded, 64).expect("valid");
-        let reframed = reframe_verified_batch_in(&buf, &seeded, 64).expect("framed");
-        assert_eq!(reframed.header, verified.header);
-        assert_eq!(reframed.bytes(), verified.bytes());
-        assert_eq!(reframed.end_offset(), verified.end_offset());
-        let read = |v: &BatchView<'_>| -> Vec<(RecordView, Vec<u8>)> {
-            v.records().map(|r| (r, v.payload(&r).to_vec())).collect()
-        };
-        assert_eq!(read(&reframed), read(&verified));
-        // Its header is still checked: framed for another place, it is refused.
-        assert!(reframe_verified_batch_in(&buf, &seeded, 72).is_err());
     }
 
     #[test]

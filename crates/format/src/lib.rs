@@ -23,10 +23,10 @@ mod masked;
 
 pub use batch::{
     decode_batch_header, decode_batch_header_in, decode_record_header, encoded_batch_len,
-    frame_batch_in, padded_len, read_record_of_checked_block, reframe_verified_batch_in,
-    verify_batch, verify_batch_in, verify_record, verify_record_in, BatchEncoder, BatchHeader,
-    BatchRecords, BatchView, FramedBatch, RecordHeader, RecordView, BATCH_HEADER_LEN, BATCH_MAGIC,
-    BATCH_TRAILER_LEN, BATCH_TRAILER_MAGIC, MAX_BATCH_LEN, RECORD_ALIGN, RECORD_HEADER_LEN,
+    frame_batch_in, padded_len, read_record_of_checked_block, verify_batch, verify_batch_in,
+    verify_record, verify_record_in, BatchEncoder, BatchHeader, BatchRecords, BatchView,
+    FramedBatch, RecordHeader, RecordView, BATCH_HEADER_LEN, BATCH_MAGIC, BATCH_TRAILER_LEN,
+    BATCH_TRAILER_MAGIC, MAX_BATCH_LEN, RECORD_ALIGN, RECORD_HEADER_LEN,
 };
 pub use checkpoint::{CatalogCheckpoint, CheckpointStream};
 pub use checksum::{masked_crc, segment_crc, SegmentCrc};

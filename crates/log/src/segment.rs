@@ -4,16 +4,15 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 use sessionlog_format::{
     decode_batch_header_in, decode_record_header, encode_footer, read_record_of_checked_block,
-    reframe_verified_batch_in, segment_file_name, verify_batch_in, verify_record_in, CatalogEntry,
-    CatalogOp, FooterView, IndexEntry, RecordHeader, SegmentCrc, StreamSummary, BATCH_MAGIC,
-    CATALOG_STREAM, KIND_CATALOG_CHECKPOINT, KIND_CATALOG_CREATE, KIND_CATALOG_DELETE,
-    KIND_CATALOG_RENAME, RECORD_ALIGN, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
+    segment_file_name, verify_batch_in, verify_record_in, CatalogEntry, CatalogOp, FooterView,
+    IndexEntry, RecordHeader, RecordView, SegmentCrc, StreamSummary, BATCH_MAGIC, CATALOG_STREAM,
+    KIND_CATALOG_CHECKPOINT, KIND_CATALOG_CREATE, KIND_CATALOG_DELETE, KIND_CATALOG_RENAME,
+    RECORD_ALIGN, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
 
 use crate::compress::Blocks;
@@ -282,7 +281,7 @@ pub(crate) fn scan_segment_with(
             for _ in 1..workers.min(parts.count) {
                 let spawned = std::thread::Builder::new()
                     .name("sessionlog-scan".into())
-                    .spawn_scoped(s, || while parts.check_next() {});
+                    .spawn_scoped(s, || while parts.check_next(true) {});
                 // A thread that could not start leaves its share to the others.
                 if spawned.is_err() {
                     break;
@@ -294,31 +293,45 @@ pub(crate) fn scan_segment_with(
         let mut ahead = Ahead::new(parts.as_ref());
         let mut out = ScanOutcome::default();
         let mut at = SEGMENT_HEADER_LEN;
-        // The running seqs of the batch being checked, kept between batches so that checking
-        // one does not allocate.
+        // The records of the batch being checked and the running seqs of its streams, kept
+        // between batches so that checking one does not allocate.
+        let mut records = Vec::new();
         let mut pending = Vec::new();
         loop {
-            let rest = seg.get(at..).unwrap_or(&[]);
-            let checked = if ahead.verified(at) {
-                reframe_verified_batch_in(rest, &seeded, at as u64)
-            } else {
-                verify_batch_in(rest, &seeded, at as u64)
-            };
-            let (here, batch_error) = match checked {
-                Ok(batch) => match check_sequence(&batch, book, &mut pending) {
-                    Ok(()) => {
-                        for r in batch.records() {
-                            let payload = batch.payload(&r);
-                            book.apply(&r.header, payload)
-                                .map_err(|e| corrupted(id, r.offset, e, None))?;
-                            note_record(&mut out, &r.header, r.offset, payload, interval);
+            let (here, batch_error) = match ahead.batch(at) {
+                // Verified ahead: its records' headers come from the thread that checked it,
+                // so the segment's bytes are not read again here.
+                Some((verified, end)) => {
+                    match apply_batch(seg, verified, book, &mut pending, &mut out, id, interval)? {
+                        Ok(()) => {
+                            at = end;
+                            continue;
                         }
-                        at = batch.end_offset() as usize;
-                        continue;
+                        Err(why) => (HereFact::OutOfSequence, Some(why)),
                     }
-                    Err(why) => (HereFact::OutOfSequence, Some(why)),
+                }
+                None => match verify_batch_in(seg.get(at..).unwrap_or(&[]), &seeded, at as u64) {
+                    Ok(batch) => {
+                        records.clear();
+                        records.extend(batch.records());
+                        match apply_batch(
+                            seg,
+                            &records,
+                            book,
+                            &mut pending,
+                            &mut out,
+                            id,
+                            interval,
+                        )? {
+                            Ok(()) => {
+                                at = batch.end_offset() as usize;
+                                continue;
+                            }
+                            Err(why) => (HereFact::OutOfSequence, Some(why)),
+                        }
+                    }
+                    Err(e) => (here_fact(seg, at), Some(e.to_string())),
                 },
-                Err(e) => (here_fact(seg, at), Some(e.to_string())),
             };
             let after = if ahead.only_zeros_after(at) {
                 AfterFact::OnlyZeros
@@ -353,8 +366,45 @@ pub(crate) fn scan_segment_with(
     })
 }
 
+/// The payload of a record of a verified batch of `seg`.
+fn payload_of<'s>(seg: &'s [u8], r: &RecordView) -> &'s [u8] {
+    let at = r.payload_offset() as usize;
+    &seg[at..at + r.header.payload_len as usize]
+}
+
+/// Applies the records of one verified batch of `seg` when they continue their streams:
+/// `Ok(Err(why))` when they do not (nothing applied), an error when the book refuses one.
+fn apply_batch(
+    seg: &[u8],
+    records: &[RecordView],
+    book: &mut dyn StreamBook,
+    pending: &mut Vec<(u64, u64)>,
+    out: &mut ScanOutcome,
+    id: SegmentId,
+    interval: u32,
+) -> Result<std::result::Result<(), String>> {
+    if let Err(why) = check_sequence(seg, records, book, pending) {
+        return Ok(Err(why));
+    }
+    for r in records {
+        let payload = payload_of(seg, r);
+        book.apply(&r.header, payload)
+            .map_err(|e| corrupted(id, r.offset, e, None))?;
+        note_record(out, &r.header, r.offset, payload, interval);
+    }
+    Ok(Ok(()))
+}
+
+/// A batch of a part's chain: where it starts and ends, and its records among the part's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct AheadBatch {
+    offset: usize,
+    end: usize,
+    records: Range<usize>,
+}
+
 /// What one part of [`Parts`] holds, as checked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct PartFact {
     /// Where the part's chain of batches starts: the first offset in the part holding a
     /// batch header that decodes (the segment header's end for the first part); `None` when
@@ -370,26 +420,32 @@ struct PartFact {
     zeros: bool,
     /// Where the part ends.
     part_end: usize,
+    /// The chain's batches, in order.
+    batches: Vec<AheadBatch>,
+    /// Their records' headers and places.
+    records: Vec<RecordView>,
 }
 
 /// Verifies the chain of batches of `part` (starting at `first`, or at the first batch
-/// header found in the part) and whether the bytes after it are zeros.
+/// header found in the part) and whether the bytes after it are zeros; keeps the batches'
+/// bounds and records.
 fn check_part(
     seg: &[u8],
     seeded: &SegmentCrc,
     part: Range<usize>,
     first: Option<usize>,
 ) -> PartFact {
-    let fact = |start, end, failed, zeros| PartFact {
-        start,
-        end,
-        failed,
-        zeros,
+    let mut fact = PartFact {
+        end: part.start,
         part_end: part.end,
+        ..PartFact::default()
     };
     let start = match first {
         Some(at) => at,
-        None if is_zero(&seg[part.clone()]) => return fact(None, part.start, false, true),
+        None if is_zero(&seg[part.clone()]) => {
+            fact.zeros = true;
+            return fact;
+        }
         None => {
             let found = (part.start.next_multiple_of(RECORD_ALIGN)..part.end)
                 .step_by(RECORD_ALIGN)
@@ -399,22 +455,37 @@ fn check_part(
                 });
             match found {
                 Some(at) => at,
-                None => return fact(None, part.start, false, false),
+                None => return fact,
             }
         }
     };
+    fact.start = Some(start);
     let mut at = start;
     while at < part.end {
         match verify_batch_in(&seg[at..], seeded, at as u64) {
-            Ok(batch) => at = batch.end_offset() as usize,
+            Ok(batch) => {
+                let from = fact.records.len();
+                fact.records.extend(batch.records());
+                let end = batch.end_offset() as usize;
+                fact.batches.push(AheadBatch {
+                    offset: at,
+                    end,
+                    records: from..fact.records.len(),
+                });
+                at = end;
+            }
             Err(_) => {
                 let after = (at + RECORD_ALIGN).min(part.end);
-                let zeros = is_zero(&seg[after..part.end]);
-                return fact(Some(start), at, true, zeros);
+                fact.end = at;
+                fact.failed = true;
+                fact.zeros = is_zero(&seg[after..part.end]);
+                return fact;
             }
         }
     }
-    fact(Some(start), at, false, true)
+    fact.end = at;
+    fact.zeros = true;
+    fact
 }
 
 /// Parts a segment is cut into so that several threads check its batches ahead of the scan.
@@ -424,19 +495,32 @@ fn check_part(
 /// start), each batch verified in order up to the first that starts past the part, stopping
 /// at one that fails; and whether the bytes after that chain are zeros. The scanning thread
 /// takes the facts in order ([`Ahead`]) and, while the part it needs next is still being
-/// checked, checks another instead of waiting. Memory stays at one fact per part.
+/// checked, checks another instead of waiting. A fact holds its batches' record headers, so
+/// the scanning thread applies them without reading the segment's bytes, which another CPU's
+/// cache holds. At most [`PARTS_AHEAD_PER_THREAD`] parts per thread are checked and not yet
+/// taken: memory stays bounded whatever the segment's size.
 struct Parts<'a> {
     seg: &'a [u8],
     seeded: &'a SegmentCrc,
     /// Bytes per part (the last may be shorter).
     len: usize,
     count: usize,
+    /// Parts checked and not yet taken, at most.
+    ahead: usize,
+    state: Mutex<PartsState>,
+    /// Signalled when a part is checked or taken, and when the scan stops.
+    changed: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct PartsState {
     /// The next part nobody has claimed.
-    next: AtomicUsize,
+    next: usize,
+    /// The parts the scan has taken (all below this).
+    taken: usize,
     /// Set once the scan needs no more parts: threads stop claiming them.
-    stop: AtomicBool,
-    facts: Mutex<Vec<Option<PartFact>>>,
-    checked: Condvar,
+    stop: bool,
+    facts: Vec<Option<PartFact>>,
 }
 
 /// Parts are this long at most, and at least [`MIN_PART_BYTES`]: small enough that the
@@ -444,6 +528,8 @@ struct Parts<'a> {
 const MAX_PART_BYTES: usize = 1 << 20;
 /// See [`MAX_PART_BYTES`].
 const MIN_PART_BYTES: usize = 64 << 10;
+/// See [`Parts`].
+const PARTS_AHEAD_PER_THREAD: usize = 4;
 
 impl<'a> Parts<'a> {
     /// The parts of `seg`, about eight per thread within the bounds on a part's length.
@@ -458,48 +544,71 @@ impl<'a> Parts<'a> {
             seeded,
             len,
             count,
-            next: AtomicUsize::new(0),
-            stop: AtomicBool::new(false),
-            facts: Mutex::new(vec![None; count]),
-            checked: Condvar::new(),
+            ahead: PARTS_AHEAD_PER_THREAD * workers.max(1),
+            state: Mutex::new(PartsState {
+                facts: vec![None; count],
+                ..PartsState::default()
+            }),
+            changed: Condvar::new(),
         }
     }
 
-    /// Claims the next part nobody has claimed and checks it; `false` when none is left.
-    fn check_next(&self) -> bool {
-        if self.stop.load(Ordering::Relaxed) {
-            return false;
-        }
-        let k = self.next.fetch_add(1, Ordering::Relaxed);
-        if k >= self.count {
-            return false;
-        }
+    /// Claims the next part nobody has claimed and checks it; `false` when none is left or
+    /// the scan stopped. While as many parts as allowed are checked and not taken, waits for
+    /// the scan to take one (`wait`) or returns `false`.
+    fn check_next(&self, wait: bool) -> bool {
+        let k = {
+            let mut state = self.state.lock();
+            loop {
+                if state.stop || state.next >= self.count {
+                    return false;
+                }
+                if state.next < state.taken + self.ahead {
+                    break;
+                }
+                if !wait {
+                    return false;
+                }
+                self.changed.wait(&mut state);
+            }
+            state.next += 1;
+            state.next - 1
+        };
         let from = SEGMENT_HEADER_LEN + k * self.len;
         let part = from..(from + self.len).min(self.seg.len());
         let first = (k == 0).then_some(SEGMENT_HEADER_LEN);
         let fact = check_part(self.seg, self.seeded, part, first);
-        self.facts.lock()[k] = Some(fact);
-        self.checked.notify_all();
+        self.state.lock().facts[k] = Some(fact);
+        self.changed.notify_all();
         true
     }
 
-    /// Part `k`'s fact: checks other parts while it is not ready, and waits for it once every
-    /// part is claimed. Only the scanning thread asks, and never after it set `stop`.
-    fn fact(&self, k: usize) -> PartFact {
+    /// Takes part `k`'s fact, the parts before it taken already: checks other parts while it
+    /// is not ready, and waits for it once that is all there is to do. Only the scanning
+    /// thread takes, and never after it set `stop`.
+    fn take(&self, k: usize) -> PartFact {
         loop {
-            if let Some(fact) = self.facts.lock()[k] {
+            let mut state = self.state.lock();
+            if let Some(fact) = state.facts[k].take() {
+                state.taken = k + 1;
+                drop(state);
+                self.changed.notify_all();
                 return fact;
             }
-            if !self.check_next() {
-                let mut facts = self.facts.lock();
-                loop {
-                    if let Some(fact) = facts[k] {
-                        return fact;
-                    }
-                    self.checked.wait(&mut facts);
+            drop(state);
+            if !self.check_next(false) {
+                let mut state = self.state.lock();
+                while state.facts[k].is_none() {
+                    self.changed.wait(&mut state);
                 }
             }
         }
+    }
+
+    /// No more parts are needed: threads stop claiming them, and waiting ones return.
+    fn stop(&self) {
+        self.state.lock().stop = true;
+        self.changed.notify_all();
     }
 }
 
@@ -509,7 +618,7 @@ struct StopOnDrop<'p, 'a>(Option<&'p Parts<'a>>);
 impl Drop for StopOnDrop<'_, '_> {
     fn drop(&mut self) {
         if let Some(parts) = self.0 {
-            parts.stop.store(true, Ordering::Relaxed);
+            parts.stop();
         }
     }
 }
@@ -530,6 +639,9 @@ struct Ahead<'p, 'a> {
     /// Set to `verified_to` when every byte from one alignment unit past it to the end of the
     /// segment is zero: the tail table's `OnlyZeros` there.
     zeros_after: Option<usize>,
+    /// The part that last extended the chain, and its next batch the scan takes.
+    current: PartFact,
+    cursor: usize,
 }
 
 impl<'p, 'a> Ahead<'p, 'a> {
@@ -540,7 +652,22 @@ impl<'p, 'a> Ahead<'p, 'a> {
             verified_to: SEGMENT_HEADER_LEN,
             open: parts.is_some(),
             zeros_after: None,
+            current: PartFact::default(),
+            cursor: 0,
         }
+    }
+
+    /// The records of the batch at `at` and where it ends, when it was verified ahead.
+    fn batch(&mut self, at: usize) -> Option<(&[RecordView], usize)> {
+        if !self.verified(at) {
+            return None;
+        }
+        let batch = self.current.batches.get(self.cursor)?;
+        if batch.offset != at {
+            return None;
+        }
+        self.cursor += 1;
+        Some((&self.current.records[batch.records.clone()], batch.end))
     }
 
     /// Whether the batch at `at` (on the chain) was verified ahead; takes the facts of the
@@ -551,15 +678,18 @@ impl<'p, 'a> Ahead<'p, 'a> {
                 self.open = false;
                 break;
             };
-            let fact = parts.fact(self.next);
+            let fact = parts.take(self.next);
             self.next += 1;
             match fact.start {
                 // A batch of the chain spans this part whole.
                 _ if fact.part_end <= self.verified_to => {}
                 Some(start) if start == self.verified_to => {
                     self.verified_to = fact.end;
-                    if fact.failed {
-                        self.settle(fact.zeros);
+                    let (failed, zeros) = (fact.failed, fact.zeros);
+                    self.current = fact;
+                    self.cursor = 0;
+                    if failed {
+                        self.settle(zeros);
                     }
                 }
                 // The chain ended where this part starts.
@@ -577,11 +707,11 @@ impl<'p, 'a> Ahead<'p, 'a> {
         let mut zeros = zeros;
         if let Some(parts) = self.parts {
             while zeros && self.next < parts.count {
-                let fact = parts.fact(self.next);
+                let fact = parts.take(self.next);
                 self.next += 1;
                 zeros = fact.start.is_none() && fact.zeros;
             }
-            parts.stop.store(true, Ordering::Relaxed);
+            parts.stop();
         }
         self.zeros_after = zeros.then_some(self.verified_to);
     }
@@ -594,13 +724,14 @@ impl<'p, 'a> Ahead<'p, 'a> {
 }
 
 fn check_sequence(
-    batch: &sessionlog_format::BatchView<'_>,
+    seg: &[u8],
+    records: &[RecordView],
     book: &dyn StreamBook,
     pending: &mut Vec<(u64, u64)>,
 ) -> std::result::Result<(), String> {
     // Records of one stream may repeat within a batch; check them against a running copy.
     pending.clear();
-    for r in batch.records() {
+    for r in records {
         let h = r.header;
         let expected = match pending.iter().find(|(s, _)| *s == h.stream_id) {
             Some(&(_, next)) => Some(next),
@@ -615,7 +746,7 @@ fn check_sequence(
             }
             None => book
                 .next_seq(h.stream_id)
-                .or_else(|| created_in_batch(batch, h.stream_id)),
+                .or_else(|| created_in_batch(seg, records, h.stream_id)),
         };
         match expected {
             Some(next) if next == h.seq => {}
@@ -640,13 +771,13 @@ fn check_sequence(
     Ok(())
 }
 
-fn created_in_batch(batch: &sessionlog_format::BatchView<'_>, stream: u64) -> Option<u64> {
-    batch
-        .records()
+fn created_in_batch(seg: &[u8], records: &[RecordView], stream: u64) -> Option<u64> {
+    records
+        .iter()
         .any(|r| {
             r.header.stream_id == CATALOG_STREAM
                 && r.header.kind == KIND_CATALOG_CREATE
-                && batch.payload(&r).get(..8) == Some(&stream.to_le_bytes()[..])
+                && payload_of(seg, r).get(..8) == Some(&stream.to_le_bytes()[..])
         })
         .then_some(0)
 }
@@ -827,20 +958,56 @@ mod tests {
     fn the_chain_is_verified_ahead_across_every_part() {
         for seg in images() {
             let starts = chain(seg);
-            let last = starts[starts.len() - 2];
+            let chain_end = *starts.last().expect("end");
             let seeded = SegmentCrc::new(1);
             let parts = Parts::new(seg, &seeded, 2);
             assert!(parts.count >= 8, "{} parts", parts.count);
             let mut ahead = Ahead::new(Some(&parts));
-            assert!(ahead.verified(last), "the last batch was verified ahead");
-            assert_eq!(ahead.verified_to, *starts.last().expect("end"));
-            assert!(!ahead.verified(ahead.verified_to));
-            assert_eq!(ahead.zeros_after, Some(ahead.verified_to));
+            for w in starts.windows(2) {
+                let expected: Vec<RecordView> = verify_batch_in(&seg[w[0]..], &seeded, w[0] as u64)
+                    .expect("a batch of the chain")
+                    .records()
+                    .collect();
+                let (records, end) = ahead.batch(w[0]).expect("verified ahead");
+                assert_eq!(
+                    records,
+                    &expected[..],
+                    "the records of the batch at {}",
+                    w[0]
+                );
+                assert_eq!(end, w[1]);
+            }
+            assert!(ahead.batch(chain_end).is_none());
+            assert_eq!(ahead.verified_to, chain_end);
+            assert_eq!(ahead.zeros_after, Some(chain_end));
             assert_eq!(ahead.next, parts.count, "every part was taken");
             for workers in 2..=4 {
                 assert_eq!(scan_with(seg, 1), scan_with(seg, workers));
             }
         }
+    }
+
+    #[test]
+    fn threads_check_no_more_parts_ahead_of_the_scan_than_allowed() {
+        let mut seg = images()[1].clone();
+        seg.resize(seg.len() + (4 << 20), 0);
+        let seeded = SegmentCrc::new(1);
+        let parts = Parts::new(&seg, &seeded, 2);
+        assert!(parts.count > parts.ahead, "{} parts", parts.count);
+        let checked = || parts.state.lock().facts.iter().flatten().count();
+        std::thread::scope(|s| {
+            s.spawn(|| while parts.check_next(true) {});
+            s.spawn(|| while parts.check_next(true) {});
+            // A failed assertion still lets the threads go.
+            let _stop = StopOnDrop(Some(&parts));
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            assert_eq!(checked(), parts.ahead, "checked and not taken");
+            for k in 0..parts.count {
+                let _ = parts.take(k);
+                assert!(checked() <= parts.ahead);
+            }
+            assert_eq!(parts.state.lock().next, parts.count);
+        });
     }
 
     #[test]
@@ -873,14 +1040,18 @@ mod tests {
             failed,
             zeros,
             part_end,
+            ..PartFact::default()
         };
         let ahead = |facts: Vec<PartFact>| {
             let seg = [0u8; 0];
             let seeded = SegmentCrc::new(1);
             let mut parts = Parts::new(&seg, &seeded, 2);
             parts.count = facts.len();
-            parts.next = AtomicUsize::new(facts.len());
-            parts.facts = Mutex::new(facts.into_iter().map(Some).collect());
+            parts.state = Mutex::new(PartsState {
+                next: facts.len(),
+                facts: facts.into_iter().map(Some).collect(),
+                ..PartsState::default()
+            });
             let mut ahead = Ahead::new(Some(&parts));
             ahead.verified(usize::MAX);
             (ahead.verified_to, ahead.zeros_after)
