@@ -298,11 +298,22 @@ pub(crate) fn scan_segment_with(
         let mut records = Vec::new();
         let mut pending = Vec::new();
         loop {
-            let (here, batch_error) = match ahead.batch(at) {
+            let checked = match ahead.batch(at) {
                 // Verified ahead: its records' headers come from the thread that checked it,
                 // so the segment's bytes are not read again here.
-                Some((verified, end)) => {
-                    match apply_batch(seg, verified, book, &mut pending, &mut out, id, interval)? {
+                Some(verified) => Ok(verified),
+                None => match verify_batch_in(seg.get(at..).unwrap_or(&[]), &seeded, at as u64) {
+                    Ok(batch) => {
+                        records.clear();
+                        records.extend(batch.records());
+                        Ok((&records[..], batch.end_offset() as usize))
+                    }
+                    Err(e) => Err(e),
+                },
+            };
+            let (here, batch_error) = match checked {
+                Ok((batch, end)) => {
+                    match apply_batch(seg, batch, book, &mut pending, &mut out, id, interval)? {
                         Ok(()) => {
                             at = end;
                             continue;
@@ -310,28 +321,7 @@ pub(crate) fn scan_segment_with(
                         Err(why) => (HereFact::OutOfSequence, Some(why)),
                     }
                 }
-                None => match verify_batch_in(seg.get(at..).unwrap_or(&[]), &seeded, at as u64) {
-                    Ok(batch) => {
-                        records.clear();
-                        records.extend(batch.records());
-                        match apply_batch(
-                            seg,
-                            &records,
-                            book,
-                            &mut pending,
-                            &mut out,
-                            id,
-                            interval,
-                        )? {
-                            Ok(()) => {
-                                at = batch.end_offset() as usize;
-                                continue;
-                            }
-                            Err(why) => (HereFact::OutOfSequence, Some(why)),
-                        }
-                    }
-                    Err(e) => (here_fact(seg, at), Some(e.to_string())),
-                },
+                Err(e) => (here_fact(seg, at), Some(e.to_string())),
             };
             let after = if ahead.only_zeros_after(at) {
                 AfterFact::OnlyZeros
