@@ -7,7 +7,8 @@
 //! enumerates every combination.
 
 use sessionlog_format::{
-    verify_batch, BatchView, BATCH_HEADER_LEN, BATCH_MAGIC, FOOTER_MAGIC, RECORD_ALIGN,
+    verify_batch_in, BatchView, SegmentCrc, BATCH_HEADER_LEN, BATCH_MAGIC, FOOTER_MAGIC,
+    RECORD_ALIGN,
 };
 
 use crate::options::RecoveryMode;
@@ -426,10 +427,21 @@ pub fn any_valid_batch(seg: &[u8], segment_id: u64, from: usize) -> bool {
 /// The first valid batch at or after `from` (rounded up to the alignment), found by trying
 /// every aligned position: the one search behind every resynchronisation after damage.
 pub fn next_valid_batch(seg: &[u8], segment_id: u64, from: usize) -> Option<BatchView<'_>> {
+    next_valid_batch_in(seg, &SegmentCrc::new(segment_id), from, seg.len())
+}
+
+/// [`next_valid_batch`] with the segment's checksum state already seeded, trying only the
+/// positions before `before` (the batch found may end past it).
+pub(crate) fn next_valid_batch_in<'a>(
+    seg: &'a [u8],
+    seeded: &SegmentCrc,
+    from: usize,
+    before: usize,
+) -> Option<BatchView<'a>> {
     let mut q = from.next_multiple_of(RECORD_ALIGN);
-    while q + BATCH_HEADER_LEN <= seg.len() {
+    while q < before && q + BATCH_HEADER_LEN <= seg.len() {
         if seg[q..q + 4] == BATCH_MAGIC.to_le_bytes() {
-            if let Ok(batch) = verify_batch(&seg[q..], segment_id, q as u64) {
+            if let Ok(batch) = verify_batch_in(&seg[q..], seeded, q as u64) {
                 return Some(batch);
             }
         }

@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 use sessionlog_format::{
-    decode_batch_header_in, decode_record_header, encode_footer, read_record_of_checked_block,
-    segment_file_name, verify_batch_in, verify_record_in, CatalogEntry, CatalogOp, FooterView,
-    IndexEntry, RecordHeader, RecordView, SegmentCrc, StreamSummary, BATCH_MAGIC, CATALOG_STREAM,
-    KIND_CATALOG_CHECKPOINT, KIND_CATALOG_CREATE, KIND_CATALOG_DELETE, KIND_CATALOG_RENAME,
-    RECORD_ALIGN, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
+    decode_record_header, encode_footer, read_record_of_checked_block, segment_file_name,
+    verify_batch_in, verify_record_in, CatalogEntry, CatalogOp, FooterView, IndexEntry,
+    RecordHeader, RecordView, SegmentCrc, StreamSummary, CATALOG_STREAM, KIND_CATALOG_CHECKPOINT,
+    KIND_CATALOG_CREATE, KIND_CATALOG_DELETE, KIND_CATALOG_RENAME, RECORD_ALIGN, RECORD_HEADER_LEN,
+    SEGMENT_HEADER_LEN,
 };
 
 use crate::compress::Blocks;
@@ -21,7 +21,8 @@ use crate::ids::SegmentId;
 use crate::index::{anchor_for, ActiveStreamIndex, Anchor};
 use crate::options::RecoveryMode;
 use crate::recovery::{
-    after_fact, decide_tail, here_fact, is_zero, AfterFact, HereFact, RoleFact, TailDecision,
+    after_fact, decide_tail, here_fact, is_zero, next_valid_batch_in, AfterFact, HereFact,
+    RoleFact, TailDecision,
 };
 use crate::Record;
 
@@ -396,9 +397,9 @@ struct AheadBatch {
 /// What one part of [`Parts`] holds, as checked.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct PartFact {
-    /// Where the part's chain of batches starts: the first offset in the part holding a
-    /// batch header that decodes (the segment header's end for the first part); `None` when
-    /// the part holds none.
+    /// Where the part's chain of batches starts: the first offset in the part where a batch
+    /// verifies (the segment header's end for the first part); `None` when the part holds
+    /// none.
     start: Option<usize>,
     /// Where the chain ends: at the first batch that starts past the part, or at the first
     /// that does not verify (the part's start without a chain).
@@ -416,8 +417,8 @@ struct PartFact {
     records: Vec<RecordView>,
 }
 
-/// Verifies the chain of batches of `part` (starting at `first`, or at the first batch
-/// header found in the part) and whether the bytes after it are zeros; keeps the batches'
+/// Verifies the chain of batches of `part` (starting at `first`, or at the first batch that
+/// verifies in the part) and whether the bytes after it are zeros; keeps the batches'
 /// bounds and records.
 fn check_part(
     seg: &[u8],
@@ -430,29 +431,26 @@ fn check_part(
         part_end: part.end,
         ..PartFact::default()
     };
-    let start = match first {
-        Some(at) => at,
+    // The first batch, when the search verified it already.
+    let (start, mut found) = match first {
+        Some(at) => (at, None),
         None if is_zero(&seg[part.clone()]) => {
             fact.zeros = true;
             return fact;
         }
-        None => {
-            let found = (part.start.next_multiple_of(RECORD_ALIGN)..part.end)
-                .step_by(RECORD_ALIGN)
-                .find(|&q| {
-                    seg[q..].starts_with(&BATCH_MAGIC.to_le_bytes())
-                        && decode_batch_header_in(&seg[q..], seeded, q as u64).is_ok()
-                });
-            match found {
-                Some(at) => at,
-                None => return fact,
-            }
-        }
+        None => match next_valid_batch_in(seg, seeded, part.start, part.end) {
+            Some(batch) => (batch.offset() as usize, Some(batch)),
+            None => return fact,
+        },
     };
     fact.start = Some(start);
     let mut at = start;
     while at < part.end {
-        match verify_batch_in(&seg[at..], seeded, at as u64) {
+        let checked = match found.take() {
+            Some(batch) => Ok(batch),
+            None => verify_batch_in(&seg[at..], seeded, at as u64),
+        };
+        match checked {
             Ok(batch) => {
                 let from = fact.records.len();
                 fact.records.extend(batch.records());
@@ -481,8 +479,8 @@ fn check_part(
 /// Parts a segment is cut into so that several threads check its batches ahead of the scan.
 /// Every thread, the scanning one included, claims the next part nobody has claimed and
 /// checks it: the chain of batches in it (the first part's from the segment header on, every
-/// other part's from the first batch header in it, so none waits for another to find its
-/// start), each batch verified in order up to the first that starts past the part, stopping
+/// other part's from the first batch in it that verifies, so none waits for another to find
+/// its start), each batch verified in order up to the first that starts past the part, stopping
 /// at one that fails; and whether the bytes after that chain are zeros. The scanning thread
 /// takes the facts in order ([`Ahead`]) and, while the part it needs next is still being
 /// checked, checks another instead of waiting. A fact holds its batches' record headers, so
@@ -615,8 +613,8 @@ impl Drop for StopOnDrop<'_, '_> {
 
 /// What the scan knows of the batches checked ahead of it ([`Parts`]), taken part by part as
 /// the scan reaches them. A part's chain counts only where it starts exactly where the chain
-/// so far ends: a part that found a header the chain does not reach (a payload's bytes that
-/// happen to decode as one), or none, ends what is verified ahead, and the scan checks the
+/// so far ends: a part that found a batch the chain does not reach (a payload's bytes that
+/// happen to verify as one), or none, ends what is verified ahead, and the scan checks the
 /// rest itself. So the scan decides the same for any number of threads.
 struct Ahead<'p, 'a> {
     parts: Option<&'p Parts<'a>>,
