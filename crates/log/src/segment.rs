@@ -324,7 +324,8 @@ pub(crate) fn scan_segment_with(
                 }
                 Err(e) => (here_fact(seg, at), Some(e.to_string())),
             };
-            let after = if ahead.only_zeros_after(at) {
+            // The zeros after a chain that failed here, when the parts found them.
+            let after = if ahead.zeros_after == Some(at) {
                 AfterFact::OnlyZeros
             } else {
                 after_fact(seg, id.0, at)
@@ -702,12 +703,6 @@ impl<'p, 'a> Ahead<'p, 'a> {
             parts.stop();
         }
         self.zeros_after = zeros.then_some(self.verified_to);
-    }
-
-    /// Whether the tail table may take `OnlyZeros` after a batch that fails at `at`.
-    fn only_zeros_after(&mut self, at: usize) -> bool {
-        self.verified(at);
-        self.zeros_after == Some(at)
     }
 }
 
