@@ -405,6 +405,7 @@ pub(crate) fn open(
         } else {
             options.write_buffer_bytes.min(8 << 20)
         }),
+        spare: Vec::new(),
         buf_offset: end,
         end,
         written: durable,

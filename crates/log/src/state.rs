@@ -286,6 +286,9 @@ pub(crate) struct State {
     pub active: ActiveSegment,
     /// Encoded batches not yet handed to the operating system.
     pub buf: Vec<u8>,
+    /// The allocation of the last buffer written, emptied, which `buf` becomes at the next
+    /// cycle, so a busy log does not grow a fresh buffer (and fault in its pages) per group.
+    pub spare: Vec<u8>,
     /// Segment offset of `buf[0]`: everything before it has been written (or is being).
     pub buf_offset: u64,
     /// Segment offset after the last encoded batch.

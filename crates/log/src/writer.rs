@@ -401,7 +401,9 @@ impl Inner {
             st.forming += 1;
             st.syncs_in_flight += 1;
         }
-        let data = Arc::new(std::mem::take(&mut st.buf));
+        // The next group encodes into the last written buffer's allocation, when there is one.
+        let next = std::mem::take(&mut st.spare);
+        let data = Arc::new(std::mem::replace(&mut st.buf, next));
         let at = st.buf_offset;
         st.in_flight = Some((at, Arc::clone(&data)));
         st.buf_offset += data.len() as u64;
@@ -467,13 +469,13 @@ impl Inner {
             return Err(self.poison(st, what));
         }
         st.written = st.written.max(end);
-        if st.buf.is_empty() {
-            // Keep the allocation for the next group (a reader copies the bytes in flight
-            // under the lock and keeps no reference to them).
-            if let Ok(mut data) = Arc::try_unwrap(data) {
-                data.clear();
-                st.buf = data;
-            }
+        // Keep the allocation for the next group (a reader copies the bytes in flight under
+        // the lock and keeps no reference to them): as the buffer itself when no commit came
+        // meanwhile, else as the spare the next cycle hands over. One that a very large batch
+        // grew is let go of, so an idle log holds at most two buffers of ordinary size.
+        if let Ok(data) = Arc::try_unwrap(data) {
+            let st = &mut **st;
+            keep_buffer(data, &mut st.buf, &mut st.spare, self.kept_buffer_bytes());
         }
         if back_to_back {
             st.syncs_in_flight -= 1;
@@ -497,6 +499,15 @@ impl Inner {
         self.elect(st);
         self.idle.notify_all();
         Ok(())
+    }
+
+    /// The largest buffer allocation a cycle keeps for the groups after it: twice what
+    /// triggers a write of buffered commits (and at least 64 KiB), at most 16 MiB.
+    fn kept_buffer_bytes(&self) -> usize {
+        self.options
+            .write_buffer_bytes
+            .saturating_mul(2)
+            .clamp(64 << 10, 16 << 20)
     }
 
     /// Records that everything up to `end` is durable and wakes every group up to `epoch`
@@ -846,6 +857,21 @@ fn zero_ahead(
     (to > from).then_some((from, to))
 }
 
+/// Keeps the allocation of a written buffer for the groups after it: as `buf` itself when
+/// `buf` is still empty and smaller, else as `spare` when that is smaller; not at all when it
+/// is larger than `limit` bytes (a very large batch grew it).
+fn keep_buffer(mut written: Vec<u8>, buf: &mut Vec<u8>, spare: &mut Vec<u8>, limit: usize) {
+    if written.capacity() > limit {
+        return;
+    }
+    written.clear();
+    if buf.is_empty() && buf.capacity() < written.capacity() {
+        *spare = std::mem::replace(buf, written);
+    } else if spare.capacity() < written.capacity() {
+        *spare = written;
+    }
+}
+
 /// Zeros written ahead of the data come from here, a chunk at a time.
 static ZEROS: [u8; 256 << 10] = [0; 256 << 10];
 
@@ -868,7 +894,7 @@ pub(crate) fn now_unix_ms() -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::zero_ahead;
+    use super::{keep_buffer, zero_ahead};
     use crate::options::LogOptions;
 
     const STEP: u64 = 64 << 10;
@@ -909,5 +935,31 @@ mod tests {
         let unreserved = options().with_preallocate(false);
         assert_eq!(zero_ahead(0, 1 << 20, 100, &unreserved), None);
         assert_eq!(zero_ahead(0, 4096, 4096, &options()), None);
+    }
+
+    #[test]
+    fn a_written_buffer_s_allocation_is_kept_for_the_next_groups_within_the_limit() {
+        let written = || {
+            let mut v = Vec::with_capacity(64 << 10);
+            v.extend_from_slice(&[7; 1000]);
+            v
+        };
+        // No commit came during the write: the buffer itself takes the allocation back.
+        let (mut buf, mut spare) = (Vec::new(), Vec::new());
+        keep_buffer(written(), &mut buf, &mut spare, 1 << 20);
+        assert!(buf.is_empty() && buf.capacity() >= 64 << 10);
+        // Commits came meanwhile: they stay in the buffer, the allocation waits as the spare.
+        let (mut buf, mut spare) = (vec![1u8; 10], Vec::new());
+        keep_buffer(written(), &mut buf, &mut spare, 1 << 20);
+        assert_eq!(buf, vec![1u8; 10]);
+        assert!(spare.is_empty() && spare.capacity() >= 64 << 10);
+        // A larger spare is not swapped for a smaller one.
+        let mut spare = Vec::with_capacity(1 << 20);
+        keep_buffer(written(), &mut buf, &mut spare, 2 << 20);
+        assert!(spare.capacity() >= 1 << 20);
+        // An allocation above the limit is let go of.
+        let (mut buf, mut spare) = (Vec::new(), Vec::new());
+        keep_buffer(written(), &mut buf, &mut spare, 32 << 10);
+        assert_eq!((buf.capacity(), spare.capacity()), (0, 0));
     }
 }
