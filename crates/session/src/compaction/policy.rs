@@ -2,6 +2,7 @@
 
 use std::collections::HashSet;
 
+use super::transaction::summary_text;
 use super::SessionSource;
 use crate::error::Error;
 use crate::event::Seq;
@@ -155,11 +156,16 @@ pub(crate) fn protected_tool_result(
     Ok(None)
 }
 
-/// The chosen range: `nodes[start..end]` of the surface.
+/// The chosen range: `nodes[start..end]` of the surface, with what the plan needs of its
+/// events, taken as the range was chosen so that no event is read twice.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Selection {
     pub(crate) shadowed: Vec<Seq>,
     pub(crate) shadowed_tokens: u64,
+    /// The message of each shadowed node that has one, as stored, in surface order.
+    pub(crate) messages: Vec<String>,
+    /// The summary text of each shadowed message that is an earlier summary.
+    pub(crate) previous_summaries: Vec<String>,
 }
 
 /// Picks the range to shadow: after leading system messages, before the kept tail and
@@ -198,11 +204,17 @@ pub(crate) fn select_range(
     // result in it answers a call outside it.
     let mut open: HashSet<String> = HashSet::new();
     let mut end = first;
+    // Each scanned node's message, kept for the plan: (node index, message, summary text).
+    let mut scanned: Vec<(usize, String, Option<String>)> = Vec::new();
     for (index, seq) in nodes.iter().enumerate().take(limit).skip(first) {
         let Some(event) = session.event_at(*seq)? else {
             break;
         };
         let message = message_of(version, &event);
+        if let Some(m) = message {
+            let summary = super::is_summary_message(m).then(|| summary_text(m));
+            scanned.push((index, m.raw().to_owned(), summary));
+        }
         match event.event_type() {
             "assistant/message" => {
                 let blocks = message.and_then(|m| m.get("content"));
@@ -236,16 +248,20 @@ pub(crate) fn select_range(
     if shadowed.is_empty() || shadowed_tokens == 0 {
         return Ok(Err(SkipReason::NothingToCompact));
     }
-    if let [only] = shadowed.as_slice() {
-        let summary = session
-            .event_at(*only)?
-            .is_some_and(|e| message_of(version, &e).is_some_and(super::is_summary_message));
-        if summary {
-            return Ok(Err(SkipReason::AlreadyCompact));
-        }
+    scanned.retain(|(index, _, _)| *index < end);
+    if let ([_], [(_, _, Some(_))]) = (shadowed.as_slice(), scanned.as_slice()) {
+        return Ok(Err(SkipReason::AlreadyCompact));
+    }
+    let mut messages = Vec::with_capacity(scanned.len());
+    let mut previous_summaries = Vec::new();
+    for (_, message, summary) in scanned {
+        messages.push(message);
+        previous_summaries.extend(summary);
     }
     Ok(Ok(Selection {
         shadowed,
         shadowed_tokens,
+        messages,
+        previous_summaries,
     }))
 }

@@ -1,6 +1,5 @@
 //! The summary compaction transaction: lock, summary with provenance, replacement, end.
 
-use super::is_summary_message;
 use super::policy::{active_turn, select_range, CompactionPolicy, SkipReason};
 use super::summarizer::{Summarizer, SummarizerError, Summary, SummaryRequest};
 use super::SessionSource;
@@ -9,7 +8,6 @@ use crate::error::Error;
 use crate::event::{EventInput, Seq, SurfaceOp};
 use crate::json::{write_js_string, JsonRef, ObjectWriter};
 use crate::tokens::TokenProjection;
-use crate::validate::message_of;
 
 /// The fixed text that opens every summary message (DSH's wording, so the model sees the
 /// same checkpoint whichever engine wrote it).
@@ -112,38 +110,23 @@ pub fn plan_compaction(
     policy: &CompactionPolicy,
 ) -> Result<Result<CompactionPlan, SkipReason>, Error> {
     stale(projection, session)?;
-    let version = session.state().version();
     let selection = match select_range(session, projection, policy)? {
         Ok(selection) => selection,
         Err(skip) => return Ok(Err(skip)),
     };
-    let mut messages = Vec::with_capacity(selection.shadowed.len());
-    let mut previous_summaries = Vec::new();
-    for seq in &selection.shadowed {
-        let Some(event) = session.event_at(*seq)? else {
-            continue;
-        };
-        let Some(message) = message_of(version, &event) else {
-            continue;
-        };
-        if is_summary_message(message) {
-            previous_summaries.push(summary_text(message));
-        }
-        messages.push(message.raw().to_owned());
-    }
     Ok(Ok(CompactionPlan {
         shadowed: selection.shadowed,
         shadowed_tokens: selection.shadowed_tokens,
         start_seq: session.state().next_seq(),
         turn: active_turn(session),
-        messages,
-        previous_summaries,
+        messages: selection.messages,
+        previous_summaries: selection.previous_summaries,
     }))
 }
 
 /// The summary text of an earlier summary message: its blocks between the preamble and
 /// the closing tag.
-fn summary_text(message: JsonRef<'_>) -> String {
+pub(crate) fn summary_text(message: JsonRef<'_>) -> String {
     let blocks: Vec<String> = message
         .get("content")
         .iter()
