@@ -915,7 +915,9 @@ impl Store {
 /// folded into it, written to the log's buffer, and made durable by
 /// [`SessionHandle::commit`] (group-committed with every other session of the store). The
 /// handle keeps the state, not the events: a rule that looks back at an earlier event reads
-/// it from the log, so a handle's memory does not grow with its session.
+/// it from the log, so a handle's memory does not grow with its session. It keeps at hand
+/// only the newest surface events it appended itself, up to 256 KiB of their text, which is
+/// what a compaction reads back and what a rule most often looks back at.
 #[derive(Debug)]
 pub struct SessionHandle {
     store: Store,
@@ -1041,6 +1043,10 @@ impl SessionHandle {
         let format = self.state.header().format();
         let event = input.into_event_for(seq, format)?;
         self.write(std::slice::from_ref(&event), RuleSet::Native)?;
+        // The event before stays at hand for look-backs and compaction (a surface event).
+        if let Some(before) = self.last.take() {
+            self.past.remember(before);
+        }
         Ok(self.last.insert(event))
     }
 

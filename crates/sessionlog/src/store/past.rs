@@ -23,7 +23,21 @@ pub(crate) struct LogPast {
     stream: StreamId,
     session_id: String,
     recent: Mutex<VecDeque<Event>>,
+    /// Surface events the session's writer appended, in seq order, the newest kept.
+    appended: Mutex<Appended>,
 }
+
+/// The newest surface events a writer appended (in seq order), up to [`APPENDED_BYTES`] of
+/// their text: compaction reads the surface since the last compaction, and a rule looks
+/// back at a node the writer appended a moment ago; neither then goes to the log.
+#[derive(Debug, Default)]
+struct Appended {
+    events: VecDeque<Event>,
+    bytes: usize,
+}
+
+/// How much event text a writer's [`LogPast`] keeps of the surface events it appended.
+const APPENDED_BYTES: usize = 256 << 10;
 
 impl LogPast {
     pub(crate) fn new(log: Log, stream: StreamId, session_id: &str) -> LogPast {
@@ -32,6 +46,37 @@ impl LogPast {
             stream,
             session_id: session_id.to_owned(),
             recent: Mutex::new(VecDeque::with_capacity(RECENT_EVENTS)),
+            appended: Mutex::new(Appended::default()),
+        }
+    }
+
+    /// Keeps `event`, which the session's writer has just appended (its record is in the
+    /// log), when it is a surface event: upgraded as a read of its record would upgrade it,
+    /// so a lookup finds here exactly what the log holds. The oldest kept events go once
+    /// their text passes the budget.
+    pub(crate) fn remember(&self, mut event: Event) {
+        if event.surface_op().is_none() || event.raw().len() > APPENDED_BYTES {
+            return;
+        }
+        if upgrade_event(&mut event, self, &self.session_id).is_err() {
+            return;
+        }
+        let mut appended = self.appended.lock();
+        if appended
+            .events
+            .back()
+            .is_some_and(|last| last.seq() >= event.seq())
+        {
+            // Not the next one: only events in seq order are kept.
+            return;
+        }
+        appended.bytes += event.raw().len();
+        appended.events.push_back(event);
+        while appended.bytes > APPENDED_BYTES {
+            let Some(oldest) = appended.events.pop_front() else {
+                break;
+            };
+            appended.bytes -= oldest.raw().len();
         }
     }
 
@@ -70,6 +115,12 @@ impl LogPast {
 
 impl LookBack for LogPast {
     fn event_at(&self, seq: Seq) -> Result<Option<Cow<'_, Event>>, SessionError> {
+        {
+            let appended = self.appended.lock();
+            if let Ok(at) = appended.events.binary_search_by_key(&seq, Event::seq) {
+                return Ok(appended.events.get(at).cloned().map(Cow::Owned));
+            }
+        }
         if let Some(hit) = self.recent.lock().iter().find(|e| e.seq() == seq) {
             return Ok(Some(Cow::Owned(hit.clone())));
         }
@@ -82,5 +133,71 @@ impl LookBack for LogPast {
         }
         recent.push_back(event.clone());
         Ok(Some(Cow::Owned(event)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{Workload, WorkloadConfig};
+    use crate::{Store, StoreOptions};
+    use sessionlog_session::SessionHeader;
+
+    #[test]
+    fn a_writer_keeps_at_hand_exactly_what_its_log_holds_within_the_budget() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(dir.path(), StoreOptions::default()).expect("store");
+        let mut h = store
+            .create_session("s", SessionHeader::new("s", 0, None))
+            .expect("session");
+        let mut w = Workload::new(5, WorkloadConfig::default());
+        for e in w.session_start(0) {
+            h.append(e).expect("append");
+        }
+        let mut first_node = None;
+        let mut turns = 0;
+        // Until the oldest node kept at hand has been let go of for the budget.
+        while turns < 2_000 {
+            for e in w.turn(h.next_seq().get(), 0, None) {
+                let event = h.append(e).expect("append");
+                if first_node.is_none() && event.surface_op().is_some() {
+                    first_node = Some(event.seq());
+                }
+            }
+            h.commit().expect("commit");
+            turns += 1;
+            let appended = h.past.appended.lock();
+            if appended.events.front().map(Event::seq) > first_node {
+                break;
+            }
+        }
+        let first_node = first_node.expect("the workload appends surface events");
+        let kept: Vec<Event> = h.past.appended.lock().events.iter().cloned().collect();
+        assert!(
+            kept.len() > 20,
+            "{} events kept after {turns} turns",
+            kept.len()
+        );
+        assert!(kept[0].seq() > first_node, "the oldest went for the budget");
+        let bytes: usize = kept.iter().map(|e| e.raw().len()).sum();
+        assert!(bytes <= APPENDED_BYTES, "{bytes} bytes kept");
+        assert_eq!(bytes, h.past.appended.lock().bytes);
+        for pair in kept.windows(2) {
+            assert!(pair[0].seq() < pair[1].seq(), "kept in seq order");
+        }
+        for event in &kept {
+            assert!(event.surface_op().is_some(), "only surface events are kept");
+            let logged = h.past.read(event.seq()).expect("read").expect("in the log");
+            assert_eq!(event, &logged, "kept as the log holds it");
+            let found = h
+                .past
+                .event_at(event.seq())
+                .expect("lookup")
+                .expect("found");
+            assert_eq!(found.as_ref(), event);
+        }
+        // A node let go of is read from the log again.
+        let gone = h.past.event_at(first_node).expect("lookup").expect("found");
+        assert_eq!(gone.seq(), first_node);
     }
 }
