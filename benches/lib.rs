@@ -60,6 +60,25 @@ pub fn fresh_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// Set (to anything) to keep the large stores some benches build (the 2 GiB sealed store of
+/// `recovery`, the long session and the 100,000 sessions of `store`) for the next run, which
+/// then reuses them while their marker file is there. Unset, every bench removes them.
+pub const KEEP_STORES_ENV: &str = "SESSIONLOG_BENCH_KEEP_STORES";
+
+/// Whether the large stores benches build are kept for the next run ([`KEEP_STORES_ENV`]).
+pub fn keep_stores() -> bool {
+    std::env::var_os(KEEP_STORES_ENV).is_some()
+}
+
+/// Removes a store a bench built and reuses only when kept ([`keep_stores`]).
+pub fn done_with_store(dir: &Path) {
+    if keep_stores() {
+        println!("kept {} ({KEEP_STORES_ENV} is set)", dir.display());
+    } else {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
 /// Writes `value` as pretty JSON to `<results_dir>/<name>`.
 pub fn write_json(name: &str, value: &impl Serialize) {
     let path = results_dir().join(name);

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use criterion::Criterion;
 use serde_json::json;
 use sessionlog_benches::{
-    bench_dir, dir_bytes, evict_dir_from_page_cache, fresh_dir, human_ns, ns, payload, probe,
-    write_json, Calls, Percentiles, Probe, Rng, SAMPLE_SIZE,
+    bench_dir, dir_bytes, done_with_store, evict_dir_from_page_cache, fresh_dir, human_ns, ns,
+    payload, probe, write_json, Calls, Percentiles, Probe, Rng, SAMPLE_SIZE,
 };
 use sessionlog_format::encoded_batch_len;
 use sessionlog_log::{Append, Durability, Log, LogOptions, StreamId};
@@ -86,7 +86,8 @@ fn build_crash_store() -> PathBuf {
     dir
 }
 
-/// Builds (or reuses, when its marker is present) a store with >= 2 GiB in sealed segments.
+/// Builds (or reuses, when it was kept and its marker is present) a store with >= 2 GiB in
+/// sealed segments.
 fn sealed_store() -> PathBuf {
     let dir = bench_dir().join("sealed-2GiB");
     let marker = dir.join(SEALED_MARKER);
@@ -156,11 +157,23 @@ fn forget_clean_close(dir: &Path) {
     }
 }
 
-fn measure(c: &mut Criterion, name: &str, dir: &Path, crash: bool) -> Option<Opened> {
+/// Measures opens of the store `build` makes, built when criterion first runs the bench (a
+/// filtered-out bench builds nothing); `None` when filtered out. `build` returns the store's
+/// directory, which the caller removes (or keeps) afterwards.
+fn measure(
+    c: &mut Criterion,
+    name: &str,
+    build: impl FnOnce() -> PathBuf,
+    crash: bool,
+) -> (Option<Opened>, Option<PathBuf>) {
     let mut calls = Calls::default();
     let mut report_ms = 0.0;
+    let mut build = Some(build);
+    let mut built: Option<PathBuf> = None;
     let mut group = c.benchmark_group("open");
     group.bench_function(name, |b| {
+        let dir = built.get_or_insert_with(|| (build.take().expect("built once"))());
+        let dir = &*dir;
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
@@ -180,8 +193,11 @@ fn measure(c: &mut Criterion, name: &str, dir: &Path, crash: bool) -> Option<Ope
         })
     });
     group.finish();
+    let Some(dir) = built else {
+        return (None, None); // filtered out on the command line
+    };
     if calls.is_empty() {
-        return None; // filtered out on the command line
+        return (None, Some(dir));
     }
     let warm = 1.0 / calls.rate_last(SAMPLE_SIZE);
     let mut cold = Vec::new();
@@ -189,17 +205,17 @@ fn measure(c: &mut Criterion, name: &str, dir: &Path, crash: bool) -> Option<Ope
     let mut active_records = 0;
     for _ in 0..COLD_OPENS {
         if crash {
-            forget_clean_close(dir);
+            forget_clean_close(&dir);
         }
-        evict_dir_from_page_cache(dir).expect("evicting");
+        evict_dir_from_page_cache(&dir).expect("evicting");
         let t = Instant::now();
-        let log = Log::open(dir, LogOptions::default()).expect("open");
+        let log = Log::open(&dir, LogOptions::default()).expect("open");
         cold.push(ns(t.elapsed()));
         active_records = log.recovery_report().active_records;
         stats = Some(log.stats());
     }
     let stats = stats.expect("opened");
-    Some(Opened {
+    let opened = Opened {
         warm,
         cold: Percentiles::of(&mut cold),
         report_ms,
@@ -207,7 +223,8 @@ fn measure(c: &mut Criterion, name: &str, dir: &Path, crash: bool) -> Option<Ope
         segments: stats.segments,
         bytes: stats.bytes,
         index_memory_bytes: stats.index_memory_bytes,
-    })
+    };
+    (Some(opened), Some(dir))
 }
 
 fn print(name: &str, o: &Opened, target_ms: Option<f64>, probe: &Probe) -> serde_json::Value {
@@ -269,30 +286,43 @@ fn main() {
         .configure_from_args();
     let mut results = Vec::new();
 
-    let crash = build_crash_store();
-    let o = measure(
+    let (o, crash) = measure(
         &mut c,
         "crash_restart_full_64MiB_active_10k_streams",
-        &crash,
+        build_crash_store,
         true,
     );
     results.extend(o.map(|o| print("crash restart, full 64 MiB active", &o, Some(250.0), &probe)));
-    let _ = std::fs::remove_dir_all(&crash);
+    if let Some(crash) = crash {
+        let _ = std::fs::remove_dir_all(&crash);
+    }
 
     // For scale: the fixed cost of an open, a store whose only segment is a new, empty,
     // preallocated active segment.
-    let empty = fresh_dir("empty");
-    Log::open(&empty, LogOptions::default())
-        .expect("create")
-        .close()
-        .expect("close");
-    let o = measure(&mut c, "empty_store_new_64MiB_active", &empty, false);
+    let empty_store = || {
+        let empty = fresh_dir("empty");
+        Log::open(&empty, LogOptions::default())
+            .expect("create")
+            .close()
+            .expect("close");
+        empty
+    };
+    let (o, empty) = measure(&mut c, "empty_store_new_64MiB_active", empty_store, false);
     results.extend(o.map(|o| print("open, empty store", &o, None, &probe)));
-    let _ = std::fs::remove_dir_all(&empty);
+    if let Some(empty) = empty {
+        let _ = std::fs::remove_dir_all(&empty);
+    }
 
-    let sealed = sealed_store();
-    let o = measure(&mut c, "clean_open_2GiB_sealed_10k_streams", &sealed, false);
+    let (o, sealed) = measure(
+        &mut c,
+        "clean_open_2GiB_sealed_10k_streams",
+        sealed_store,
+        false,
+    );
     results.extend(o.map(|o| print("clean open, >= 2 GiB sealed", &o, Some(50.0), &probe)));
+    if let Some(sealed) = sealed {
+        done_with_store(&sealed);
+    }
 
     write_json(
         "recovery.json",

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use sessionlog::session::SessionHeader;
 use sessionlog::{CacheUse, Store, StoreOptions};
-use sessionlog_benches::{bench_dir, fill_long_session, human_ns, ns, probe, write_json};
+use sessionlog_benches::{
+    bench_dir, done_with_store, fill_long_session, human_ns, ns, probe, write_json,
+};
 
 const EVENTS: u64 = 1_000_000;
 const LIST_SESSIONS: usize = 100_000;
@@ -172,6 +174,9 @@ fn main() {
     }
     let all_pages = t.elapsed();
     assert_eq!(total, LIST_SESSIONS);
+    drop(store);
+    done_with_store(&list_dir);
+    done_with_store(&dir);
     println!(
         "listing {LIST_SESSIONS} sessions: first page of 100 in {}, all {} pages in {}",
         human_ns(ns(first_page)),
