@@ -72,51 +72,26 @@ impl CatalogCheckpoint {
     /// `next_stream_id`, names 1 to 4096 bytes of UTF-8 and distinct.
     pub fn decode(payload: &[u8]) -> Result<CatalogCheckpoint, FormatError> {
         let next_stream_id = u64_at(payload, P_NEXT_STREAM_AT)?;
-        let count = u32_at(payload, P_COUNT_AT)? as usize;
-        let mut at = P_STREAMS_AT;
+        let listed = payload.get(P_COUNT_AT..).unwrap_or_default();
         // No allocation sized by an untrusted count: each stream takes at least 21 bytes.
+        let count = u32_at(listed, 0)? as usize;
         let mut streams = Vec::with_capacity(count.min(payload.len() / (S_NAME_AT + 1)));
         let mut names = std::collections::HashSet::new();
-        for _ in 0..count {
-            let id = u64_at(payload, at + S_ID_AT)?;
-            let next_seq = u64_at(payload, at + S_NEXT_SEQ_AT)?;
-            let name_len = u32_at(payload, at + S_NAME_LEN_AT)? as usize;
-            let name = payload
-                .get(at + S_NAME_AT..)
-                .and_then(|rest| rest.get(..name_len))
-                .ok_or_else(|| truncated(at + S_NAME_AT + name_len, payload.len()))?;
-            if id == 0 || id >= next_stream_id {
-                return Err(invalid(format!(
-                    "stream id {id} outside 1..{next_stream_id}"
-                )));
-            }
-            if streams
-                .last()
-                .is_some_and(|prev: &CheckpointStream| prev.stream_id >= id)
-            {
-                return Err(invalid(format!("stream id {id} out of order")));
-            }
-            if name.is_empty() || name.len() > MAX_NAME_BYTES || std::str::from_utf8(name).is_err()
-            {
-                return Err(invalid(format!(
-                    "name of stream {id} is not 1 to {MAX_NAME_BYTES} bytes of UTF-8"
-                )));
-            }
+        let mut twice = None;
+        let walked = walk_streams(next_stream_id, listed, |stream_id, next_seq, name| {
             if !names.insert(name) {
-                return Err(invalid(format!("name of stream {id} listed twice")));
+                twice = Some(stream_id);
+                return false;
             }
             streams.push(CheckpointStream {
-                stream_id: id,
+                stream_id,
                 next_seq,
                 name: name.to_vec(),
             });
-            at += S_NAME_AT + name_len;
-        }
-        if at != payload.len() {
-            return Err(invalid(format!(
-                "{} bytes after the last stream",
-                payload.len() - at
-            )));
+            true
+        })?;
+        if let (None, Some(stream_id)) = (walked, twice) {
+            return Err(invalid(format!("name of stream {stream_id} listed twice")));
         }
         Ok(CatalogCheckpoint {
             next_stream_id,
@@ -139,6 +114,23 @@ impl CatalogCheckpoint {
         }
     }
 
+    /// Walks the streams of the checkpoint a footer's catalog entry carries without copying
+    /// it: checks what [`decode`](Self::decode) checks except that names are distinct, and
+    /// hands `visit` each stream's id, next seq and name in increasing id order until it
+    /// returns `false`. Returns the next stream id and how many streams it lists, or `None`
+    /// when `visit` stopped the walk. For a reader that compares the checkpoint with a catalog
+    /// of its own (whose names are distinct) rather than adopting it.
+    pub fn walk_entry(
+        entry: &CatalogEntry,
+        visit: impl FnMut(u64, u64, &[u8]) -> bool,
+    ) -> Result<Option<(u64, usize)>, FormatError> {
+        if entry.op != CatalogOp::Checkpoint {
+            return Err(invalid("catalog entry is not a checkpoint".into()));
+        }
+        let count = walk_streams(entry.stream_id, &entry.name, visit)?;
+        Ok(count.map(|count| (entry.stream_id, count)))
+    }
+
     /// The checkpoint a footer's catalog entry carries.
     pub fn from_entry(entry: &CatalogEntry) -> Result<CatalogCheckpoint, FormatError> {
         if entry.op != CatalogOp::Checkpoint {
@@ -149,6 +141,63 @@ impl CatalogCheckpoint {
         payload.extend_from_slice(&entry.name);
         CatalogCheckpoint::decode(&payload)
     }
+}
+
+/// Walks `listed`, a checkpoint payload from its stream count on (relative offsets in errors
+/// are those of the whole payload): exact length, ids increasing, non-zero and below
+/// `next_stream_id`, names 1 to 4096 bytes of UTF-8; `visit` gets each stream and may stop
+/// the walk (`None`). Returns the count.
+fn walk_streams<'a>(
+    next_stream_id: u64,
+    listed: &'a [u8],
+    mut visit: impl FnMut(u64, u64, &'a [u8]) -> bool,
+) -> Result<Option<usize>, FormatError> {
+    // Offsets in `listed` are those of the payload less the next stream id before it.
+    let base = P_COUNT_AT;
+    let count = u32_at(listed, 0).map_err(|_| truncated(P_STREAMS_AT, base + listed.len()))?;
+    let mut at = P_STREAMS_AT - base;
+    let mut last_id = 0;
+    for _ in 0..count {
+        let field = |r: Result<u64, FormatError>, len: usize, off: usize| {
+            r.map_err(|_| truncated(base + at + off + len, base + listed.len()))
+        };
+        let id = field(u64_at(listed, at + S_ID_AT), 8, S_ID_AT)?;
+        let next_seq = field(u64_at(listed, at + S_NEXT_SEQ_AT), 8, S_NEXT_SEQ_AT)?;
+        let name_len = field(
+            u32_at(listed, at + S_NAME_LEN_AT).map(u64::from),
+            4,
+            S_NAME_LEN_AT,
+        )? as usize;
+        let name = listed
+            .get(at + S_NAME_AT..)
+            .and_then(|rest| rest.get(..name_len))
+            .ok_or_else(|| truncated(base + at + S_NAME_AT + name_len, base + listed.len()))?;
+        if id == 0 || id >= next_stream_id {
+            return Err(invalid(format!(
+                "stream id {id} outside 1..{next_stream_id}"
+            )));
+        }
+        if last_id >= id {
+            return Err(invalid(format!("stream id {id} out of order")));
+        }
+        if name.is_empty() || name.len() > MAX_NAME_BYTES || std::str::from_utf8(name).is_err() {
+            return Err(invalid(format!(
+                "name of stream {id} is not 1 to {MAX_NAME_BYTES} bytes of UTF-8"
+            )));
+        }
+        if !visit(id, next_seq, name) {
+            return Ok(None);
+        }
+        last_id = id;
+        at += S_NAME_AT + name_len;
+    }
+    if at != listed.len() {
+        return Err(invalid(format!(
+            "{} bytes after the last stream",
+            listed.len() - at
+        )));
+    }
+    Ok(Some(count as usize))
 }
 
 fn truncated(needed: usize, available: usize) -> FormatError {

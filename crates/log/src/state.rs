@@ -79,8 +79,11 @@ impl Catalog {
     /// Applies a checkpoint: checked against the catalog when every record before it was
     /// applied, taken as the catalog when the store starts at it.
     fn apply_checkpoint(&mut self, e: &CatalogEntry) -> Result<(), String> {
+        if !self.awaits_starting_checkpoint() {
+            return self.check_checkpoint(e);
+        }
         let cp = CatalogCheckpoint::from_entry(e).map_err(|x| x.to_string())?;
-        if self.awaits_starting_checkpoint() {
+        {
             for s in cp.streams {
                 let name = String::from_utf8(s.name).map_err(|_| "name is not UTF-8")?;
                 self.names.insert(name.clone(), s.stream_id);
@@ -96,36 +99,55 @@ impl Catalog {
             self.next_stream_id = cp.next_stream_id;
             self.catalog_next_seq = e.seq + 1;
             self.starts_at_checkpoint = false;
-            return Ok(());
         }
+        Ok(())
+    }
+
+    /// Checks a checkpoint against the catalog every record before it built: the same next
+    /// id and the same live streams by id and name, none behind the catalog. Every segment
+    /// starts with one, so an open checks one per segment: it walks the checkpoint in place
+    /// and looks each stream up, instead of copying both catalogs. A stream the checkpoint
+    /// puts further on lost records to a segment rewrite: it takes the checkpoint's seq, and
+    /// the hole is noted.
+    fn check_checkpoint(&mut self, e: &CatalogEntry) -> Result<(), String> {
         if e.seq != self.catalog_next_seq {
             return Err(format!(
                 "catalog checkpoint seq {} where {} was expected",
                 e.seq, self.catalog_next_seq
             ));
         }
-        let mine = self.checkpoint();
-        let same_streams = cp.streams.len() == mine.streams.len()
-            && cp.streams.iter().zip(&mine.streams).all(|(c, m)| {
-                c.stream_id == m.stream_id && c.name == m.name && c.next_seq >= m.next_seq
-            });
-        if cp.next_stream_id != mine.next_stream_id || !same_streams {
-            return Err(format!(
+        let mismatch = || {
+            format!(
                 "catalog checkpoint at seq {} does not match the catalog before it",
                 e.seq
-            ));
-        }
-        // A stream the checkpoint puts further on lost records to a segment rewrite: take
-        // the checkpoint's seq and note the hole.
-        for (c, m) in cp.streams.iter().zip(&mine.streams) {
-            if c.next_seq > m.next_seq {
-                self.holes
-                    .entry(c.stream_id)
-                    .or_insert((m.next_seq, c.next_seq - 1))
-                    .1 = c.next_seq - 1;
-                if let Some(s) = self.streams.get_mut(&c.stream_id) {
-                    s.next_seq = c.next_seq;
+            )
+        };
+        // The streams it puts further on: (id, the catalog's next seq, the checkpoint's).
+        let mut ahead: Vec<(u64, u64, u64)> = Vec::new();
+        let streams = &self.streams;
+        let walked =
+            CatalogCheckpoint::walk_entry(e, |id, next_seq, name| match streams.get(&id) {
+                Some(s) if !s.deleted && s.name.as_bytes() == name && next_seq >= s.next_seq => {
+                    if next_seq > s.next_seq {
+                        ahead.push((id, s.next_seq, next_seq));
+                    }
+                    true
                 }
+                _ => false,
+            });
+        let Some((next_stream_id, listed)) = walked.map_err(|x| x.to_string())? else {
+            return Err(mismatch());
+        };
+        // Its ids increase, so each live stream was matched at most once: as many as the
+        // catalog's live streams means the same set.
+        let live = self.streams.values().filter(|s| !s.deleted).count();
+        if next_stream_id != self.next_stream_id || listed != live {
+            return Err(mismatch());
+        }
+        for (id, before, after) in ahead {
+            self.holes.entry(id).or_insert((before, after - 1)).1 = after - 1;
+            if let Some(s) = self.streams.get_mut(&id) {
+                s.next_seq = after;
             }
         }
         self.catalog_next_seq += 1;
@@ -337,5 +359,126 @@ impl State {
         } else {
             sessionlog_format::SEGMENT_HEADER_LEN as u64
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Catalog;
+    use sessionlog_format::{CatalogCheckpoint, CatalogEntry, CatalogOp, CheckpointStream};
+
+    fn entry(op: CatalogOp, stream_id: u64, seq: u64, name: &str) -> CatalogEntry {
+        CatalogEntry {
+            op,
+            stream_id,
+            seq,
+            name: name.as_bytes().to_vec(),
+        }
+    }
+
+    /// A catalog of streams 1 "a" (5 records), 2 "b" (deleted), 3 "c" (renamed from "x", 2
+    /// records), built from its records: catalog seqs 0 to 4.
+    fn catalog() -> Catalog {
+        let mut c = Catalog::new();
+        for e in [
+            entry(CatalogOp::Create, 1, 0, "a"),
+            entry(CatalogOp::Create, 2, 1, "b"),
+            entry(CatalogOp::Create, 3, 2, "x"),
+            entry(CatalogOp::Delete, 2, 3, ""),
+            entry(CatalogOp::Rename, 3, 4, "c"),
+        ] {
+            c.apply_entry(&e).expect("a valid catalog record");
+        }
+        c.streams.get_mut(&1).expect("a").next_seq = 5;
+        c.streams.get_mut(&3).expect("c").next_seq = 2;
+        c
+    }
+
+    fn stream(stream_id: u64, next_seq: u64, name: &str) -> CheckpointStream {
+        CheckpointStream {
+            stream_id,
+            next_seq,
+            name: name.as_bytes().to_vec(),
+        }
+    }
+
+    fn checkpoint(next_stream_id: u64, streams: Vec<CheckpointStream>) -> CatalogEntry {
+        CatalogCheckpoint {
+            next_stream_id,
+            streams,
+        }
+        .to_entry(5)
+    }
+
+    #[test]
+    fn a_checkpoint_is_checked_against_the_catalog_its_records_built() {
+        // The catalog's own checkpoint, and one whose streams are further on.
+        let mut c = catalog();
+        c.apply_entry(&checkpoint(4, vec![stream(1, 5, "a"), stream(3, 2, "c")]))
+            .expect("the catalog's own checkpoint");
+        assert_eq!(c.catalog_next_seq, 6);
+        assert!(c.holes.is_empty());
+        let mut c = catalog();
+        c.apply_entry(&checkpoint(4, vec![stream(1, 9, "a"), stream(3, 2, "c")]))
+            .expect("a stream a rewrite shortened");
+        assert_eq!(c.holes.get(&1), Some(&(5, 8)));
+        assert_eq!(c.streams.get(&1).map(|s| s.next_seq), Some(9));
+
+        let refused = [
+            (
+                "a name differs",
+                checkpoint(4, vec![stream(1, 5, "a"), stream(3, 2, "x")]),
+            ),
+            (
+                "a live stream missing",
+                checkpoint(4, vec![stream(1, 5, "a")]),
+            ),
+            (
+                "a deleted stream listed",
+                checkpoint(
+                    4,
+                    vec![stream(1, 5, "a"), stream(2, 0, "b"), stream(3, 2, "c")],
+                ),
+            ),
+            (
+                "an unknown stream listed",
+                checkpoint(
+                    5,
+                    vec![stream(1, 5, "a"), stream(3, 2, "c"), stream(4, 0, "d")],
+                ),
+            ),
+            (
+                "a deleted stream in a live one's place",
+                checkpoint(4, vec![stream(1, 5, "a"), stream(2, 0, "b")]),
+            ),
+            (
+                "a stream behind",
+                checkpoint(4, vec![stream(1, 4, "a"), stream(3, 2, "c")]),
+            ),
+            (
+                "a stream ahead, then a name differs",
+                checkpoint(4, vec![stream(1, 9, "a"), stream(3, 2, "x")]),
+            ),
+            (
+                "another next id",
+                checkpoint(5, vec![stream(1, 5, "a"), stream(3, 2, "c")]),
+            ),
+            (
+                "a name twice",
+                checkpoint(4, vec![stream(1, 5, "a"), stream(3, 2, "a")]),
+            ),
+        ];
+        for (what, e) in refused {
+            let mut c = catalog();
+            let err = c.apply_entry(&e).expect_err(what);
+            assert!(err.contains("does not match"), "{what}: {err}");
+            assert_eq!(c.catalog_next_seq, 5, "{what}: nothing applied");
+            assert!(c.holes.is_empty(), "{what}: no hole noted");
+        }
+        // Out of its place in the catalog stream.
+        let mut c = catalog();
+        let mut e = checkpoint(4, vec![stream(1, 5, "a"), stream(3, 2, "c")]);
+        e.seq = 7;
+        assert!(c.apply_entry(&e).is_err());
     }
 }
