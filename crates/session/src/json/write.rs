@@ -3,22 +3,35 @@
 
 /// Appends `s` as a JSON string literal, escaped exactly as `JSON.stringify` does.
 pub fn write_js_string(out: &mut String, s: &str) {
+    out.reserve(s.len() + 2);
     out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                out.push_str(&format!("\\u{:04x}", c as u32));
-            }
-            c => out.push(c),
+    // Only ASCII bytes are escaped, and no byte of a multi-byte character is ASCII: the runs
+    // between escapes are copied whole, on character boundaries.
+    let mut run = 0;
+    for (at, b) in s.bytes().enumerate() {
+        let escape = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(s.get(run..at).unwrap_or_default());
+        if escape.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.push_str("\\u00");
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 15)]));
+        } else {
+            out.push_str(escape);
         }
+        run = at + 1;
     }
+    out.push_str(s.get(run..).unwrap_or_default());
     out.push('"');
 }
 
@@ -158,6 +171,61 @@ impl ObjectWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// `JSON.stringify`'s escaping, one character at a time: what the runs must equal.
+    fn escaped_by_character(s: &str) -> String {
+        let mut out = String::from("\"");
+        for c in s.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '\u{8}' => out.push_str("\\b"),
+                '\u{c}' => out.push_str("\\f"),
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\t' => out.push_str("\\t"),
+                c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn strings_are_escaped_as_one_character_at_a_time(
+            s in proptest::collection::vec(
+                prop_oneof![
+                    (0u32..0x80).prop_map(|c| char::from_u32(c).unwrap_or('a')),
+                    any::<char>(),
+                    Just('"'),
+                    Just('\\'),
+                ],
+                0..64,
+            )
+            .prop_map(|chars| chars.into_iter().collect::<String>())
+        ) {
+            let mut out = String::from("prefix");
+            write_js_string(&mut out, &s);
+            prop_assert_eq!(out, format!("prefix{}", escaped_by_character(&s)));
+        }
+    }
+
+    #[test]
+    fn every_control_character_and_the_two_escaped_printables_are_escaped() {
+        let all: String = (0u32..0x80).filter_map(char::from_u32).collect();
+        let mut out = String::new();
+        write_js_string(&mut out, &all);
+        assert_eq!(out, escaped_by_character(&all));
+        assert!(out.contains("\\u0000") && out.contains("\\u001f") && out.contains("\\b"));
+        for s in ["", "plain", "é\u{2028}/€𝄞", "\"\"", "end\\"] {
+            let mut out = String::new();
+            write_js_string(&mut out, s);
+            assert_eq!(out, escaped_by_character(s), "{s:?}");
+        }
+    }
 
     /// The digits made by hand are those `{}` formats, at every length and both ends.
     #[test]
