@@ -106,7 +106,7 @@ fn decode_everything(bytes: &[u8], segment_id: u64, offset: u64) {
     let _ = SegmentHeader::decode(bytes);
     let _ = decode_batch_header(bytes, segment_id, offset);
     let _ = decode_record_header(bytes);
-    let _ = sessionlog_format::CatalogCheckpoint::decode(bytes);
+    checkpoint_walk_agrees_with_decode(bytes);
     if let Ok((header, payload)) = verify_record(bytes, segment_id, offset) {
         assert_eq!(payload.len(), header.payload_len as usize);
     }
@@ -247,5 +247,48 @@ fn round_trip(bytes: &[u8], segment_id: u64, offset: u64) {
             assert_eq!(footer.index_entry(&seg, i as u32), Some(*e));
         }
         assert_eq!(footer.catalog(&seg).expect("catalog decodes"), catalog);
+    }
+}
+
+/// A catalog checkpoint payload decoded, and walked in place as the footer entry that carries
+/// it: the walk visits exactly the streams the decode gives, and refuses what the decode
+/// refuses except a name listed twice (which only the decode checks).
+fn checkpoint_walk_agrees_with_decode(bytes: &[u8]) {
+    let decoded = sessionlog_format::CatalogCheckpoint::decode(bytes);
+    let Some((next, listed)) = bytes.split_first_chunk::<8>() else {
+        assert!(decoded.is_err());
+        return;
+    };
+    let entry = CatalogEntry {
+        op: CatalogOp::Checkpoint,
+        stream_id: u64::from_le_bytes(*next),
+        seq: 0,
+        name: listed.to_vec(),
+    };
+    let mut visited = Vec::new();
+    let walked = sessionlog_format::CatalogCheckpoint::walk_entry(&entry, |id, next_seq, name| {
+        visited.push((id, next_seq, name.to_vec()));
+        true
+    });
+    match decoded {
+        Ok(cp) => {
+            assert_eq!(walked.ok(), Some(Some((cp.next_stream_id, cp.streams.len()))));
+            let streams: Vec<_> = cp
+                .streams
+                .into_iter()
+                .map(|s| (s.stream_id, s.next_seq, s.name))
+                .collect();
+            assert_eq!(visited, streams);
+        }
+        Err(_) => {
+            if let Ok(Some(_)) = walked {
+                let mut names: Vec<&Vec<u8>> = visited.iter().map(|(_, _, n)| n).collect();
+                names.sort();
+                assert!(
+                    names.windows(2).any(|w| w[0] == w[1]),
+                    "the walk accepted a checkpoint the decode refused, with distinct names"
+                );
+            }
+        }
     }
 }
