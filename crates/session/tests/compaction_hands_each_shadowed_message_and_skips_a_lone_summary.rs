@@ -6,11 +6,12 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{assistant, canon, push, session_in_step, tool_result, user, value};
+use common::{
+    assistant, canon, compact_keeping_a_fifth, push, session_in_step, tool_result, user, value,
+};
 use sessionlog_session::compaction::{
-    compact, plan_compaction, CompactionContext, CompactionOutcome, CompactionPolicy,
-    DeterministicSummarizer, KeepRecent, SkipReason, Summarizer, SummarizerError, Summary,
-    SummaryRequest,
+    plan_compaction, CompactionPolicy, DeterministicSummarizer, KeepRecent, SkipReason, Summarizer,
+    SummarizerError, Summary, SummaryRequest,
 };
 use sessionlog_session::tokens::{HeuristicCounter, TokenProjection};
 use sessionlog_session::{Seq, Session};
@@ -63,33 +64,14 @@ fn stored_message(session: &Session, seq: Seq) -> String {
     canon(message)
 }
 
-fn compact_once(session: &mut Session, summarizer: &mut Recording, id: &str) -> Vec<Seq> {
-    let policy = CompactionPolicy::default().with_keep_recent(KeepRecent::Fraction(0.2));
-    let outcome = compact(
-        session,
-        &projection(session),
-        &policy,
-        summarizer,
-        &CompactionContext::new(id, 7),
-    )
-    .expect("plans");
-    let CompactionOutcome::Compacted(report) = outcome else {
-        panic!("expected a compaction, got {outcome:?}");
-    };
-    for event in report.events {
-        session.try_append(event).expect("accepted");
-    }
-    report.shadowed
-}
-
 #[test]
 fn the_summarizer_gets_every_shadowed_message_verbatim_in_surface_order() {
     let mut session = session_in_step();
     let mut summarizer = Recording::default();
     grow(&mut session, 0);
-    let shadowed = compact_once(&mut session, &mut summarizer, "first");
+    let shadowed = compact_keeping_a_fifth(&mut session, &mut summarizer, "first");
     grow(&mut session, 100);
-    let shadowed_again = compact_once(&mut session, &mut summarizer, "second");
+    let shadowed_again = compact_keeping_a_fifth(&mut session, &mut summarizer, "second");
     for (shadowed, messages) in [&shadowed, &shadowed_again]
         .into_iter()
         .zip(&summarizer.messages)
@@ -115,7 +97,7 @@ fn a_range_of_one_earlier_summary_is_skipped_as_already_compact() {
     let mut session = session_in_step();
     let mut summarizer = Recording::default();
     grow(&mut session, 0);
-    compact_once(&mut session, &mut summarizer, "first");
+    compact_keeping_a_fifth(&mut session, &mut summarizer, "first");
     let summary = session.surface()[0];
     let projection = projection(&session);
     // Keep every node after the summary verbatim: the summary alone may be shadowed.

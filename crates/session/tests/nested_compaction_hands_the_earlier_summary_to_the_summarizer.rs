@@ -3,14 +3,10 @@
 
 mod common;
 
-use std::sync::Arc;
-
-use common::{assistant, push, session_in_step, user};
+use common::{assistant, compact_keeping_a_fifth, push, session_in_step, user};
 use sessionlog_session::compaction::{
-    compact, CompactionContext, CompactionOutcome, CompactionPolicy, DeterministicSummarizer,
-    KeepRecent, Summarizer, SummarizerError, Summary, SummaryRequest,
+    DeterministicSummarizer, Summarizer, SummarizerError, Summary, SummaryRequest,
 };
-use sessionlog_session::tokens::{HeuristicCounter, TokenProjection};
 use sessionlog_session::Session;
 
 struct Recording {
@@ -38,31 +34,6 @@ fn grow(session: &mut Session, from: usize) {
     }
 }
 
-fn compact_once(
-    session: &mut Session,
-    summarizer: &mut Recording,
-    id: &str,
-) -> Vec<sessionlog_session::Seq> {
-    let projection =
-        TokenProjection::from_session(session, Arc::new(HeuristicCounter)).expect("folds");
-    let policy = CompactionPolicy::default().with_keep_recent(KeepRecent::Fraction(0.2));
-    let outcome = compact(
-        session,
-        &projection,
-        &policy,
-        summarizer,
-        &CompactionContext::new(id, 7),
-    )
-    .expect("plans");
-    let CompactionOutcome::Compacted(report) = outcome else {
-        panic!("expected a compaction, got {outcome:?}");
-    };
-    for event in report.events {
-        session.try_append(event).expect("accepted");
-    }
-    report.shadowed
-}
-
 #[test]
 fn nested_compaction_hands_the_earlier_summary_to_the_summarizer() {
     let mut session = session_in_step();
@@ -71,12 +42,12 @@ fn nested_compaction_hands_the_earlier_summary_to_the_summarizer() {
         previous: Vec::new(),
     };
     grow(&mut session, 0);
-    compact_once(&mut session, &mut summarizer, "first");
+    compact_keeping_a_fifth(&mut session, &mut summarizer, "first");
     let first_summary = session.surface()[0];
     assert!(summarizer.previous[0].is_empty());
 
     grow(&mut session, 100);
-    let shadowed = compact_once(&mut session, &mut summarizer, "second");
+    let shadowed = compact_keeping_a_fifth(&mut session, &mut summarizer, "second");
     assert_eq!(
         shadowed[0], first_summary,
         "the new range starts at the earlier summary"

@@ -151,6 +151,40 @@ pub fn replacing(input: EventInput, start: u64, end: u64, sources: &[u64]) -> Ev
         .with_sources(sources.iter().map(|&s| Seq(s)).collect())
 }
 
+/// Compacts `session` keeping the newest fifth of its surface estimate (compaction id `id`),
+/// appends the transaction's events, and returns the shadowed nodes; panics unless it
+/// compacted.
+pub fn compact_keeping_a_fifth(
+    session: &mut Session,
+    summarizer: &mut dyn sessionlog_session::compaction::Summarizer,
+    id: &str,
+) -> Vec<sessionlog_session::Seq> {
+    use sessionlog_session::compaction::{
+        compact, CompactionContext, CompactionOutcome, CompactionPolicy, KeepRecent,
+    };
+    let projection = sessionlog_session::tokens::TokenProjection::from_session(
+        session,
+        std::sync::Arc::new(sessionlog_session::tokens::HeuristicCounter),
+    )
+    .expect("folds");
+    let policy = CompactionPolicy::default().with_keep_recent(KeepRecent::Fraction(0.2));
+    let outcome = compact(
+        session,
+        &projection,
+        &policy,
+        summarizer,
+        &CompactionContext::new(id, 7),
+    )
+    .expect("plans");
+    let CompactionOutcome::Compacted(report) = outcome else {
+        panic!("expected a compaction, got {outcome:?}");
+    };
+    for event in report.events {
+        session.try_append(event).expect("accepted");
+    }
+    report.shadowed
+}
+
 /// Appends under DSH's reader rules, or panics with the refusal: builds the DSH-shaped logs
 /// (surface sequences without turns, as in the interop spec's worked examples) that the
 /// surface and compaction tests replay, exactly as an import would accept them.
