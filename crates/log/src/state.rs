@@ -83,23 +83,21 @@ impl Catalog {
             return self.check_checkpoint(e);
         }
         let cp = CatalogCheckpoint::from_entry(e).map_err(|x| x.to_string())?;
-        {
-            for s in cp.streams {
-                let name = String::from_utf8(s.name).map_err(|_| "name is not UTF-8")?;
-                self.names.insert(name.clone(), s.stream_id);
-                self.streams.insert(
-                    s.stream_id,
-                    StreamState {
-                        name,
-                        next_seq: s.next_seq,
-                        ..Default::default()
-                    },
-                );
-            }
-            self.next_stream_id = cp.next_stream_id;
-            self.catalog_next_seq = e.seq + 1;
-            self.starts_at_checkpoint = false;
+        for s in cp.streams {
+            let name = String::from_utf8(s.name).map_err(|_| "name is not UTF-8")?;
+            self.names.insert(name.clone(), s.stream_id);
+            self.streams.insert(
+                s.stream_id,
+                StreamState {
+                    name,
+                    next_seq: s.next_seq,
+                    ..Default::default()
+                },
+            );
         }
+        self.next_stream_id = cp.next_stream_id;
+        self.catalog_next_seq = e.seq + 1;
+        self.starts_at_checkpoint = false;
         Ok(())
     }
 
