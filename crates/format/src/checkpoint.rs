@@ -73,8 +73,9 @@ impl CatalogCheckpoint {
     pub fn decode(payload: &[u8]) -> Result<CatalogCheckpoint, FormatError> {
         let next_stream_id = u64_at(payload, P_NEXT_STREAM_AT)?;
         let listed = payload.get(P_COUNT_AT..).unwrap_or_default();
-        // No allocation sized by an untrusted count: each stream takes at least 21 bytes.
-        let count = u32_at(listed, 0)? as usize;
+        // No allocation sized by an untrusted count: each stream takes at least 21 bytes. (A
+        // count that is not there is the walk's error.)
+        let count = u32_at(listed, 0).unwrap_or(0) as usize;
         let mut streams = Vec::with_capacity(count.min(payload.len() / (S_NAME_AT + 1)));
         let mut names = std::collections::HashSet::new();
         let mut twice = None;
@@ -152,26 +153,22 @@ fn walk_streams<'a>(
     listed: &'a [u8],
     mut visit: impl FnMut(u64, u64, &'a [u8]) -> bool,
 ) -> Result<Option<usize>, FormatError> {
-    // Offsets in `listed` are those of the payload less the next stream id before it.
+    // `listed` starts at the payload's `P_COUNT_AT`: errors name payload offsets.
     let base = P_COUNT_AT;
-    let count = u32_at(listed, 0).map_err(|_| truncated(P_STREAMS_AT, base + listed.len()))?;
+    let short = |needed: usize| truncated(base + needed, base + listed.len());
+    let u64_field = |at: usize| u64_at(listed, at).map_err(|_| short(at + 8));
+    let u32_field = |at: usize| u32_at(listed, at).map_err(|_| short(at + 4));
+    let count = u32_field(P_COUNT_AT - base)?;
     let mut at = P_STREAMS_AT - base;
     let mut last_id = 0;
     for _ in 0..count {
-        let field = |r: Result<u64, FormatError>, len: usize, off: usize| {
-            r.map_err(|_| truncated(base + at + off + len, base + listed.len()))
-        };
-        let id = field(u64_at(listed, at + S_ID_AT), 8, S_ID_AT)?;
-        let next_seq = field(u64_at(listed, at + S_NEXT_SEQ_AT), 8, S_NEXT_SEQ_AT)?;
-        let name_len = field(
-            u32_at(listed, at + S_NAME_LEN_AT).map(u64::from),
-            4,
-            S_NAME_LEN_AT,
-        )? as usize;
+        let id = u64_field(at + S_ID_AT)?;
+        let next_seq = u64_field(at + S_NEXT_SEQ_AT)?;
+        let name_len = u32_field(at + S_NAME_LEN_AT)? as usize;
         let name = listed
             .get(at + S_NAME_AT..)
             .and_then(|rest| rest.get(..name_len))
-            .ok_or_else(|| truncated(base + at + S_NAME_AT + name_len, base + listed.len()))?;
+            .ok_or_else(|| short(at + S_NAME_AT + name_len))?;
         if id == 0 || id >= next_stream_id {
             return Err(invalid(format!(
                 "stream id {id} outside 1..{next_stream_id}"
@@ -242,6 +239,25 @@ mod tests {
         CatalogCheckpoint {
             next_stream_id: 5,
             streams: vec![stream(1, b"alpha"), stream(4, b"beta")],
+        }
+    }
+
+    #[test]
+    fn a_cut_payload_is_refused_as_truncated_at_its_own_length() {
+        let payload = sample().encode();
+        for len in 0..payload.len() {
+            match CatalogCheckpoint::decode(&payload[..len]) {
+                Err(FormatError::Truncated {
+                    needed, available, ..
+                }) => {
+                    assert_eq!(available, len, "cut to {len}");
+                    assert!(
+                        needed > len && needed <= payload.len(),
+                        "cut to {len}: {needed}"
+                    );
+                }
+                other => panic!("cut to {len}: {other:?}"),
+            }
         }
     }
 
