@@ -1042,11 +1042,12 @@ impl SessionHandle {
         }
         let format = self.state.header().format();
         let event = input.into_event_for(seq, format)?;
-        self.write(std::slice::from_ref(&event), RuleSet::Native)?;
-        // The event before stays at hand for look-backs and compaction (a surface event).
+        // The event before (in the log already) stays at hand for look-backs, this event's
+        // first of all, and for compaction, when it is a surface event.
         if let Some(before) = self.last.take() {
             self.past.remember(before);
         }
+        self.write(std::slice::from_ref(&event), RuleSet::Native)?;
         Ok(self.last.insert(event))
     }
 
