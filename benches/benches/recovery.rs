@@ -158,18 +158,34 @@ fn forget_clean_close(dir: &Path) {
 }
 
 /// Measures opens of the store `build` makes, built when criterion first runs the bench (a
-/// filtered-out bench builds nothing); `None` when filtered out. `build` returns the store's
-/// directory, which the caller removes (or keeps) afterwards.
+/// filtered-out bench builds nothing, and gives `None`); `done` is handed its directory
+/// afterwards, to remove (or keep) it.
 fn measure(
     c: &mut Criterion,
     name: &str,
     build: impl FnOnce() -> PathBuf,
+    done: fn(&Path),
     crash: bool,
-) -> (Option<Opened>, Option<PathBuf>) {
+) -> Option<Opened> {
+    let mut built: Option<PathBuf> = None;
+    let opened = measure_built(c, name, build, &mut built, crash);
+    if let Some(dir) = built {
+        done(&dir);
+    }
+    opened
+}
+
+/// [`measure`], leaving the store's directory in `built` once it is built.
+fn measure_built(
+    c: &mut Criterion,
+    name: &str,
+    build: impl FnOnce() -> PathBuf,
+    built: &mut Option<PathBuf>,
+    crash: bool,
+) -> Option<Opened> {
     let mut calls = Calls::default();
     let mut report_ms = 0.0;
     let mut build = Some(build);
-    let mut built: Option<PathBuf> = None;
     let mut group = c.benchmark_group("open");
     group.bench_function(name, |b| {
         let dir = built.get_or_insert_with(|| (build.take().expect("built once"))());
@@ -193,11 +209,9 @@ fn measure(
         })
     });
     group.finish();
-    let Some(dir) = built else {
-        return (None, None); // filtered out on the command line
-    };
+    let dir = built.as_deref()?; // filtered out on the command line
     if calls.is_empty() {
-        return (None, Some(dir));
+        return None;
     }
     let warm = 1.0 / calls.rate_last(SAMPLE_SIZE);
     let mut cold = Vec::new();
@@ -205,17 +219,17 @@ fn measure(
     let mut active_records = 0;
     for _ in 0..COLD_OPENS {
         if crash {
-            forget_clean_close(&dir);
+            forget_clean_close(dir);
         }
-        evict_dir_from_page_cache(&dir).expect("evicting");
+        evict_dir_from_page_cache(dir).expect("evicting");
         let t = Instant::now();
-        let log = Log::open(&dir, LogOptions::default()).expect("open");
+        let log = Log::open(dir, LogOptions::default()).expect("open");
         cold.push(ns(t.elapsed()));
         active_records = log.recovery_report().active_records;
         stats = Some(log.stats());
     }
     let stats = stats.expect("opened");
-    let opened = Opened {
+    Some(Opened {
         warm,
         cold: Percentiles::of(&mut cold),
         report_ms,
@@ -223,8 +237,12 @@ fn measure(
         segments: stats.segments,
         bytes: stats.bytes,
         index_memory_bytes: stats.index_memory_bytes,
-    };
-    (Some(opened), Some(dir))
+    })
+}
+
+/// Removes a store measured once.
+fn remove(dir: &Path) {
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 fn print(name: &str, o: &Opened, target_ms: Option<f64>, probe: &Probe) -> serde_json::Value {
@@ -286,16 +304,14 @@ fn main() {
         .configure_from_args();
     let mut results = Vec::new();
 
-    let (o, crash) = measure(
+    let o = measure(
         &mut c,
         "crash_restart_full_64MiB_active_10k_streams",
         build_crash_store,
+        remove,
         true,
     );
     results.extend(o.map(|o| print("crash restart, full 64 MiB active", &o, Some(250.0), &probe)));
-    if let Some(crash) = crash {
-        let _ = std::fs::remove_dir_all(&crash);
-    }
 
     // For scale: the fixed cost of an open, a store whose only segment is a new, empty,
     // preallocated active segment.
@@ -307,22 +323,23 @@ fn main() {
             .expect("close");
         empty
     };
-    let (o, empty) = measure(&mut c, "empty_store_new_64MiB_active", empty_store, false);
+    let o = measure(
+        &mut c,
+        "empty_store_new_64MiB_active",
+        empty_store,
+        remove,
+        false,
+    );
     results.extend(o.map(|o| print("open, empty store", &o, None, &probe)));
-    if let Some(empty) = empty {
-        let _ = std::fs::remove_dir_all(&empty);
-    }
 
-    let (o, sealed) = measure(
+    let o = measure(
         &mut c,
         "clean_open_2GiB_sealed_10k_streams",
         sealed_store,
+        done_with_store,
         false,
     );
     results.extend(o.map(|o| print("clean open, >= 2 GiB sealed", &o, Some(50.0), &probe)));
-    if let Some(sealed) = sealed {
-        done_with_store(&sealed);
-    }
 
     write_json(
         "recovery.json",
