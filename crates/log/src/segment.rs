@@ -303,14 +303,13 @@ pub(crate) fn scan_segment_with(
                 // Verified ahead: its records' headers come from the thread that checked it,
                 // so the segment's bytes are not read again here.
                 Some(verified) => Ok(verified),
-                None => match verify_batch_in(seg.get(at..).unwrap_or(&[]), &seeded, at as u64) {
-                    Ok(batch) => {
+                None => {
+                    verify_batch_in(seg.get(at..).unwrap_or(&[]), &seeded, at as u64).map(|batch| {
                         records.clear();
                         records.extend(batch.records());
-                        Ok((&records[..], batch.end_offset() as usize))
-                    }
-                    Err(e) => Err(e),
-                },
+                        (&records[..], batch.end_offset() as usize)
+                    })
+                }
             };
             let (here, batch_error) = match checked {
                 Ok((batch, end)) => {
