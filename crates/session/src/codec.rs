@@ -102,11 +102,16 @@ pub const EVENT_ENCODING_V1: u8 = 1;
 
 /// Encodes one event: the version byte, then the envelope JSON exactly as stored.
 pub fn encode_event(event: &Event) -> Vec<u8> {
-    let raw = event.raw().as_bytes();
-    let mut out = Vec::with_capacity(raw.len() + 1);
-    out.push(EVENT_ENCODING_V1);
-    out.extend_from_slice(raw);
+    let mut out = Vec::with_capacity(event.raw().len() + 1);
+    encode_event_into(event, &mut out);
     out
+}
+
+/// [`encode_event`] into `out`, replacing what it held (its allocation is reused).
+pub fn encode_event_into(event: &Event, out: &mut Vec<u8>) {
+    out.clear();
+    out.push(EVENT_ENCODING_V1);
+    out.extend_from_slice(event.raw().as_bytes());
 }
 
 /// Decodes [`encode_event`] output; the envelope is re-validated.

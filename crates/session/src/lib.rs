@@ -39,8 +39,8 @@ pub use build::{BuildEvent, Position};
 pub use checkpoint::{CheckpointError, CHECKPOINT_MAGIC, CHECKPOINT_STATE_VERSION};
 pub use chunks::PackedLines;
 pub use codec::{
-    decode_event, decode_header, decode_stored_event, encode_event, encode_header, is_surface_kind,
-    kind_tag,
+    decode_event, decode_header, decode_stored_event, encode_event, encode_event_into,
+    encode_header, is_surface_kind, kind_tag,
 };
 pub use dsh::{
     event_for_format, export_dsh, export_format, export_jsonl, file_header, header_for_format,

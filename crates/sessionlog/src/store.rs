@@ -7,9 +7,9 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use sessionlog_log::{Access, Append, Durability, Log, LogOptions, Seq as LogSeq, StreamId};
 use sessionlog_session::{
-    decode_header, decode_stored_event, derive_message, encode_event, event_for_format,
-    header_for_format, kind_tag, migrate, needs_migration, zstd_file, BuildEvent, ChildFact,
-    DshFormat, Event, EventInput, ExportOptions, FormatChoice, FormatVersion, LookBack,
+    decode_header, decode_stored_event, derive_message, encode_event, encode_event_into,
+    event_for_format, header_for_format, kind_tag, migrate, needs_migration, zstd_file, BuildEvent,
+    ChildFact, DshFormat, Event, EventInput, ExportOptions, FormatChoice, FormatVersion, LookBack,
     PackedLines, RuleSet, SessionHeader, SessionState, WithPending,
 };
 
@@ -401,6 +401,7 @@ impl Store {
             opened,
             past,
             last: None,
+            payload: Vec::new(),
             views,
         })
     }
@@ -934,9 +935,14 @@ pub struct SessionHandle {
     past: LogPast,
     /// The event the last single append added.
     last: Option<Event>,
+    /// The log payload of the last single append: its allocation is reused by the next.
+    payload: Vec<u8>,
     /// The registered projections, folded with every append.
     views: Vec<projected::Slot>,
 }
+
+/// The largest record payload allocation a handle keeps for its next append.
+const KEPT_PAYLOAD_BYTES: usize = 64 << 10;
 
 /// Epoch milliseconds now (0 if the clock reads before 1970).
 fn wall_clock_ms() -> i64 {
@@ -1064,14 +1070,17 @@ impl SessionHandle {
         let state = &mut self.state;
         let fed = !self.views.is_empty();
         if let [event] = events {
-            // The one record's kind and size, kept in place: nothing allocated per append.
+            // The one record's kind and size, kept in place, and its payload encoded into
+            // the previous one's allocation: nothing allocated per append.
             let mut size: Option<(u8, u64)> = None;
+            let payload = &mut self.payload;
             // One event: checked, written, then folded; nothing to take back if the log
             // refuses it, so no savepoint (a copy of the turn tracker) per append.
             state.append_then(event, rules, past, || {
-                let payload = record_payload(event, max)?;
+                encode_event_into(event, payload);
+                check_record_len(payload.len(), max)?;
                 let kind = kind_tag(event);
-                let mut append = Append::new(stream, kind, &payload);
+                let mut append = Append::new(stream, kind, payload);
                 append.expected_seq = Some(LogSeq(event.seq().get() + 1));
                 log.commit(std::slice::from_ref(&append), Durability::Buffered)?;
                 if fed {
@@ -1080,6 +1089,10 @@ impl SessionHandle {
                 Ok::<_, Error>(())
             })?;
             projected::feed_all(&mut self.views, state, events, size.as_slice());
+            if self.payload.capacity() > KEPT_PAYLOAD_BYTES {
+                // A rare large event's allocation is not kept for the small ones after it.
+                self.payload = Vec::new();
+            }
             return Ok(());
         }
         let mut sizes: Vec<(u8, u64)> = Vec::new();
@@ -1303,14 +1316,16 @@ impl Drop for SessionHandle {
 /// The log payload of `event`, refused when it exceeds the log's record limit `max`.
 fn record_payload(event: &Event, max: usize) -> Result<Vec<u8>> {
     let payload = encode_event(event);
-    if payload.len() > max {
-        return Err(sessionlog_log::Error::RecordTooLarge {
-            len: payload.len(),
-            max,
-        }
-        .into());
-    }
+    check_record_len(payload.len(), max)?;
     Ok(payload)
+}
+
+/// Refuses a record payload of `len` bytes when it exceeds the log's record limit `max`.
+fn check_record_len(len: usize, max: usize) -> Result<()> {
+    if len > max {
+        return Err(sessionlog_log::Error::RecordTooLarge { len, max }.into());
+    }
+    Ok(())
 }
 
 /// The input that re-creates a built event (used to write restart closers through the same
