@@ -51,14 +51,12 @@ impl LogPast {
     }
 
     /// Keeps `event`, which the session's writer has just appended (its record is in the
-    /// log), when it is a surface event: upgraded as a read of its record would upgrade it,
-    /// so a lookup finds here exactly what the log holds. The oldest kept events go once
-    /// their text passes the budget.
-    pub(crate) fn remember(&self, mut event: Event) {
+    /// log), when it is a surface event, as it was appended: a lookup upgrades what it
+    /// finds here as a read of the record would, so it finds exactly what the log holds,
+    /// and an append pays for no upgrade. The oldest kept events go once their text passes
+    /// the budget.
+    pub(crate) fn remember(&self, event: Event) {
         if event.surface_op().is_none() || event.raw().len() > APPENDED_BYTES {
-            return;
-        }
-        if upgrade_event(&mut event, self, &self.session_id).is_err() {
             return;
         }
         let mut appended = self.appended.lock();
@@ -115,11 +113,19 @@ impl LogPast {
 
 impl LookBack for LogPast {
     fn event_at(&self, seq: Seq) -> Result<Option<Cow<'_, Event>>, SessionError> {
-        {
+        let kept = {
             let appended = self.appended.lock();
-            if let Ok(at) = appended.events.binary_search_by_key(&seq, Event::seq) {
-                return Ok(appended.events.get(at).cloned().map(Cow::Owned));
-            }
+            appended
+                .events
+                .binary_search_by_key(&seq, Event::seq)
+                .ok()
+                .and_then(|at| appended.events.get(at).cloned())
+        };
+        if let Some(mut event) = kept {
+            // Upgraded as a read of its record is (outside the lock: an upgrade may look
+            // back). An event in the current shape is left as it is.
+            upgrade_event(&mut event, self, &self.session_id)?;
+            return Ok(Some(Cow::Owned(event)));
         }
         if let Some(hit) = self.recent.lock().iter().find(|e| e.seq() == seq) {
             return Ok(Some(Cow::Owned(hit.clone())));
@@ -199,5 +205,42 @@ mod tests {
         // A node let go of is read from the log again.
         let gone = h.past.event_at(first_node).expect("lookup").expect("found");
         assert_eq!(gone.seq(), first_node);
+    }
+
+    #[test]
+    fn a_kept_event_of_an_older_shape_is_found_upgraded_as_its_record_reads() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(dir.path(), StoreOptions::default()).expect("store");
+        // A DSH V0 session: a message from before message ids, then a tool result and a
+        // replacement of it (whose upgrade looks back at the result it replaces).
+        let file = [
+            r#"{"type":"session","version":0,"id":"old","createdAt":1}"#,
+            r#"{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}"#,
+            r#"{"type":"step/start","seq":1,"time":1,"data":{"turn":1,"step":1}}"#,
+            r#"{"type":"user/message","seq":2,"time":1,"data":{"content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}},"surfaceOp":"append"}"#,
+            r#"{"type":"assistant/message","seq":3,"time":1,"data":{"turn":1,"step":1,"content":[{"type":"tool-call","id":"c1","name":"bash","arguments":"{}"}],"provenance":{"provider":"p","model":"m"}},"surfaceOp":"append"}"#,
+            r#"{"type":"tool/result","seq":4,"time":1,"data":{"turn":1,"step":1,"callId":"c1","content":[{"type":"text","text":"a long output"}],"isError":false},"surfaceOp":"append"}"#,
+            r#"{"type":"tool/result","seq":5,"time":1,"data":{"turn":1,"step":1,"callId":"c1","content":[{"type":"text","text":"short"}],"isError":false},"sourceEventSeqs":[4],"surfaceOp":{"op":"replace","start":4,"end":4}}"#,
+        ]
+        .join("\n")
+            + "\n";
+        store.import_dsh(file.as_bytes(), None).expect("import");
+        let stream = store.stream("old").expect("stream");
+        let log = store.inner.log.clone();
+        let past = LogPast::new(log.clone(), stream, "old");
+        for seq in 2..=5u64 {
+            // The event as its record holds it, before any upgrade: what a writer keeps.
+            let record = log.read(stream, LogSeq(seq + 1)).expect("record");
+            let stored = decode_stored_event(&record.payload).expect("decode");
+            assert!(!stored.is_upgraded());
+            past.remember(stored);
+        }
+        for seq in 2..=5u64 {
+            let logged = past.read(Seq(seq)).expect("read").expect("in the log");
+            assert!(logged.is_upgraded(), "event {seq} is of an older shape");
+            let found = past.event_at(Seq(seq)).expect("lookup").expect("found");
+            assert_eq!(found.as_ref(), &logged, "event {seq}");
+        }
+        assert_eq!(past.appended.lock().events.len(), 4, "all four kept");
     }
 }
