@@ -68,6 +68,13 @@ pub struct StoreOptions {
     /// Store-wide projections (see [`crate::projection::store_wide`]): each session's part
     /// checkpointed in one file, [`Store::store_projection`] hands out their total.
     pub store_projections: Projections,
+    /// How much event text the store's writers keep in memory together of the surface
+    /// events they appended, so that compaction and the rules that look back find them
+    /// without reading the log: each [`SessionHandle`] keeps its newest, up to 256 KiB, and
+    /// one that appends while all of them keep more than this lets its own oldest go. A
+    /// handle gives back what it kept when it is dropped. 0 keeps none (every look-back then
+    /// reads the log). Default 64 MiB.
+    pub kept_events_bytes: usize,
 }
 
 impl Default for StoreOptions {
@@ -80,6 +87,7 @@ impl Default for StoreOptions {
             token_counter: Arc::new(HeuristicCounter),
             projections: Projections::default(),
             store_projections: Projections::default(),
+            kept_events_bytes: 64 << 20,
         }
     }
 }
@@ -137,6 +145,13 @@ impl StoreOptions {
         self.token_counter = token_counter;
         self
     }
+
+    /// Sets [`kept_events_bytes`](Self::kept_events_bytes).
+    #[must_use]
+    pub fn with_kept_events_bytes(mut self, kept_events_bytes: usize) -> Self {
+        self.kept_events_bytes = kept_events_bytes;
+        self
+    }
 }
 
 #[derive(Debug)]
@@ -153,6 +168,8 @@ struct Inner {
     trait_sessions: SessionCache<crate::session_store::Open>,
     /// Staged imports the open deleted.
     discarded_imports: usize,
+    /// What the writers keep at hand together of the events they appended.
+    kept: Arc<past::KeptEvents>,
 }
 
 /// Many sessions in one log directory. Cheap to clone, `Send + Sync`.
@@ -278,6 +295,7 @@ impl Store {
             Access::ReadOnly => 0,
             _ => create::discard_staged_imports(&log)?,
         };
+        let options_kept = options.kept_events_bytes;
         Ok(Store {
             inner: Arc::new(Inner {
                 log,
@@ -287,6 +305,7 @@ impl Store {
                 cache_files: cache::Written::default(),
                 trait_sessions: SessionCache::new(crate::session_store::CACHE_SESSIONS),
                 discarded_imports,
+                kept: past::KeptEvents::new(options_kept),
             }),
         })
     }
@@ -391,7 +410,12 @@ impl Store {
                 }
             }
         };
-        let past = LogPast::new(self.inner.log.clone(), stream, state.header().id());
+        let past = LogPast::for_writer(
+            self.inner.log.clone(),
+            stream,
+            state.header().id(),
+            self.inner.kept.clone(),
+        );
         Ok(SessionHandle {
             store: self.clone(),
             name: name.to_owned(),
@@ -843,6 +867,7 @@ impl Store {
                 cache_files: cache::Written::default(),
                 trait_sessions: SessionCache::new(1),
                 discarded_imports: 0,
+                kept: self.inner.kept.clone(),
             }),
         };
         for name in self.session_names() {

@@ -3,6 +3,8 @@
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use sessionlog_log::{Log, Seq as LogSeq, StreamId};
@@ -25,6 +27,30 @@ pub(crate) struct LogPast {
     recent: Mutex<VecDeque<Event>>,
     /// Surface events the session's writer appended, in seq order, the newest kept.
     appended: Mutex<Appended>,
+    /// What the store's writers keep together; none for a reader, which keeps nothing.
+    kept: Option<Arc<KeptEvents>>,
+}
+
+/// The event text a store's writers keep at hand together (see [`LogPast::remember`]):
+/// each writer at most [`APPENDED_BYTES`], all of them at most `limit`.
+#[derive(Debug)]
+pub(crate) struct KeptEvents {
+    limit: usize,
+    bytes: AtomicUsize,
+}
+
+impl KeptEvents {
+    pub(crate) fn new(limit: usize) -> Arc<KeptEvents> {
+        Arc::new(KeptEvents {
+            limit,
+            bytes: AtomicUsize::new(0),
+        })
+    }
+
+    /// The event text kept now, by every writer together.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
 }
 
 /// The newest surface events a writer appended (in seq order), up to [`APPENDED_BYTES`] of
@@ -37,16 +63,38 @@ struct Appended {
 }
 
 /// How much event text a writer's [`LogPast`] keeps of the surface events it appended.
-const APPENDED_BYTES: usize = 256 << 10;
+pub(crate) const APPENDED_BYTES: usize = 256 << 10;
 
 impl LogPast {
+    /// A reader's: it keeps only the few events it read last.
     pub(crate) fn new(log: Log, stream: StreamId, session_id: &str) -> LogPast {
+        LogPast::with_kept(log, stream, session_id, None)
+    }
+
+    /// A writer's: it also keeps the surface events the writer appends, within its share
+    /// of what the store's writers keep together.
+    pub(crate) fn for_writer(
+        log: Log,
+        stream: StreamId,
+        session_id: &str,
+        kept: Arc<KeptEvents>,
+    ) -> LogPast {
+        LogPast::with_kept(log, stream, session_id, Some(kept))
+    }
+
+    fn with_kept(
+        log: Log,
+        stream: StreamId,
+        session_id: &str,
+        kept: Option<Arc<KeptEvents>>,
+    ) -> LogPast {
         LogPast {
             log,
             stream,
             session_id: session_id.to_owned(),
             recent: Mutex::new(VecDeque::with_capacity(RECENT_EVENTS)),
             appended: Mutex::new(Appended::default()),
+            kept,
         }
     }
 
@@ -54,9 +102,15 @@ impl LogPast {
     /// log), when it is a surface event, as it was appended: a lookup upgrades what it
     /// finds here as a read of the record would, so it finds exactly what the log holds,
     /// and an append pays for no upgrade. The oldest kept events go once their text passes
-    /// the budget.
+    /// [`APPENDED_BYTES`], or while the store's writers keep more than their limit together
+    /// (so once every writer is done keeping, they keep at most the limit). A reader keeps
+    /// nothing.
     pub(crate) fn remember(&self, event: Event) {
-        if event.surface_op().is_none() || event.raw().len() > APPENDED_BYTES {
+        let Some(kept) = &self.kept else {
+            return;
+        };
+        let len = event.raw().len();
+        if event.surface_op().is_none() || len > APPENDED_BYTES.min(kept.limit) {
             return;
         }
         let mut appended = self.appended.lock();
@@ -68,13 +122,16 @@ impl LogPast {
             // Not the next one: only events in seq order are kept.
             return;
         }
-        appended.bytes += event.raw().len();
+        appended.bytes += len;
+        kept.bytes.fetch_add(len, Ordering::Relaxed);
         appended.events.push_back(event);
-        while appended.bytes > APPENDED_BYTES {
+        while appended.bytes > APPENDED_BYTES || kept.bytes() > kept.limit {
             let Some(oldest) = appended.events.pop_front() else {
                 break;
             };
-            appended.bytes -= oldest.raw().len();
+            let len = oldest.raw().len();
+            appended.bytes -= len;
+            kept.bytes.fetch_sub(len, Ordering::Relaxed);
         }
     }
 
@@ -108,6 +165,16 @@ impl LogPast {
         }
         upgrade_event(&mut event, self, &self.session_id)?;
         Ok(Some(event))
+    }
+}
+
+impl Drop for LogPast {
+    /// A writer done with its session gives back what it kept.
+    fn drop(&mut self) {
+        if let Some(kept) = &self.kept {
+            kept.bytes
+                .fetch_sub(self.appended.get_mut().bytes, Ordering::Relaxed);
+        }
     }
 }
 
@@ -207,6 +274,121 @@ mod tests {
         assert_eq!(gone.seq(), first_node);
     }
 
+    /// A `user/message` of about 1 KiB of text.
+    fn message(n: u64) -> sessionlog_session::EventInput {
+        let text = "words of a message ".repeat(54);
+        sessionlog_session::EventInput::new(
+            "user/message",
+            1,
+            format!(
+                r#"{{"content":[{{"type":"text","text":"{text}{n}"}}],"source":{{"kind":"user"}},"role":"user","id":"u-{n}"}}"#
+            ),
+        )
+        .with_surface_op(sessionlog_session::SurfaceOp::Append)
+    }
+
+    #[test]
+    fn the_store_s_writers_keep_at_most_its_limit_together_and_give_it_back() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let limit = 24 << 10;
+        let store = Store::open(
+            dir.path(),
+            StoreOptions::default().with_kept_events_bytes(limit),
+        )
+        .expect("store");
+        let mut handles: Vec<_> = (0..4)
+            .map(|i| {
+                let name = format!("s{i}");
+                let mut h = store
+                    .create_session(&name, SessionHeader::new(&name, 0, None))
+                    .expect("session");
+                h.append(sessionlog_session::EventInput::new(
+                    "turn/start",
+                    1,
+                    r#"{"turn":1}"#,
+                ))
+                .expect("turn");
+                h.append(sessionlog_session::EventInput::new(
+                    "step/start",
+                    1,
+                    r#"{"turn":1,"step":1}"#,
+                ))
+                .expect("step");
+                h
+            })
+            .collect();
+        let kept_by = |hs: &[crate::SessionHandle]| -> Vec<usize> {
+            hs.iter().map(|h| h.past.appended.lock().bytes).collect()
+        };
+        for round in 0..40u64 {
+            for h in &mut handles {
+                h.append(message(round)).expect("append");
+                let total = store.inner.kept.bytes();
+                assert!(total <= limit, "{total} bytes kept after round {round}");
+            }
+            assert_eq!(
+                kept_by(&handles).iter().sum::<usize>(),
+                store.inner.kept.bytes(),
+                "the store counts what its writers keep"
+            );
+        }
+        for (i, h) in handles.iter().enumerate() {
+            let kept = h.past.appended.lock().events.len();
+            assert!(kept >= 2, "writer {i} keeps {kept} events");
+        }
+        // What a writer let go of is read from the log; what it keeps is what the log holds.
+        let h = &handles[0];
+        for seq in 2..h.next_seq().get() {
+            let seq = Seq(seq);
+            let logged = h.past.read(seq).expect("read").expect("in the log");
+            let found = h.past.event_at(seq).expect("lookup").expect("found");
+            assert_eq!(found.as_ref(), &logged, "event {}", seq.get());
+        }
+        let last_two = kept_by(&handles[2..]).iter().sum::<usize>();
+        handles.truncate(2);
+        assert_eq!(
+            store.inner.kept.bytes(),
+            kept_by(&handles).iter().sum::<usize>()
+        );
+        drop(handles);
+        assert_eq!(
+            store.inner.kept.bytes(),
+            0,
+            "every writer gave back what it kept"
+        );
+        assert!(last_two > 0);
+
+        // With no room at all, nothing is kept and every look-back reads the log.
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(
+            dir.path(),
+            StoreOptions::default().with_kept_events_bytes(0),
+        )
+        .expect("store");
+        let mut h = store
+            .create_session("s", SessionHeader::new("s", 0, None))
+            .expect("session");
+        h.append(sessionlog_session::EventInput::new(
+            "turn/start",
+            1,
+            r#"{"turn":1}"#,
+        ))
+        .expect("turn");
+        h.append(sessionlog_session::EventInput::new(
+            "step/start",
+            1,
+            r#"{"turn":1,"step":1}"#,
+        ))
+        .expect("step");
+        for n in 0..5 {
+            h.append(message(n)).expect("append");
+        }
+        assert_eq!(h.past.appended.lock().events.len(), 0);
+        assert_eq!(store.inner.kept.bytes(), 0);
+        let found = h.past.event_at(Seq(3)).expect("lookup").expect("found");
+        assert_eq!(found.seq(), Seq(3));
+    }
+
     #[test]
     fn a_kept_event_of_an_older_shape_is_found_upgraded_as_its_record_reads() {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -227,7 +409,7 @@ mod tests {
         store.import_dsh(file.as_bytes(), None).expect("import");
         let stream = store.stream("old").expect("stream");
         let log = store.inner.log.clone();
-        let past = LogPast::new(log.clone(), stream, "old");
+        let past = LogPast::for_writer(log.clone(), stream, "old", KeptEvents::new(1 << 20));
         for seq in 2..=5u64 {
             // The event as its record holds it, before any upgrade: what a writer keeps.
             let record = log.read(stream, LogSeq(seq + 1)).expect("record");
