@@ -274,6 +274,21 @@ mod tests {
         assert_eq!(gone.seq(), first_node);
     }
 
+    /// A new session `name`, in its first turn's first step (where messages may go).
+    fn in_a_step(store: &Store, name: &str) -> crate::SessionHandle {
+        let mut h = store
+            .create_session(name, SessionHeader::new(name, 0, None))
+            .expect("session");
+        for (event_type, data) in [
+            ("turn/start", r#"{"turn":1}"#),
+            ("step/start", r#"{"turn":1,"step":1}"#),
+        ] {
+            h.append(sessionlog_session::EventInput::new(event_type, 1, data))
+                .expect(event_type);
+        }
+        h
+    }
+
     /// A `user/message` of about 1 KiB of text.
     fn message(n: u64) -> sessionlog_session::EventInput {
         let text = "words of a message ".repeat(54);
@@ -297,25 +312,7 @@ mod tests {
         )
         .expect("store");
         let mut handles: Vec<_> = (0..4)
-            .map(|i| {
-                let name = format!("s{i}");
-                let mut h = store
-                    .create_session(&name, SessionHeader::new(&name, 0, None))
-                    .expect("session");
-                h.append(sessionlog_session::EventInput::new(
-                    "turn/start",
-                    1,
-                    r#"{"turn":1}"#,
-                ))
-                .expect("turn");
-                h.append(sessionlog_session::EventInput::new(
-                    "step/start",
-                    1,
-                    r#"{"turn":1,"step":1}"#,
-                ))
-                .expect("step");
-                h
-            })
+            .map(|i| in_a_step(&store, &format!("s{i}")))
             .collect();
         let kept_by = |hs: &[crate::SessionHandle]| -> Vec<usize> {
             hs.iter().map(|h| h.past.appended.lock().bytes).collect()
@@ -365,21 +362,7 @@ mod tests {
             StoreOptions::default().with_kept_events_bytes(0),
         )
         .expect("store");
-        let mut h = store
-            .create_session("s", SessionHeader::new("s", 0, None))
-            .expect("session");
-        h.append(sessionlog_session::EventInput::new(
-            "turn/start",
-            1,
-            r#"{"turn":1}"#,
-        ))
-        .expect("turn");
-        h.append(sessionlog_session::EventInput::new(
-            "step/start",
-            1,
-            r#"{"turn":1,"step":1}"#,
-        ))
-        .expect("step");
+        let mut h = in_a_step(&store, "s");
         for n in 0..5 {
             h.append(message(n)).expect("append");
         }
