@@ -99,6 +99,9 @@ pub struct ScannedLog {
     pub tail: Option<TailCut>,
 }
 
+/// What JSON allows around a value.
+const JSON_WHITESPACE: [char; 4] = [' ', '\t', '\n', '\r'];
+
 fn line_text(bytes: &[u8]) -> &[u8] {
     // `JSON.parse` skips a CR before the LF as whitespace.
     bytes.strip_suffix(b"\r").unwrap_or(bytes)
@@ -121,7 +124,10 @@ fn header_line(file: &[u8]) -> Result<(SessionHeader, usize), Error> {
             detail: detail.into(),
         });
     }
-    let header = SessionHeader::parse(header_text)?;
+    // The header is its JSON value, as an event is: whitespace around it (carriage returns
+    // before the line feed included) is not kept, so an export, which ends the line with a
+    // line feed alone, imports to the same header.
+    let header = SessionHeader::parse(header_text.trim_matches(JSON_WHITESPACE))?;
     Ok((header, header_end.map_or(file.len(), |e| e + 1)))
 }
 
