@@ -165,6 +165,9 @@ class Store:
     size of each segment file (64 MiB by default); ``strict=True`` makes any damage an error
     instead of cutting a torn, never-acknowledged tail. ``compression_level`` (a zstd level, 1
     to 19) makes :meth:`reclaim` compress the sealed segments it finds uncompressed.
+    ``kept_events_bytes`` bounds how much text of the events they appended the store's open
+    session handles keep in memory together, for compaction and look-backs (each at most
+    256 KiB; 64 MiB in all by default; 0 keeps none, and every look-back reads the log).
     """
 
     __slots__ = ("_native",)
@@ -179,6 +182,7 @@ class Store:
         preallocate: Optional[bool] = None,
         strict: bool = False,
         compression_level: Optional[int] = None,
+        kept_events_bytes: Optional[int] = None,
     ) -> None:
         self._native = _native.Store(
             os.fspath(path),
@@ -188,6 +192,7 @@ class Store:
             preallocate=preallocate,
             strict=strict,
             compression_level=compression_level,
+            kept_events_bytes=kept_events_bytes,
         )
 
     @property

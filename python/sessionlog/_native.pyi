@@ -91,6 +91,7 @@ class Store:
         strict: bool = False,
         projection_cache: bool = True,
         compression_level: Optional[int] = None,
+        kept_events_bytes: Optional[int] = None,
     ) -> None: ...
     @property
     def path(self) -> str: ...

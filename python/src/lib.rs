@@ -329,6 +329,7 @@ fn store_options(
     strict: bool,
     projection_cache: bool,
     compression_level: Option<i32>,
+    kept_events_bytes: Option<usize>,
 ) -> PyResult<StoreOptions> {
     let mut log = LogOptions::default();
     if let Some(level) = compression_level {
@@ -345,9 +346,13 @@ fn store_options(
     if strict {
         log = log.with_recovery_mode(RecoveryMode::AbsoluteConsistency);
     }
-    Ok(StoreOptions::default()
+    let mut options = StoreOptions::default()
         .with_log(log)
-        .with_projection_cache(projection_cache))
+        .with_projection_cache(projection_cache);
+    if let Some(bytes) = kept_events_bytes {
+        options = options.with_kept_events_bytes(bytes);
+    }
+    Ok(options)
 }
 
 /// A store: many sessions in one log directory (see `sessionlog.Store`).
@@ -394,7 +399,7 @@ fn stream_of(store: &Store, name: &str) -> PyResult<StreamId> {
 #[pymethods]
 impl PyStore {
     #[new]
-    #[pyo3(signature = (path, *, read_only = false, create = true, segment_bytes = None, preallocate = None, strict = false, projection_cache = true, compression_level = None))]
+    #[pyo3(signature = (path, *, read_only = false, create = true, segment_bytes = None, preallocate = None, strict = false, projection_cache = true, compression_level = None, kept_events_bytes = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -406,6 +411,7 @@ impl PyStore {
         strict: bool,
         projection_cache: bool,
         compression_level: Option<i32>,
+        kept_events_bytes: Option<usize>,
     ) -> PyResult<Self> {
         let options = store_options(
             segment_bytes,
@@ -413,6 +419,7 @@ impl PyStore {
             strict,
             projection_cache,
             compression_level,
+            kept_events_bytes,
         )?;
         let access = match (read_only, create) {
             (true, _) => Access::ReadOnly,

@@ -246,6 +246,32 @@ def test_compaction_shadows_and_keeps_originals(store_path):
         h.close()
 
 
+def test_compaction_is_the_same_whatever_the_handles_keep_in_memory(tmp_path):
+    # kept_events_bytes=0: nothing a handle appended is kept, every look-back reads the log.
+    seen = {}
+    for kept in (None, 0):
+        with sessionlog.Store(tmp_path / f"kept-{kept}", segment_bytes=SMALL,
+                              kept_events_bytes=kept) as store:
+            h = store.create_session("c")
+            for i in range(6):
+                one_turn(h, f"question {i} " + "words " * 40)
+            h.commit()
+            requests = []
+
+            def summarize(request):
+                requests.append(request)
+                return {"text": "short summary", "provider": "test", "model": "summarizer"}
+
+            out = h.compact(summarize, keep_recent_fraction=0.2)
+            assert out["outcome"] == "compacted", out
+            h.close()
+            seen[kept] = (requests[0]["messages"], store.view("c").messages)
+    assert seen[None] == seen[0]
+    assert len(seen[0][0]) > 3
+    with pytest.raises((OverflowError, TypeError, ValueError)):
+        sessionlog.Store(tmp_path / "negative", kept_events_bytes=-1)
+
+
 def test_dsh_fixture_round_trips(store_path):
     corpus = shared_dir() / "fixtures" / "dsh"
     if not (corpus / "golden").is_dir():
