@@ -272,7 +272,10 @@ fn checkpoint_walk_agrees_with_decode(bytes: &[u8]) {
     });
     match decoded {
         Ok(cp) => {
-            assert_eq!(walked.ok(), Some(Some((cp.next_stream_id, cp.streams.len()))));
+            assert_eq!(
+                walked.ok(),
+                Some(Some((cp.next_stream_id, cp.streams.len())))
+            );
             let streams: Vec<_> = cp
                 .streams
                 .into_iter()
