@@ -300,7 +300,10 @@ pub fn run(dir: &Path, events: u64, reps: usize) -> io::Result<Replay> {
     let (len, alloc) = dir_bytes(&sl_dir);
     disk.push(("sessionlog, compressed by `gc --compress`", len, alloc));
     let zst_path = dir.join("long-session.jsonl.zst");
-    std::fs::write(&zst_path, zstd::bulk::compress(&std::fs::read(&jsonl_path)?, 3)?)?;
+    std::fs::write(
+        &zst_path,
+        zstd::bulk::compress(&std::fs::read(&jsonl_path)?, 3)?,
+    )?;
     let (len, alloc) = file_bytes(&zst_path)?;
     disk.push(("JSONL + zstd", len, alloc));
     Ok(Replay {
