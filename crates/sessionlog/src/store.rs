@@ -295,7 +295,7 @@ impl Store {
             Access::ReadOnly => 0,
             _ => create::discard_staged_imports(&log)?,
         };
-        let options_kept = options.kept_events_bytes;
+        let kept = past::KeptEvents::new(options.kept_events_bytes);
         Ok(Store {
             inner: Arc::new(Inner {
                 log,
@@ -305,7 +305,7 @@ impl Store {
                 cache_files: cache::Written::default(),
                 trait_sessions: SessionCache::new(crate::session_store::CACHE_SESSIONS),
                 discarded_imports,
-                kept: past::KeptEvents::new(options_kept),
+                kept,
             }),
         })
     }

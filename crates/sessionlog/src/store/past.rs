@@ -63,7 +63,7 @@ struct Appended {
 }
 
 /// How much event text a writer's [`LogPast`] keeps of the surface events it appended.
-pub(crate) const APPENDED_BYTES: usize = 256 << 10;
+const APPENDED_BYTES: usize = 256 << 10;
 
 impl LogPast {
     /// A reader's: it keeps only the few events it read last.
