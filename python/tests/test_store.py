@@ -221,21 +221,28 @@ def test_raw_streams_are_apart_from_sessions(store_path):
             store.raw_append("s", [b"x"])
 
 
+def compact_six_turns(store):
+    """Session "c" with six committed turns, compacted with a fixed summary: the open
+    handle, the summarizer's requests and the event count before the compaction."""
+    h = store.create_session("c")
+    for i in range(6):
+        one_turn(h, f"question {i} " + "words " * 40)
+    h.commit()
+    before = store.event_count("c")
+    requests = []
+
+    def summarize(request):
+        requests.append(request)
+        return {"text": "short summary", "provider": "test", "model": "summarizer"}
+
+    out = h.compact(summarize, keep_recent_fraction=0.2)
+    assert out["outcome"] == "compacted", out
+    return h, requests, before
+
+
 def test_compaction_shadows_and_keeps_originals(store_path):
     with sessionlog.Store(store_path, segment_bytes=SMALL) as store:
-        h = store.create_session("c")
-        for i in range(6):
-            one_turn(h, f"question {i} " + "words " * 40)
-        h.commit()
-        before = store.event_count("c")
-        requests = []
-
-        def summarize(request):
-            requests.append(request)
-            return {"text": "short summary", "provider": "test", "model": "summarizer"}
-
-        out = h.compact(summarize, keep_recent_fraction=0.2)
-        assert out["outcome"] == "compacted", out
+        h, requests, before = compact_six_turns(store)
         assert requests and requests[0]["messages"][0]["role"] == "user"
         messages = store.view("c").messages
         assert "short summary" in json.dumps(messages[0])
@@ -252,18 +259,7 @@ def test_compaction_is_the_same_whatever_the_handles_keep_in_memory(tmp_path):
     for kept in (None, 0):
         with sessionlog.Store(tmp_path / f"kept-{kept}", segment_bytes=SMALL,
                               kept_events_bytes=kept) as store:
-            h = store.create_session("c")
-            for i in range(6):
-                one_turn(h, f"question {i} " + "words " * 40)
-            h.commit()
-            requests = []
-
-            def summarize(request):
-                requests.append(request)
-                return {"text": "short summary", "provider": "test", "model": "summarizer"}
-
-            out = h.compact(summarize, keep_recent_fraction=0.2)
-            assert out["outcome"] == "compacted", out
+            h, requests, _ = compact_six_turns(store)
             h.close()
             seen[kept] = (requests[0]["messages"], store.view("c").messages)
     assert seen[None] == seen[0]
