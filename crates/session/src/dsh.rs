@@ -99,9 +99,6 @@ pub struct ScannedLog {
     pub tail: Option<TailCut>,
 }
 
-/// What JSON allows around a value.
-const JSON_WHITESPACE: [char; 4] = [' ', '\t', '\n', '\r'];
-
 fn line_text(bytes: &[u8]) -> &[u8] {
     // `JSON.parse` skips a CR before the LF as whitespace.
     bytes.strip_suffix(b"\r").unwrap_or(bytes)
@@ -124,10 +121,10 @@ fn header_line(file: &[u8]) -> Result<(SessionHeader, usize), Error> {
             detail: detail.into(),
         });
     }
-    // The header is its JSON value, as an event is: whitespace around it (carriage returns
-    // before the line feed included) is not kept, so an export, which ends the line with a
-    // line feed alone, imports to the same header.
-    let header = SessionHeader::parse(header_text.trim_matches(JSON_WHITESPACE))?;
+    // The header is its JSON value, as an event line's envelope is (`parse_line`): the
+    // whitespace around it (carriage returns before the line feed included) is not kept, so
+    // an export, which ends the line with a line feed alone, imports to the same header.
+    let header = SessionHeader::parse(JsonRef::new(header_text).raw())?;
     Ok((header, header_end.map_or(file.len(), |e| e + 1)))
 }
 
