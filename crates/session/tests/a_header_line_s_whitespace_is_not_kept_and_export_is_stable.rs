@@ -44,3 +44,14 @@ fn whitespace_around_a_header_is_not_kept_and_export_is_stable() {
         }
     }
 }
+
+/// A header stored before imports dropped the whitespace around it still decodes as stored
+/// (format-spec/events.md, version history).
+#[test]
+fn a_header_record_stored_with_whitespace_decodes_as_stored() {
+    let stored = format!("{HEADER} \r");
+    let header = sessionlog_session::SessionHeader::parse(&stored).expect("parse");
+    let record = sessionlog_session::encode_header(&header);
+    let decoded = sessionlog_session::decode_header(&record).expect("decode");
+    assert_eq!(decoded.raw(), stored);
+}
