@@ -18,7 +18,8 @@ const RECENT_EVENTS: usize = 8;
 
 /// Reads event `seq` of one session from its log record `seq + 1` (through the sparse index
 /// and the mapped segments), upgraded as loading upgrades it, with a small cache of the
-/// events read last. Holds no event otherwise.
+/// events read last; a writer's also keeps the newest surface events it appended
+/// ([`LogPast::remember`]).
 #[derive(Debug)]
 pub(crate) struct LogPast {
     log: Log,
@@ -48,6 +49,7 @@ impl KeptEvents {
     }
 
     /// The event text kept now, by every writer together.
+    #[cfg(test)]
     pub(crate) fn bytes(&self) -> usize {
         self.bytes.load(Ordering::Relaxed)
     }
@@ -60,6 +62,15 @@ impl KeptEvents {
 struct Appended {
     events: VecDeque<Event>,
     bytes: usize,
+}
+
+impl Appended {
+    /// Lets the oldest kept event go; returns the length of its text (0 when none is kept).
+    fn pop_oldest(&mut self) -> usize {
+        let len = self.events.pop_front().map_or(0, |e| e.raw().len());
+        self.bytes -= len;
+        len
+    }
 }
 
 /// How much event text a writer's [`LogPast`] keeps of the surface events it appended.
@@ -123,14 +134,21 @@ impl LogPast {
             return;
         }
         appended.bytes += len;
-        kept.bytes.fetch_add(len, Ordering::Relaxed);
         appended.events.push_back(event);
-        while appended.bytes > APPENDED_BYTES || kept.bytes() > kept.limit {
-            let Some(oldest) = appended.events.pop_front() else {
-                break;
-            };
-            let len = oldest.raw().len();
-            appended.bytes -= len;
+        // This writer's own cap first (nothing shared), then one change to the store's
+        // count, the net of both: one atomic step per append.
+        let mut gone = 0;
+        while appended.bytes > APPENDED_BYTES {
+            gone += appended.pop_oldest();
+        }
+        let mut total = if len >= gone {
+            kept.bytes.fetch_add(len - gone, Ordering::Relaxed) + (len - gone)
+        } else {
+            kept.bytes.fetch_sub(gone - len, Ordering::Relaxed) - (gone - len)
+        };
+        while total > kept.limit && !appended.events.is_empty() {
+            let len = appended.pop_oldest();
+            total -= len;
             kept.bytes.fetch_sub(len, Ordering::Relaxed);
         }
     }
