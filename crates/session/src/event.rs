@@ -852,13 +852,18 @@ impl EventInput {
     /// Whether the envelope [`EventInput::into_event_for`] writes for this input at `seq`
     /// passes every envelope rule by construction, so that its event is made from the
     /// input's own fields ([`EventInput::written_event`]) instead of parsed: the seq, the
-    /// time and a replacement's bounds are safe integers, and no sources are cited (their
-    /// list has rules of its own, which the parse applies).
+    /// time and a replacement's bounds are safe integers, and the cited sources, if any, are
+    /// strictly increasing and before `seq` (so safe integers that repeat nothing: the list's
+    /// rules hold, and its parse would read back the same seqs). Any other list takes the
+    /// parse, which says which of its rules it breaks, or accepts it in another order.
     fn is_built_as_written(&self, seq: u64) -> bool {
         let safe = |n: u64| n as f64 <= json::MAX_SAFE_INTEGER;
+        let cites_in_order = |sources: &[Seq]| {
+            sources.windows(2).all(|w| w[0] < w[1]) && sources.last().is_none_or(|s| s.get() < seq)
+        };
         safe(seq)
             && safe(self.time.unsigned_abs())
-            && self.source_event_seqs.is_none()
+            && self.source_event_seqs.as_deref().is_none_or(cites_in_order)
             && match self.surface_op {
                 None | Some(SurfaceOp::Append) => true,
                 Some(SurfaceOp::Replace { start, end }) => safe(start.get()) && safe(end.get()),
@@ -894,7 +899,7 @@ impl EventInput {
             data: known.value,
             surface_op: self.surface_op,
             replace_spells_seq,
-            source_event_seqs: None,
+            source_event_seqs: self.source_event_seqs.as_deref().map(Box::from),
             ignorable: self.ignorable,
             raw: out.into(),
             payload: known.index,

@@ -158,7 +158,11 @@ proptest! {
             Some(SurfaceOp::Replace { start: Seq(1), end: Seq(3) }),
             Some(SurfaceOp::Replace { start: Seq(2), end: Seq(9_007_199_254_740_992) }),
         ]),
-        sources in prop::sample::select(vec![None, Some(vec![1u64, 2]), Some(vec![3, 3]), Some(vec![8])]),
+        sources in prop::sample::select(vec![
+            None, Some(vec![1u64, 2]), Some(vec![3, 3]), Some(vec![8]), Some(vec![]),
+            Some(vec![2, 1]), Some(vec![0, 5, 6]), Some(vec![1, 9_007_199_254_740_990]),
+            Some(vec![9_007_199_254_740_992]), Some(vec![4, 2, 4]),
+        ]),
         ignorable in any::<bool>(),
         v3 in any::<bool>(),
     ) {
