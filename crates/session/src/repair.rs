@@ -75,16 +75,15 @@ impl TurnTracker {
 
     pub(crate) fn apply(&mut self, event: &Event) {
         // Most events (chunks above all) change nothing here: the payload is looked at
-        // only by the types that read it.
-        let data = || event.data();
+        // only by the types that read it, through the index its parse made.
         match event.event_type() {
             "turn/start" => {
-                self.open_turn = js_value(data().get("turn"));
+                let [turn] = event.data_fields(["turn"]);
+                self.open_turn = js_value(turn);
                 self.open_step = None;
                 self.last_step = None;
                 self.clear_pending();
-                let turn = data().get("turn").and_then(|t| t.as_seq());
-                self.last_turn = self.last_turn.max(turn);
+                self.last_turn = self.last_turn.max(turn.and_then(|t| t.as_seq()));
             }
             "turn/end" => {
                 self.open_turn = None;
@@ -92,10 +91,10 @@ impl TurnTracker {
                 self.clear_pending();
             }
             "step/start" => {
-                self.open_step = js_value(data().get("step"));
+                let [step] = event.data_fields(["step"]);
+                self.open_step = js_value(step);
                 self.stepped = true;
-                let step = data().get("step").and_then(|s| s.as_seq());
-                self.last_step = self.last_step.max(step);
+                self.last_step = self.last_step.max(step.and_then(|s| s.as_seq()));
             }
             "step/end" => {
                 self.clear_pending();
@@ -133,7 +132,8 @@ impl TurnTracker {
                 }
             }
             "tool/call" => {
-                if let Some(id) = data().get("callId").and_then(|c| c.as_str()) {
+                let [id] = event.data_fields(["callId"]);
+                if let Some(id) = id.and_then(|c| c.as_str()) {
                     if let Some(&slot) = self.index.get(id.as_ref()) {
                         if let Some(Some(call)) = self.pending.get_mut(slot) {
                             call.call_seq = Some(event.seq().get());

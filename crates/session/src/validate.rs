@@ -261,23 +261,27 @@ pub(crate) fn check_native(version: &FormatVersion, event: &Event) -> Result<(),
             detail,
         ))
     };
-    // Only the types with native rules have their payload looked into.
-    let data = || event.data();
+    // Only the types with native rules have their payload looked into, through the index
+    // its parse made (a walk of the payload would step over the whole message to find no
+    // `stream`).
     match event.event_type() {
         "assistant/message" if version.settlement_stream_record => {
-            if let Some(record) = data().get("stream") {
+            let [record] = event.data_fields(["stream"]);
+            if let Some(record) = record {
                 check_stream_record(record).or_else(fail)?;
             }
         }
         "assistant/attempt" if version.attempts => {
-            if !is_number(data().get("turn")) || !is_number(data().get("step")) {
+            let [turn, step, outcome, record] =
+                event.data_fields(["turn", "step", "outcome", "stream"]);
+            if !is_number(turn) || !is_number(step) {
                 return fail("an attempt needs numeric turn and step");
             }
-            let outcome = data().get("outcome").and_then(|o| o.as_str());
+            let outcome = outcome.and_then(|o| o.as_str());
             if !matches!(outcome.as_deref(), Some("error" | "cancelled")) {
                 return fail("attempt.outcome must be \"error\" or \"cancelled\"");
             }
-            if let Some(record) = data().get("stream") {
+            if let Some(record) = record {
                 check_stream_record(record).or_else(fail)?;
             }
         }
