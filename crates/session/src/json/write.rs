@@ -39,16 +39,28 @@ pub fn write_js_string(out: &mut String, s: &str) {
 /// (`buf` holds at least the 20 digits of `u64::MAX`, or the digits that fit): the bytes
 /// before are left as they were, for a caller's padding.
 pub fn decimal_into(buf: &mut [u8], v: u64) -> usize {
+    // Two digits per division: a time in milliseconds has 13.
+    const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+        2021222324252627282930313233343536373839\
+        4041424344454647484950515253545556575859\
+        6061626364656667686970717273747576777879\
+        8081828384858687888990919293949596979899";
     let mut start = buf.len();
     let mut rest = v;
-    while start > 0 {
+    while rest >= 10 && start >= 2 {
+        let pair = (rest % 100) as usize * 2;
+        rest /= 100;
+        start -= 2;
+        if let (Some(to), Some(digits)) = (buf.get_mut(start..start + 2), PAIRS.get(pair..pair + 2))
+        {
+            to.copy_from_slice(digits);
+        }
+    }
+    // The last (or only) digit, or the lowest digit that still fits.
+    if start > 0 && (rest > 0 || start == buf.len()) {
         start -= 1;
         if let Some(d) = buf.get_mut(start) {
             *d = b'0' + (rest % 10) as u8;
-        }
-        rest /= 10;
-        if rest == 0 {
-            break;
         }
     }
     start
@@ -224,6 +236,26 @@ mod tests {
             let mut out = String::new();
             write_js_string(&mut out, s);
             assert_eq!(out, escaped_by_character(s), "{s:?}");
+        }
+    }
+
+    /// Into a buffer too short for all of them, the lowest digits that fit are written.
+    #[test]
+    fn a_short_buffer_gets_the_lowest_digits() {
+        for v in [0u64, 7, 10, 99, 100, 12_345, 1_700_000_000_123, u64::MAX] {
+            let all = v.to_string();
+            for len in 0..=21 {
+                let mut buf = vec![b'.'; len];
+                let start = decimal_into(&mut buf, v);
+                let fit = all.len().min(len);
+                assert_eq!(start, len - fit, "{v} into {len}");
+                assert_eq!(
+                    &buf[start..],
+                    &all.as_bytes()[all.len() - fit..],
+                    "{v} into {len}"
+                );
+                assert!(buf[..start].iter().all(|b| *b == b'.'), "{v} into {len}");
+            }
         }
     }
 
