@@ -113,12 +113,16 @@ pub(crate) fn check_message(version: &FormatVersion, event: &Event) -> Result<()
                 }
                 return Ok(());
             }
-            let mut blocks = content.map(|c| c.elements()).into_iter().flatten();
-            let (Some(block), None) = (blocks.next(), blocks.next()) else {
+            // The blocks as the payload index holds them: a walk would step over the
+            // result's whole text twice, once to count the blocks and once for the fields.
+            let mut blocks = content.into_iter().flat_map(|c| {
+                event.content_blocks(surface.message, c, ["type", "content", "toolCallId"])
+            });
+            let (Some((_, [block_type, block_content, block_call])), None) =
+                (blocks.next(), blocks.next())
+            else {
                 return fail("a tool result message holds exactly one content block");
             };
-            let [block_type, block_content, block_call] =
-                block.fields(["type", "content", "toolCallId"]);
             if block_type.and_then(|t| t.as_str()).as_deref() != Some("tool-result")
                 || !block_content.is_some_and(|c| c.is_array())
                 || block_call.and_then(|t| t.as_str()) != call_id

@@ -285,3 +285,54 @@ fn surface_event_without_surface_op_is_refused_at_import_too() {
         "{err}"
     );
 }
+
+/// A tool result's message holds exactly one block, `{type: "tool-result", toolCallId:
+/// source.callId, content: [...]}`: every other content is refused as a message shape, the
+/// one block accepted, whatever the order of its keys and however long its text.
+#[test]
+fn a_tool_result_holds_exactly_one_tool_result_block_for_its_call() {
+    let result = |content: &str| {
+        let data = format!(
+            r#"{{"turn":1,"step":1,"message":{{"id":"r1","role":"user","source":{{"kind":"tool","callId":"c1"}},"content":{content}}}}}"#
+        );
+        EventInput::new("tool/result", 1000, data)
+            .with_surface_op(sessionlog_session::SurfaceOp::Append)
+    };
+    let block =
+        r#"{"type":"tool-result","toolCallId":"c1","content":[{"type":"text","text":"out"}]}"#;
+    let refused = [
+        "[]".to_owned(),
+        format!("[{block},{block}]"),
+        format!(r#"[{block},"x"]"#),
+        r#"["x"]"#.to_owned(),
+        "[1]".to_owned(),
+        "[[]]".to_owned(),
+        r#"[{"type":"text","toolCallId":"c1","content":[]}]"#.to_owned(),
+        r#"[{"toolCallId":"c1","content":[]}]"#.to_owned(),
+        r#"[{"type":"tool-result","toolCallId":"c2","content":[]}]"#.to_owned(),
+        r#"[{"type":"tool-result","content":[]}]"#.to_owned(),
+        r#"[{"type":"tool-result","toolCallId":"c1","content":"out"}]"#.to_owned(),
+        r#"[{"type":"tool-result","toolCallId":"c1"}]"#.to_owned(),
+    ];
+    for content in refused {
+        let mut s = in_step_with_call();
+        assert_eq!(
+            refused_rule(&mut s, result(&content)),
+            Rule::MessageShape,
+            "{content}"
+        );
+    }
+    let long = "y".repeat(5000);
+    let accepted = [
+        format!("[{block}]"),
+        r#"[ {"content":[],"toolCallId":"c1","type":"tool-result","isError":true} ]"#.to_owned(),
+        format!(
+            r#"[{{"type":"tool-result","toolCallId":"c1","content":[{{"type":"text","text":"{long}"}}]}}]"#
+        ),
+    ];
+    for content in accepted {
+        let mut s = in_step_with_call();
+        s.try_append(result(&content))
+            .unwrap_or_else(|e| panic!("{content}: {e}"));
+    }
+}
