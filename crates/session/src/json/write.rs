@@ -6,9 +6,15 @@ pub fn write_js_string(out: &mut String, s: &str) {
     out.reserve(s.len() + 2);
     out.push('"');
     // Only ASCII bytes are escaped, and no byte of a multi-byte character is ASCII: the runs
-    // between escapes are copied whole, on character boundaries.
+    // between escapes are found a word at a time (`plain_run` stops at exactly the bytes
+    // escaped here) and copied whole, on character boundaries.
+    let bytes = s.as_bytes();
     let mut run = 0;
-    for (at, b) in s.bytes().enumerate() {
+    loop {
+        let at = run + super::plain::plain_run(bytes.get(run..).unwrap_or_default());
+        let Some(&b) = bytes.get(at) else {
+            break;
+        };
         let escape = match b {
             b'"' => "\\\"",
             b'\\' => "\\\\",
@@ -17,8 +23,7 @@ pub fn write_js_string(out: &mut String, s: &str) {
             b'\n' => "\\n",
             b'\r' => "\\r",
             b'\t' => "\\t",
-            0..=0x1f => "",
-            _ => continue,
+            _ => "",
         };
         out.push_str(s.get(run..at).unwrap_or_default());
         if escape.is_empty() {
@@ -215,7 +220,7 @@ mod tests {
                     Just('"'),
                     Just('\\'),
                 ],
-                0..64,
+                0..100,
             )
             .prop_map(|chars| chars.into_iter().collect::<String>())
         ) {
