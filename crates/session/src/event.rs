@@ -853,17 +853,26 @@ impl EventInput {
     /// passes every envelope rule by construction, so that its event is made from the
     /// input's own fields ([`EventInput::written_event`]) instead of parsed: the seq, the
     /// time and a replacement's bounds are safe integers, and the cited sources, if any, are
-    /// strictly increasing and before `seq` (so safe integers that repeat nothing: the list's
-    /// rules hold, and its parse would read back the same seqs). Any other list takes the
-    /// parse, which says which of its rules it breaks, or accepts it in another order.
+    /// before `seq` and repeat none (so they are safe integers: the list's rules hold, and
+    /// its parse would read back the same seqs in the same order). A replacement cites its
+    /// compaction's start and summary first and the older nodes it shadows after them, so
+    /// a list out of order is checked on a sorted copy, as the parse checks it. Any other
+    /// list takes the parse, which says which of its rules it breaks.
     fn is_built_as_written(&self, seq: u64) -> bool {
         let safe = |n: u64| n as f64 <= json::MAX_SAFE_INTEGER;
-        let cites_in_order = |sources: &[Seq]| {
-            sources.windows(2).all(|w| w[0] < w[1]) && sources.last().is_none_or(|s| s.get() < seq)
+        let increasing_before_seq = |list: &[Seq]| {
+            list.windows(2).all(|w| w[0] < w[1]) && list.last().is_none_or(|s| s.get() < seq)
+        };
+        let cites_validly = |sources: &[Seq]| {
+            increasing_before_seq(sources) || {
+                let mut sorted = sources.to_vec();
+                sorted.sort_unstable();
+                increasing_before_seq(&sorted)
+            }
         };
         safe(seq)
             && safe(self.time.unsigned_abs())
-            && self.source_event_seqs.as_deref().is_none_or(cites_in_order)
+            && self.source_event_seqs.as_deref().is_none_or(cites_validly)
             && match self.surface_op {
                 None | Some(SurfaceOp::Append) => true,
                 Some(SurfaceOp::Replace { start, end }) => safe(start.get()) && safe(end.get()),
