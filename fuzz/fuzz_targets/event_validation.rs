@@ -1,7 +1,8 @@
 //! Raw bytes into event validation: the lossless JSON validator, `Event::parse` (the stored
 //! envelope) and `EventInput::from_json` (the append shape), then appending the input to a
 //! fresh session. No input may panic; whatever is accepted must keep its bytes and survive the
-//! storage encoding.
+//! storage encoding, and an event built from an input (made from its fields when its envelope
+//! passes the rules by construction) must be the event its own envelope parses to.
 
 #![no_main]
 
@@ -31,6 +32,15 @@ fuzz_target!(|data: &[u8]| {
             valid_json,
             "an input that is not lossless JSON was accepted"
         );
+        for seq in [0, 5, 1_000_000] {
+            if let Ok(built) = input.clone().into_event(seq) {
+                assert_eq!(
+                    Event::parse(built.raw(), seq).as_ref(),
+                    Ok(&built),
+                    "a built event is not the event its envelope parses to"
+                );
+            }
+        }
         let data_text = input.data.clone();
         for version in [FormatVersion::dsh_v0(), FormatVersion::current()] {
             let mut session = Session::new(SessionHeader::new("s", 1, None), version);
