@@ -79,6 +79,26 @@ fn refusals_with_an_open_turn_change_nothing_and_point_at_repair() {
     assert_eq!(report.status.code(), Some(0), "{}", describe(&report));
 }
 
+/// With a turn left open, a line refused for its own shape says what is wrong with it and
+/// no more; a line refused because of where the open turn stands points at repair.
+#[test]
+fn only_refusals_the_open_turn_explains_point_at_repair() {
+    let (_dir, store) = store_with(true);
+    let no_id = r#"{"type":"user/message","data":{"content":[],"source":{"kind":"user"},"role":"user","id":""},"surfaceOp":"append"}"#;
+    let no_turn_number = r#"{"type":"step/start","data":{"step":1}}"#;
+    for line in [no_id, no_turn_number] {
+        assert_refused_and_unchanged(&store, format!("{line}\n").as_bytes(), &["line 1"]);
+        let err = text(&append(&store, format!("{line}\n").as_bytes(), &[]).stderr);
+        assert!(!err.contains("--repair"), "no repair hint: {err}");
+    }
+    let other_turn = r#"{"type":"turn/end","data":{"turn":3,"reason":{"kind":"completed"}}}"#;
+    assert_refused_and_unchanged(
+        &store,
+        format!("{other_turn}\n").as_bytes(),
+        &["line 1", "nesting", "sessionlog open", "--repair"],
+    );
+}
+
 #[test]
 fn a_turn_fed_through_several_appends_gets_no_closer_in_its_middle() {
     let (_dir, store) = store_with(true);
