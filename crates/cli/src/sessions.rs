@@ -143,31 +143,23 @@ fn append_line(
     }
     match handle.append(event) {
         Ok(e) => Ok(Some(e.seq().get())),
-        // A line refused for its own shape is refused whatever the session's state: the
-        // open turn or compaction is no part of the answer, so no repair is pointed at.
-        Err(e) if e.is_refusal() && refused_for_its_shape(&e) => Err(refused(e.to_string())),
-        Err(e) if e.is_refusal() => Err(refused(format!("{e}{}", repair_hint(handle, dir)))),
+        Err(e) if e.is_refusal() => {
+            // A line refused for its own shape is refused whatever the session's state: the
+            // open turn or compaction is no part of the answer, so no repair is pointed at.
+            let for_its_shape = matches!(
+                &e,
+                sessionlog::Error::Session(sessionlog::session::Error::Invalid { rule, .. })
+                    if rule.is_about_shape()
+            );
+            let hint = if for_its_shape {
+                String::new()
+            } else {
+                repair_hint(handle, dir)
+            };
+            Err(refused(format!("{e}{hint}")))
+        }
         Err(e) => Err(e.into()),
     }
-}
-
-/// Whether `e` refuses an event for a rule of its own shape (its JSON, envelope, surface
-/// operation, message or payload), which no state of the session changes.
-fn refused_for_its_shape(e: &sessionlog::Error) -> bool {
-    use sessionlog::session::{Error as SessionError, Rule};
-    matches!(
-        e,
-        sessionlog::Error::Session(SessionError::Invalid {
-            rule: Rule::LosslessJson
-                | Rule::Envelope
-                | Rule::SurfaceOp
-                | Rule::MessageShape
-                | Rule::RequestHeader
-                | Rule::RetiredShape
-                | Rule::Payload,
-            ..
-        })
-    )
 }
 
 /// When the session was left needing restart repair, how to get it.

@@ -44,6 +44,29 @@ pub enum Rule {
     SystemHead,
 }
 
+impl Rule {
+    /// Whether the rule judges an event by its own shape alone (its JSON, envelope, surface
+    /// operation, message or payload), so that no state of the session, an open turn or
+    /// compaction included, changes whether the event keeps it.
+    pub fn is_about_shape(self) -> bool {
+        match self {
+            Rule::LosslessJson
+            | Rule::Envelope
+            | Rule::SurfaceOp
+            | Rule::MessageShape
+            | Rule::RequestHeader
+            | Rule::RetiredShape
+            | Rule::Payload => true,
+            Rule::SourceEventSeqs
+            | Rule::ReplaceRange
+            | Rule::ToolResultReplace
+            | Rule::Nesting
+            | Rule::ToolPairing
+            | Rule::SystemHead => false,
+        }
+    }
+}
+
 impl fmt::Display for Rule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
