@@ -591,16 +591,21 @@ fn parse_sources_reading(
     if ranged && !increasing {
         return Err("with ranges, entries must be strictly increasing".to_owned());
     }
-    // Writers cite sources in seq order, and a strictly increasing list repeats nothing:
-    // only another order needs the sorted copy.
-    if !increasing {
-        let mut sorted = out.clone();
-        sorted.sort_unstable();
-        if sorted.windows(2).any(|w| w[0] == w[1]) {
-            return Err("entries must not repeat".to_owned());
-        }
+    if !increasing && !repeats_none(&out) {
+        return Err("entries must not repeat".to_owned());
     }
     Ok(out.iter().copied().map(Seq).collect())
+}
+
+/// Whether `list` holds no entry twice. Writers cite sources in seq order, and a strictly
+/// increasing list repeats nothing: only another order needs a sorted copy.
+fn repeats_none<T: Ord + Copy>(list: &[T]) -> bool {
+    let increasing = |l: &[T]| l.windows(2).all(|w| w[0] < w[1]);
+    increasing(list) || {
+        let mut sorted = list.to_vec();
+        sorted.sort_unstable();
+        increasing(&sorted)
+    }
 }
 
 /// Reads `text`, when it is an array of integers each spelled as `as_seq` reads exactly
@@ -854,22 +859,13 @@ impl EventInput {
     /// input's own fields ([`EventInput::written_event`]) instead of parsed: the seq, the
     /// time and a replacement's bounds are safe integers, and the cited sources, if any, are
     /// before `seq` and repeat none (so they are safe integers: the list's rules hold, and
-    /// its parse would read back the same seqs in the same order). A replacement cites its
-    /// compaction's start and summary first and the older nodes it shadows after them, so
-    /// a list out of order is checked on a sorted copy, as the parse checks it. Any other
-    /// list takes the parse, which says which of its rules it breaks.
+    /// its parse would read back the same seqs in the same order), checked as
+    /// [`parse_sources`] checks them. Any other list takes the parse, which says which of
+    /// its rules it breaks.
     fn is_built_as_written(&self, seq: u64) -> bool {
         let safe = |n: u64| n as f64 <= json::MAX_SAFE_INTEGER;
-        let increasing_before_seq = |list: &[Seq]| {
-            list.windows(2).all(|w| w[0] < w[1]) && list.last().is_none_or(|s| s.get() < seq)
-        };
-        let cites_validly = |sources: &[Seq]| {
-            increasing_before_seq(sources) || {
-                let mut sorted = sources.to_vec();
-                sorted.sort_unstable();
-                increasing_before_seq(&sorted)
-            }
-        };
+        let cites_validly =
+            |sources: &[Seq]| sources.iter().all(|s| s.get() < seq) && repeats_none(sources);
         safe(seq)
             && safe(self.time.unsigned_abs())
             && self.source_event_seqs.as_deref().is_none_or(cites_validly)
