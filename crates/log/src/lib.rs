@@ -28,6 +28,7 @@ mod snapshot;
 mod state;
 pub mod storage;
 pub mod verify;
+mod wake;
 mod writer;
 
 pub use background::{BackgroundReclaim, BackgroundReport, DEFAULT_WORK_SHARE};

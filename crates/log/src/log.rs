@@ -177,8 +177,11 @@ pub(crate) struct Inner {
     pub options: LogOptions,
     pub store_id: [u8; 16],
     pub state: Mutex<State>,
-    /// Committers of each group (by parity) wait here until their group is durable.
-    pub group: [Condvar; crate::writer::GROUPS as usize],
+    /// Committers of each group (by number modulo `GROUPS`) wait here until their group is
+    /// durable.
+    pub group: [crate::wake::GroupWaiters; crate::writer::GROUPS as usize],
+    /// `State::notified_epoch`, readable without the lock: every group below it is durable.
+    pub durable_epoch: std::sync::atomic::AtomicU64,
     /// Threads that need no I/O cycle to be running (roll, readers) wait here.
     pub idle: Condvar,
     pub report: RecoveryReport,

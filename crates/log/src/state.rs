@@ -329,8 +329,6 @@ pub(crate) struct State {
     /// Number of the group that batches encoded now belong to; a sync cycle takes the
     /// forming group and the next one starts forming.
     pub forming: u64,
-    /// Committers waiting on each group's condition variable (by group parity).
-    pub waiters: [u32; crate::writer::GROUPS as usize],
     pub poisoned: Option<Arc<str>>,
     pub closed: bool,
     pub counters: Counters,

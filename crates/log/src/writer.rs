@@ -9,9 +9,12 @@
 //! waited for it between the two. With more syncs allowed, a write may proceed while a sync
 //! is in flight, so the next group is written while the previous one is being made durable.
 //! Meanwhile new commits form the next group in the buffer, and a reader copies the bytes in
-//! flight instead of waiting for them. Any failed write or sync poisons the log: nothing after
-//! it is trusted until the store is reopened.
+//! flight instead of waiting for them. A group's committers sleep on the group's word
+//! (`wake.rs`); once the group is durable the leader releases the lock and wakes them all
+//! with one call, and each returns without taking the lock again. Any failed write or sync
+//! poisons the log: nothing after it is trusted until the store is reopened.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use parking_lot::MutexGuard;
@@ -67,7 +70,7 @@ impl Inner {
     /// Wakes every waiter: after a roll (which syncs everything) or a poisoning.
     fn wake_all(&self) {
         for g in &self.group {
-            g.notify_all();
+            g.wake_all();
         }
         self.idle.notify_all();
     }
@@ -132,13 +135,13 @@ impl Inner {
                 .map(|(r, s)| (r.stream.0, s.0, r.kind, r.flags, r.payload)),
         );
         st.counters.commits += 1;
-        self.settle(&mut st, durability)?;
+        self.settle(st, durability)?;
         Ok(Receipt { lsn, seqs })
     }
 
     /// After a batch is encoded: waits until it is durable (`Sync`), or hands a full buffer to
-    /// the operating system (`Buffered`).
-    fn settle(&self, st: &mut MutexGuard<'_, State>, durability: Durability) -> Result<()> {
+    /// the operating system (`Buffered`). Takes the lock, which it may give up for good.
+    fn settle<'a>(&'a self, mut st: MutexGuard<'a, State>, durability: Durability) -> Result<()> {
         match durability {
             Durability::Sync => {
                 let end = Lsn::new(st.active.id, st.end);
@@ -146,7 +149,7 @@ impl Inner {
             }
             Durability::Buffered => {
                 if st.buf.len() >= self.options.write_buffer_bytes && !st.writing() {
-                    self.io_cycle(st, false)?;
+                    self.io_cycle(&mut st, false, &mut Wakes::new(self))?;
                 }
                 Ok(())
             }
@@ -394,7 +397,15 @@ impl Inner {
     /// is still running. New commits keep encoding into the buffer meanwhile: they form the
     /// next group. Wakes exactly the committers it made durable, and one committer of the
     /// next group to lead the next cycle.
-    pub(crate) fn io_cycle(&self, st: &mut MutexGuard<'_, State>, sync: bool) -> Result<()> {
+    ///
+    /// Returns the groups it made durable: their words have changed, and whoever released
+    /// the lock wakes their sleepers ([`Wakes`]).
+    pub(crate) fn io_cycle(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        sync: bool,
+        wakes: &mut Wakes<'_>,
+    ) -> Result<Range<u64>> {
         debug_assert!(!st.writing());
         let epoch = st.forming;
         if sync {
@@ -441,6 +452,9 @@ impl Inner {
             st.sync_started = st.sync_started.max(end);
         }
         let written = MutexGuard::unlocked(st, || {
+            // Groups an earlier cycle of this thread made durable are woken now, while
+            // the lock is free and before this cycle's I/O.
+            wakes.issue();
             if !data.is_empty() {
                 if let Some(len) = grow {
                     file.allocate(len)
@@ -477,10 +491,11 @@ impl Inner {
             let st = &mut **st;
             keep_buffer(data, &mut st.buf, &mut st.spare, self.kept_buffer_bytes());
         }
+        let mut durable = 0..0;
         if back_to_back {
             st.syncs_in_flight -= 1;
             st.counters.syncs += 1;
-            self.made_durable(st, end, epoch);
+            durable = self.made_durable(st, end, epoch);
         } else if sync {
             st.sync_started = st.sync_started.max(end);
             // The next group may start its own write and sync while this one syncs.
@@ -494,11 +509,11 @@ impl Inner {
             if let Err(what) = synced {
                 return Err(self.poison(st, what));
             }
-            self.made_durable(st, end, epoch);
+            durable = self.made_durable(st, end, epoch);
         }
-        self.elect(st);
+        self.elect_later(st, wakes);
         self.idle.notify_all();
-        Ok(())
+        Ok(durable)
     }
 
     /// The largest buffer allocation a cycle keeps for the groups after it: twice what
@@ -510,47 +525,91 @@ impl Inner {
             .clamp(64 << 10, 16 << 20)
     }
 
-    /// Records that everything up to `end` is durable and wakes every group up to `epoch`
-    /// (an earlier sync may still be running, but this one covered its bytes too).
-    fn made_durable(&self, st: &mut State, end: Lsn, epoch: u64) {
+    /// Records that everything up to `end` is durable and marks every group up to `epoch`
+    /// durable (an earlier sync may still be running, but this one covered its bytes too).
+    /// Returns the groups newly marked, whose sleepers are to be woken once the lock is
+    /// released.
+    fn made_durable(&self, st: &mut State, end: Lsn, epoch: u64) -> Range<u64> {
         st.synced = st.synced.max(end);
-        while st.notified_epoch <= epoch {
-            self.group[(st.notified_epoch % GROUPS) as usize].notify_all();
-            st.notified_epoch += 1;
+        if st.notified_epoch > epoch {
+            return 0..0;
         }
+        let from = st.notified_epoch;
+        st.notified_epoch = epoch + 1;
+        // Published before the words change, so a woken committer that reads it finds its
+        // group durable without taking the lock.
+        self.durable_epoch
+            .store(st.notified_epoch, std::sync::atomic::Ordering::Release);
+        for e in from..=epoch {
+            self.group[(e % GROUPS) as usize].change();
+        }
+        from..epoch + 1
     }
 
     fn can_start_sync(&self, st: &State) -> bool {
         !st.writing() && st.syncs_in_flight < self.options.max_concurrent_syncs.max(1)
     }
 
+    /// As [`elect`](Self::elect), but the wake itself is left to `wakes`, made once the
+    /// lock is released: the elected committer then does not wake into a lock its waker
+    /// still holds.
+    fn elect_later(&self, st: &State, wakes: &mut Wakes<'_>) {
+        let forming = (st.forming % GROUPS) as usize;
+        if self.can_start_sync(st) && self.group[forming].any() {
+            self.group[forming].change();
+            wakes.elected = Some(forming);
+        }
+    }
+
     /// Wakes one committer of the forming group, if any waits and a cycle could start.
     fn elect(&self, st: &State) {
-        let forming = (st.forming % GROUPS) as usize;
-        if self.can_start_sync(st) && st.waiters[forming] > 0 {
-            self.group[forming].notify_one();
+        let forming = &self.group[(st.forming % GROUPS) as usize];
+        if self.can_start_sync(st) && forming.any() {
+            forming.wake_one();
         }
     }
 
     /// Returns once everything up to `target` is durable. The caller's batch is in the
-    /// forming group; if a cycle can start, the caller runs one for its whole group.
-    pub(crate) fn wait_durable(&self, st: &mut MutexGuard<'_, State>, target: Lsn) -> Result<()> {
-        let group = (st.forming % GROUPS) as usize;
+    /// forming group (or an earlier one); if a cycle can start, the caller runs one for its
+    /// whole group. The lock is given up for good: a committer woken because its group is
+    /// durable returns without taking it again.
+    pub(crate) fn wait_durable<'a>(&'a self, st: MutexGuard<'a, State>, target: Lsn) -> Result<()> {
+        // Declared before the guard, so dropped after it: on every return the lock is
+        // released before the sleepers of the groups this thread's cycles made durable
+        // are woken, and they do not wake into a lock their waker holds.
+        let mut wakes = Wakes::new(self);
+        let mut st = st;
+        // Every byte encoded so far is in this group or an earlier one, so once the groups
+        // up to it are durable, so is `target` (`made_durable`'s end covers them all).
+        let epoch = st.forming;
+        let group = &self.group[(epoch % GROUPS) as usize];
         loop {
-            Self::check_usable(st)?;
+            Self::check_usable(&st)?;
             if st.synced >= target {
                 // Pass leadership on if this thread was elected but had nothing left to do.
-                self.elect(st);
+                self.elect_later(&st, &mut wakes);
                 return Ok(());
             }
             // Start a cycle unless a sync already started covers this batch.
-            if self.can_start_sync(st) && st.sync_started < target {
-                self.io_cycle(st, true)?;
+            if self.can_start_sync(&st) && st.sync_started < target {
+                let durable = self.io_cycle(&mut st, true, &mut wakes)?;
+                wakes.add(durable);
                 continue;
             }
-            st.waiters[group] += 1;
-            self.group[group].wait(st);
-            st.waiters[group] -= 1;
+            let seen = group.enter();
+            drop(st);
+            wakes.issue();
+            group.wait(seen);
+            if self
+                .durable_epoch
+                .load(std::sync::atomic::Ordering::Acquire)
+                > epoch
+            {
+                return Ok(());
+            }
+            // Elected to lead, woken by a roll or a failure, or by a group sharing the word:
+            // decide under the lock.
+            st = self.state.lock();
         }
     }
 
@@ -562,10 +621,10 @@ impl Inner {
     }
 
     pub(crate) fn flush(&self) -> Result<()> {
-        let mut st = self.state.lock();
+        let st = self.state.lock();
         Self::check_usable(&st)?;
         let end = Lsn::new(st.active.id, st.end);
-        self.wait_durable(&mut st, end)
+        self.wait_durable(st, end)
     }
 
     /// Creates stream `name` and appends `records` (kind, payload) to it, in one batch: the
@@ -621,7 +680,7 @@ impl Inner {
             .map(|((kind, p), seq)| (id, seq, *kind, 0, *p));
         self.encode_records(&mut st, std::iter::once(create).chain(first));
         st.counters.commits += 1;
-        self.settle(&mut st, durability)?;
+        self.settle(st, durability)?;
         let seqs = (0..records.len() as u64).map(Seq).collect();
         Ok((StreamId(id), Receipt { lsn, seqs }))
     }
@@ -643,14 +702,14 @@ impl Inner {
             seq: 0,
             name: name.as_bytes().to_vec(),
         };
-        let mut st = self.state.lock();
+        let st = self.state.lock();
         Self::check_usable(&st)?;
-        self.write_catalog(&mut st, entry, KIND_CATALOG_RENAME, &payload, durability)
+        self.write_catalog(st, entry, KIND_CATALOG_RENAME, &payload, durability)
     }
 
     pub(crate) fn delete_stream(&self, stream: StreamId, durability: Durability) -> Result<()> {
         self.check_writable()?;
-        let mut st = self.state.lock();
+        let st = self.state.lock();
         Self::check_usable(&st)?;
         let entry = CatalogEntry {
             op: CatalogOp::Delete,
@@ -659,7 +718,7 @@ impl Inner {
             name: Vec::new(),
         };
         self.write_catalog(
-            &mut st,
+            st,
             entry,
             KIND_CATALOG_DELETE,
             &stream.0.to_le_bytes(),
@@ -670,16 +729,16 @@ impl Inner {
     /// Writes one catalog record (a delete or a rename) as a batch of its own. The entry's
     /// seq is assigned here; the stream and the name are checked after `make_room`, which may
     /// wait with the lock released.
-    fn write_catalog(
-        &self,
-        st: &mut MutexGuard<'_, State>,
+    fn write_catalog<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State>,
         mut entry: CatalogEntry,
         kind: u8,
         payload: &[u8],
         durability: Durability,
     ) -> Result<()> {
         let len = encoded_batch_len([payload.len()]);
-        self.make_room(st, len)?;
+        self.make_room(&mut st, len)?;
         let live = st
             .catalog
             .streams
@@ -699,12 +758,59 @@ impl Inner {
             .apply_entry(&entry)
             .map_err(Error::InvalidInput)?;
         st.active.catalog.push(entry);
-        self.encode_records(st, std::iter::once((CATALOG_STREAM, seq, kind, 0, payload)));
+        self.encode_records(
+            &mut st,
+            std::iter::once((CATALOG_STREAM, seq, kind, 0, payload)),
+        );
         self.settle(st, durability)
     }
 }
 
-/// Condition variables for waiting groups, indexed by group number modulo this; more than
+/// The groups a thread's sync cycles made durable, whose sleepers it wakes once it holds
+/// the log's lock no more: on drop, or before it sleeps itself.
+pub(crate) struct Wakes<'a> {
+    inner: &'a Inner,
+    epochs: Range<u64>,
+    /// The group one of whose committers was elected to lead the next cycle.
+    elected: Option<usize>,
+}
+
+impl<'a> Wakes<'a> {
+    fn new(inner: &'a Inner) -> Self {
+        Wakes {
+            inner,
+            epochs: 0..0,
+            elected: None,
+        }
+    }
+
+    fn add(&mut self, epochs: Range<u64>) {
+        if self.epochs.is_empty() {
+            self.epochs = epochs;
+        } else if !epochs.is_empty() {
+            // Cycles run in order, so the groups follow on.
+            self.epochs.end = epochs.end;
+        }
+    }
+
+    fn issue(&mut self) {
+        // The leader first: the disk waits for it.
+        if let Some(g) = self.elected.take() {
+            self.inner.group[g].wake_one_sleeper();
+        }
+        for e in std::mem::replace(&mut self.epochs, 0..0) {
+            self.inner.group[(e % GROUPS) as usize].wake_sleepers();
+        }
+    }
+}
+
+impl Drop for Wakes<'_> {
+    fn drop(&mut self) {
+        self.issue();
+    }
+}
+
+/// Wait words for waiting groups, indexed by group number modulo this; more than
 /// the groups that can be in flight at once (`max_concurrent_syncs` ≤ 4, plus the forming one).
 pub(crate) const GROUPS: u64 = 8;
 
