@@ -180,7 +180,8 @@ pub(crate) struct Inner {
     /// Committers of each group (by number modulo `GROUPS`) wait here until their group is
     /// durable.
     pub group: [crate::wake::GroupWaiters; crate::writer::GROUPS as usize],
-    /// `State::notified_epoch`, readable without the lock: every group below it is durable.
+    /// Every group below this number has been made durable and its committers woken. Written
+    /// under the log's lock (`made_durable`), read without it by a woken committer.
     pub durable_epoch: std::sync::atomic::AtomicU64,
     /// Threads that need no I/O cycle to be running (roll, readers) wait here.
     pub idle: Condvar,

@@ -413,7 +413,6 @@ pub(crate) fn open(
         in_flight: None,
         syncs_in_flight: 0,
         sync_started: durable,
-        notified_epoch: 0,
         forming: 0,
         poisoned: None,
         closed: false,

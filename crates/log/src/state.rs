@@ -324,8 +324,6 @@ pub(crate) struct State {
     pub syncs_in_flight: u32,
     /// End of the data the latest started sync covers.
     pub sync_started: Lsn,
-    /// Groups below this number have been woken as durable.
-    pub notified_epoch: u64,
     /// Number of the group that batches encoded now belong to; a sync cycle takes the
     /// forming group and the next one starts forming.
     pub forming: u64,

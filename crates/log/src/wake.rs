@@ -63,14 +63,9 @@ impl GroupWaiters {
         }
     }
 
-    /// Wakes one committer of the group (the others see a changed word only if they had not
-    /// yet gone to sleep, and then check again under the lock).
-    pub(crate) fn wake_one(&self) {
-        self.change();
-        self.wake_one_sleeper();
-    }
-
-    /// Wakes one committer asleep on the word, after [`change`](Self::change).
+    /// Wakes one committer asleep on the word, after [`change`](Self::change) (the others
+    /// see a changed word only if they had not yet gone to sleep, and then check again under
+    /// the lock).
     pub(crate) fn wake_one_sleeper(&self) {
         if self.any() {
             self.wake(1);
@@ -164,7 +159,7 @@ mod tests {
     }
 
     #[test]
-    fn every_sleeper_is_woken_by_one_wake_all_and_one_by_wake_one() {
+    fn every_sleeper_is_woken_by_one_wake_all_and_one_by_wake_one_sleeper() {
         let g = Arc::new(GroupWaiters::default());
         let woken = Arc::new(AtomicU32::new(0));
         let seen = {
@@ -189,7 +184,7 @@ mod tests {
         assert_eq!(woken.load(Ordering::SeqCst), 4);
         assert!(!g.any());
 
-        // wake_one wakes one sleeper; the word moved for both, so a later check under the
+        // wake_one_sleeper wakes one sleeper; the word moved for both, so a later check under the
         // lock decides for the other.
         let a = g.enter();
         let b = g.enter();
@@ -198,7 +193,8 @@ mod tests {
             std::thread::spawn(move || g.wait(a))
         };
         std::thread::sleep(Duration::from_millis(20));
-        g.wake_one();
+        g.change();
+        g.wake_one_sleeper();
         first.join().unwrap();
         g.wait(b);
         assert!(!g.any());

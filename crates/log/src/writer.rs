@@ -15,6 +15,7 @@
 //! poisons the log: nothing after it is trusted until the store is reopened.
 
 use std::ops::Range;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use parking_lot::MutexGuard;
@@ -396,16 +397,14 @@ impl Inner {
     /// overlap, so the next group can be written and its sync started while the previous sync
     /// is still running. New commits keep encoding into the buffer meanwhile: they form the
     /// next group. Wakes exactly the committers it made durable, and one committer of the
-    /// next group to lead the next cycle.
-    ///
-    /// Returns the groups it made durable: their words have changed, and whoever released
-    /// the lock wakes their sleepers ([`Wakes`]).
+    /// next group to lead the next cycle: their words change under the lock, and the calls
+    /// that wake them are left to `wakes`, made once the lock is released.
     pub(crate) fn io_cycle(
         &self,
         st: &mut MutexGuard<'_, State>,
         sync: bool,
         wakes: &mut Wakes<'_>,
-    ) -> Result<Range<u64>> {
+    ) -> Result<()> {
         debug_assert!(!st.writing());
         let epoch = st.forming;
         if sync {
@@ -491,16 +490,16 @@ impl Inner {
             let st = &mut **st;
             keep_buffer(data, &mut st.buf, &mut st.spare, self.kept_buffer_bytes());
         }
-        let mut durable = 0..0;
         if back_to_back {
             st.syncs_in_flight -= 1;
             st.counters.syncs += 1;
-            durable = self.made_durable(st, end, epoch);
+            wakes.add(self.made_durable(st, end, epoch));
         } else if sync {
             st.sync_started = st.sync_started.max(end);
             // The next group may start its own write and sync while this one syncs.
-            self.elect(st);
+            self.elect(st, wakes);
             let synced = MutexGuard::unlocked(st, || {
+                wakes.issue();
                 file.sync_data()
                     .map_err(|e| format!("syncing segment {seg}: {e}"))
             });
@@ -509,11 +508,11 @@ impl Inner {
             if let Err(what) = synced {
                 return Err(self.poison(st, what));
             }
-            durable = self.made_durable(st, end, epoch);
+            wakes.add(self.made_durable(st, end, epoch));
         }
-        self.elect_later(st, wakes);
+        self.elect(st, wakes);
         self.idle.notify_all();
-        Ok(durable)
+        Ok(())
     }
 
     /// The largest buffer allocation a cycle keeps for the groups after it: twice what
@@ -531,15 +530,14 @@ impl Inner {
     /// released.
     fn made_durable(&self, st: &mut State, end: Lsn, epoch: u64) -> Range<u64> {
         st.synced = st.synced.max(end);
-        if st.notified_epoch > epoch {
+        // Written only here, under the lock.
+        let from = self.durable_epoch.load(Ordering::Relaxed);
+        if from > epoch {
             return 0..0;
         }
-        let from = st.notified_epoch;
-        st.notified_epoch = epoch + 1;
         // Published before the words change, so a woken committer that reads it finds its
         // group durable without taking the lock.
-        self.durable_epoch
-            .store(st.notified_epoch, std::sync::atomic::Ordering::Release);
+        self.durable_epoch.store(epoch + 1, Ordering::Release);
         for e in from..=epoch {
             self.group[(e % GROUPS) as usize].change();
         }
@@ -550,22 +548,14 @@ impl Inner {
         !st.writing() && st.syncs_in_flight < self.options.max_concurrent_syncs.max(1)
     }
 
-    /// As [`elect`](Self::elect), but the wake itself is left to `wakes`, made once the
-    /// lock is released: the elected committer then does not wake into a lock its waker
-    /// still holds.
-    fn elect_later(&self, st: &State, wakes: &mut Wakes<'_>) {
+    /// Elects one committer of the forming group to lead the next cycle, if any waits and a
+    /// cycle could start. The wake itself is left to `wakes`, made once the lock is
+    /// released: the elected committer then does not wake into a lock its waker still holds.
+    fn elect(&self, st: &State, wakes: &mut Wakes<'_>) {
         let forming = (st.forming % GROUPS) as usize;
         if self.can_start_sync(st) && self.group[forming].any() {
             self.group[forming].change();
             wakes.elected = Some(forming);
-        }
-    }
-
-    /// Wakes one committer of the forming group, if any waits and a cycle could start.
-    fn elect(&self, st: &State) {
-        let forming = &self.group[(st.forming % GROUPS) as usize];
-        if self.can_start_sync(st) && forming.any() {
-            forming.wake_one();
         }
     }
 
@@ -587,24 +577,19 @@ impl Inner {
             Self::check_usable(&st)?;
             if st.synced >= target {
                 // Pass leadership on if this thread was elected but had nothing left to do.
-                self.elect_later(&st, &mut wakes);
+                self.elect(&st, &mut wakes);
                 return Ok(());
             }
             // Start a cycle unless a sync already started covers this batch.
             if self.can_start_sync(&st) && st.sync_started < target {
-                let durable = self.io_cycle(&mut st, true, &mut wakes)?;
-                wakes.add(durable);
+                self.io_cycle(&mut st, true, &mut wakes)?;
                 continue;
             }
             let seen = group.enter();
             drop(st);
             wakes.issue();
             group.wait(seen);
-            if self
-                .durable_epoch
-                .load(std::sync::atomic::Ordering::Acquire)
-                > epoch
-            {
+            if self.durable_epoch.load(Ordering::Acquire) > epoch {
                 return Ok(());
             }
             // Elected to lead, woken by a roll or a failure, or by a group sharing the word:
